@@ -1,0 +1,141 @@
+"""The ``memlint`` command line.
+
+Subcommands: ``check`` (the default: ``memlint train.py`` = ``memlint check
+train.py``), ``rule CODE``, ``rules``, ``estimate``, ``validate``.
+
+Exit codes: 0 nothing reported; 1 findings (``--exit-zero`` forces 0);
+2 usage, configuration or parse errors. Errors are one line on stderr,
+``memlint: error: ...``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memlint import __version__
+from memlint.errors import UsageError
+
+SUBCOMMANDS = ("check", "rule", "rules", "estimate", "validate")
+FORMATS = ("full", "concise", "json", "github", "sarif")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of exiting, so errors stay one line."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _split_codes(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    return [code.strip() for value in values for code in value.split(",") if code.strip()]
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; the estimate/validate options are only added when
+    ``command`` is one of them, so linting never imports the estimator."""
+    parser = _Parser(prog="memlint", description="Catch GPU-memory problems in training code before a GPU hour is spent.")
+    parser.add_argument("--version", action="version", version=f"memlint {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    check = sub.add_parser("check", help="lint files (the default command)")
+    add_check_arguments(check)
+
+    rule = sub.add_parser("rule", help="print a rule's documentation")
+    rule.add_argument("code", metavar="CODE")
+
+    rules = sub.add_parser("rules", help="list all rules")
+    rules.add_argument("--format", choices=("table", "json"), default="table")
+
+    estimate = sub.add_parser("estimate", help="estimate peak GPU memory of a training step (imports torch)")
+    if command == "estimate":
+        from memlint.estimate.cli import add_estimate_arguments
+
+        add_estimate_arguments(estimate)
+
+    validate = sub.add_parser("validate", help="measure a training step on a device and compare with the estimate")
+    if command == "validate":
+        from memlint.validate.cli import add_validate_arguments
+
+        add_validate_arguments(validate)
+    return parser
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories; '-' reads stdin")
+    parser.add_argument("--select", action="append", metavar="CODES", help="only these codes or prefixes (comma-separated)")
+    parser.add_argument("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
+    parser.add_argument("--extend-select", action="append", metavar="CODES", help="add these codes to the selection")
+    parser.add_argument("--format", choices=FORMATS, default=None, help="output format (default: full on a terminal, else concise)")
+    parser.add_argument("--statistics", action="store_true", help="print a count per code instead of the findings")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported")
+    parser.add_argument("--config", metavar="FILE", help="pyproject.toml (or a TOML file with memlint's keys) to use")
+    parser.add_argument("--stdin-filename", metavar="PATH", help="the path to report for source read from stdin")
+    parser.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff, apply unsafe fixes too")
+    parser.add_argument("--diff", action="store_true", help="show the fixes as a unified diff; write nothing")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the results cache")
+    parser.add_argument("--cache-dir", metavar="DIR", help="results cache directory (default: .memlint_cache/ at the project root)")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: one per core)")
+    parser.add_argument("--advise", action="store_true", help="with a configured estimate: always print the advisor's remedies")
+    parser.add_argument("-v", "--verbose", action="store_true", help="say which rules were skipped and why")
+
+
+def _normalise_argv(argv: list[str]) -> list[str]:
+    if not argv:
+        return ["check"]
+    first = argv[0]
+    if first in SUBCOMMANDS or first in ("-h", "--help", "--version"):
+        return argv
+    return ["check", *argv]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0, 1 or 2)."""
+    args_list = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
+    try:
+        args = build_parser(args_list[0]).parse_args(args_list)
+        return _dispatch(args)
+    except UsageError as exc:
+        print(f"memlint: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("memlint: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "check":
+        from memlint.check import run_check
+
+        return run_check(args)
+    if args.command == "rule":
+        from memlint.report.rule_docs import print_rule
+
+        return print_rule(args.code)
+    if args.command == "rules":
+        from memlint.report.rule_docs import print_rule_table
+
+        return print_rule_table(args.format)
+    if args.command == "estimate":
+        from memlint.estimate.cli import run_estimate
+
+        return run_estimate(args)
+    if args.command == "validate":
+        from memlint.validate.cli import run_validate
+
+        return run_validate(args)
+    raise UsageError("no command given")  # pragma: no cover - argparse requires one
+
+
+def config_start(paths: list[str]) -> Path:
+    """Where configuration discovery starts: the first real path, else the cwd."""
+    for path in paths:
+        if path != "-":
+            return Path(path).absolute()
+    return Path.cwd()

@@ -1,0 +1,182 @@
+"""``[tool.memlint]`` configuration: discovery, validation, per-file settings.
+
+The configuration comes from ``--config FILE`` or else from the nearest
+``pyproject.toml`` containing a ``[tool.memlint]`` table, walking up from the
+first linted path (or the working directory for stdin). Every key is
+validated; an unknown key or a bad value raises :class:`ConfigError` naming
+the file and the key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+from memlint.errors import ConfigError
+
+#: Directories never descended into unless named explicitly.
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".memlint_cache", "build", "dist",
+    "site-packages", "node_modules", "__pypackages__",
+)
+
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+_KNOWN_KEYS = set(_LIST_KEYS) | {"per-file-ignores", "target-gpu", "estimate", "cache-dir"}
+
+
+@dataclass
+class Config:
+    """The validated ``[tool.memlint]`` table (keys as in pyproject, snake_cased)."""
+
+    path: Path | None = None
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    extend_select: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    target_gpu: str | None = None
+    cache_dir: str | None = None
+    estimate: dict = field(default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        """Directory that relative patterns are matched against."""
+        return self.path.parent if self.path is not None else Path.cwd()
+
+    def relative(self, path: str) -> str:
+        try:
+            return PurePosixPath(Path(os.path.abspath(path)).relative_to(self.root.resolve())).as_posix()
+        except ValueError:
+            return PurePosixPath(path).as_posix()
+
+    def is_excluded(self, path: str) -> bool:
+        """True when ``path`` matches an ``exclude`` glob (whole path or a component)."""
+        return bool(self.exclude) and _matches_any(self.relative(path), self.exclude)
+
+    def ignored_codes_for(self, path: str) -> list[str]:
+        """Selectors ignored for ``path`` by ``per-file-ignores``."""
+        relative = self.relative(path)
+        codes: list[str] = []
+        for pattern, selectors in self.per_file_ignores.items():
+            if _matches_any(relative, [pattern]):
+                codes.extend(selectors)
+        return codes
+
+
+def _matches_any(relative: str, patterns: list[str]) -> bool:
+    parts = relative.split("/")
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative, pattern + "/*"):
+            return True
+        if "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in parts):
+            return True
+    return False
+
+
+def find_config_file(start: Path) -> Path | None:
+    """Nearest ``pyproject.toml`` with a ``[tool.memlint]`` table at or above ``start``."""
+    directory = start if start.is_dir() else start.parent
+    directory = directory.resolve()
+    for candidate_dir in (directory, *directory.parents):
+        candidate = candidate_dir / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                text = candidate.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if "tool.memlint" in text or "[tool]" in text:
+                data = _parse_toml(candidate, text)
+                if "memlint" in data.get("tool", {}):
+                    return candidate
+    return None
+
+
+def load_config(explicit: str | None, start: Path) -> Config:
+    """Load ``--config FILE`` or the discovered file; defaults when there is none.
+
+    Raises:
+        ConfigError: unreadable file, invalid TOML, unknown key, bad value.
+    """
+    if explicit is not None:
+        path = Path(explicit)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{explicit}: cannot read configuration ({_reason(exc)})") from None
+        data = _parse_toml(path, text)
+        table = data.get("tool", {}).get("memlint") if path.name == "pyproject.toml" else data
+        if table is None:
+            table = data.get("tool", {}).get("memlint", {})
+        return parse_table(table, path, prefix=_prefix(path))
+    found = find_config_file(start)
+    if found is None:
+        return Config()
+    data = _parse_toml(found, found.read_text(encoding="utf-8"))
+    return parse_table(data["tool"]["memlint"], found, prefix="tool.memlint")
+
+
+def _prefix(path: Path) -> str:
+    return "tool.memlint" if path.name == "pyproject.toml" else ""
+
+
+def _reason(exc: Exception) -> str:
+    return getattr(exc, "strerror", None) or type(exc).__name__
+
+
+def _parse_toml(path: Path, text: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def parse_table(table: dict, path: Path | None, prefix: str = "tool.memlint") -> Config:
+    """Validate a ``[tool.memlint]`` table into a :class:`Config`.
+
+    Raises:
+        ConfigError: naming ``path`` and the dotted key that is wrong.
+    """
+    where = str(path) if path is not None else "configuration"
+
+    def key_name(key: str) -> str:
+        return f"{prefix}.{key}" if prefix else key
+
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: {prefix or 'configuration'} must be a table")
+    config = Config(path=path)
+    for key, value in table.items():
+        if key not in _KNOWN_KEYS:
+            raise ConfigError(f"{where}: unknown key '{key_name(key)}'")
+        if key in _LIST_KEYS:
+            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"{where}: '{key_name(key)}' must be a list of strings")
+    config.select = table.get("select")
+    config.ignore = list(table.get("ignore", []))
+    config.extend_select = list(table.get("extend-select", []))
+    config.exclude = list(table.get("exclude", [])) + list(table.get("extend-exclude", []))
+    pfi = table.get("per-file-ignores", {})
+    if not isinstance(pfi, dict) or not all(
+        isinstance(v, list) and all(isinstance(c, str) for c in v) for v in pfi.values()
+    ):
+        raise ConfigError(f"{where}: '{key_name('per-file-ignores')}' must map globs to lists of codes")
+    config.per_file_ignores = {str(k): list(v) for k, v in pfi.items()}
+    for key in ("target-gpu", "cache-dir"):
+        if key in table and not isinstance(table[key], str):
+            raise ConfigError(f"{where}: '{key_name(key)}' must be a string")
+    config.target_gpu = table.get("target-gpu")
+    config.cache_dir = table.get("cache-dir")
+    estimate = table.get("estimate", {})
+    if not isinstance(estimate, dict):
+        raise ConfigError(f"{where}: '{key_name('estimate')}' must be a table")
+    config.estimate = estimate
+    return config

@@ -1,0 +1,389 @@
+"""Public API of the estimator: ``estimate(workload, options) -> Estimate`` and friends.
+
+All sizes are bytes (GiB = 2**30).  See docs/estimator.md for the method and
+the JSON schema of :meth:`Estimate.to_json`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from memlint.errors import UsageError
+from memlint.estimate.allocator import CachingAllocatorModel
+from memlint.estimate.gpus import (
+    GpuSpec,
+    cublas_workspace_bytes,
+    cuda_context_bytes,
+    cudnn_bytes,
+    detect_gpu,
+    lookup_gpu,
+)
+from memlint.estimate.step import OPTIMIZER_NAMES, PRECISIONS
+from memlint.estimate.tracer import CATEGORIES, Ledger
+from memlint.estimate.units import parse_bytes
+
+SCHEMA_VERSION = 1
+DEFAULT_CC = (8, 0)  # assumed target when no GPU is named (A100-class)
+
+
+@dataclass
+class EstimateOptions:
+    """Training configuration of the traced step.
+
+    batch_size: global batch per rank (None -> the workload's default_batch_size).
+    optimizer: one of sgd, sgd-momentum, adam, adamw, adagrad, rmsprop, or None
+        (the workload's own optimizer_factory, traced through its real step()).
+    precision: fp32, amp-fp16, amp-bf16 (CUDA autocast emulated during the trace),
+        bf16, fp16 (model and floating inputs cast).
+    checkpointing: activation checkpointing of repeated blocks (non-reentrant).
+    grad_accum: N micro-batches of batch_size // N, then one optimizer step.
+    set_to_none: ``zero_grad(set_to_none=...)``; False keeps gradients allocated between steps.
+    world_size, zero_stage: ZeRO sharding per rank -- stage >= 1 divides optimizer
+        state, >= 2 gradients, 3 parameters by world_size.
+    gpu: catalog name or "auto"; its compute capability drives kernel choices
+        (SDPA backend, cuBLAS workspace) and device overheads.
+    """
+
+    batch_size: int | None = None
+    optimizer: str | None = None
+    precision: str = "fp32"
+    checkpointing: bool = False
+    grad_accum: int = 1
+    set_to_none: bool = True
+    world_size: int = 1
+    zero_stage: int = 0
+    gpu: str | None = None
+
+    def validate(self) -> None:
+        """Raise UsageError (one line) for an invalid option."""
+        if self.optimizer is not None and self.optimizer not in OPTIMIZER_NAMES:
+            raise UsageError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZER_NAMES)}")
+        if self.precision not in PRECISIONS:
+            raise UsageError(f"unknown precision {self.precision!r}; choose from {', '.join(PRECISIONS)}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise UsageError(f"--batch-size must be >= 1 (got {self.batch_size})")
+        if self.grad_accum < 1:
+            raise UsageError(f"--grad-accum must be >= 1 (got {self.grad_accum})")
+        if self.world_size < 1:
+            raise UsageError(f"--world-size must be >= 1 (got {self.world_size})")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise UsageError(f"--zero-stage must be 0, 1, 2 or 3 (got {self.zero_stage})")
+
+
+@dataclass
+class Timeline:
+    """Live bytes after each alloc/free event of the trace.
+
+    op_index[i]: index of the aten op at event i; phase[i]/step[i]: its phase and step;
+    by_category[c][i]: unrounded live bytes of category c; allocated[i]/reserved[i]:
+    the allocator model's counters (bytes).  ``phases``: (op_index, phase, step) changes.
+    """
+
+    op_index: list[int] = field(default_factory=list)
+    phase: list[str] = field(default_factory=list)
+    step: list[int] = field(default_factory=list)
+    by_category: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in CATEGORIES})
+    allocated: list[int] = field(default_factory=list)
+    reserved: list[int] = field(default_factory=list)
+    phases: list[tuple[int, str, int]] = field(default_factory=list)
+
+    def downsample(self, max_points: int = 2000) -> dict:
+        """JSON-ready dict with at most ``max_points`` points (keeps each window's maximum)."""
+        n = len(self.op_index)
+        stride = max(1, math.ceil(n / max_points))
+        picks = []
+        for start in range(0, n, stride):
+            window = range(start, min(n, start + stride))
+            picks.append(max(window, key=lambda i: self.allocated[i]))
+        return {
+            "op_index": [self.op_index[i] for i in picks],
+            "phase": [self.phase[i] for i in picks],
+            "step": [self.step[i] for i in picks],
+            "by_category": {c: [v[i] for i in picks] for c, v in self.by_category.items()},
+            "allocated": [self.allocated[i] for i in picks],
+            "reserved": [self.reserved[i] for i in picks],
+            "phases": [list(p) for p in self.phases],
+        }
+
+
+@dataclass
+class Estimate:
+    """Result of :func:`estimate` (bytes throughout; per rank when world_size > 1).
+
+    peak_allocated: ``torch.cuda.max_memory_allocated()`` over the steady-state step.
+    peak_reserved: ``torch.cuda.max_memory_reserved()`` (allocator model).
+    device_used: what NVML / nvidia-smi shows: peak_reserved + overheads.
+    peak_tensor_bytes: unrounded live tensor bytes at their peak (CPU comparison).
+    by_category: unrounded bytes per category at the peak_allocated instant.
+    by_module: activation bytes per module FQN (first micro-batch of the steady step).
+    overheads: the non-allocator parts of device_used, each {bytes, source}.
+    unsupported_ops: [{op, module, fallback, count}].
+    """
+
+    peak_allocated: int
+    peak_reserved: int
+    device_used: int
+    peak_tensor_bytes: int
+    by_category: dict[str, int]
+    by_module: dict[str, int]
+    timeline: Timeline
+    unsupported_ops: list[dict]
+    gpu: str | None
+    compute_capability: tuple[int, int]
+    options: EstimateOptions
+    overheads: dict[str, dict] = field(default_factory=dict)
+    workload: str = ""
+    batch_size: int = 1
+    micro_batch: int = 1
+    checkpointed: list[str] = field(default_factory=list)
+    optimizer: str = ""
+    num_ops: int = 0
+    trace_seconds: float = 0.0
+
+    def to_json(self, max_points: int = 2000) -> dict:
+        """The documented JSON document (schema_version 1, see docs/estimator.md)."""
+        top = sorted(self.by_module.items(), key=lambda kv: -kv[1])
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "workload": self.workload,
+            "gpu": self.gpu,
+            "compute_capability": list(self.compute_capability),
+            "options": asdict(self.options),
+            "batch_size": self.batch_size,
+            "micro_batch": self.micro_batch,
+            "optimizer": self.optimizer,
+            "checkpointed_blocks": self.checkpointed,
+            "peak_allocated": self.peak_allocated,
+            "peak_reserved": self.peak_reserved,
+            "device_used": self.device_used,
+            "peak_tensor_bytes": self.peak_tensor_bytes,
+            "by_category": dict(self.by_category),
+            "by_module": [{"module": m, "activation_bytes": b} for m, b in top],
+            "overheads": self.overheads,
+            "unsupported_ops": self.unsupported_ops,
+            "num_ops": self.num_ops,
+            "trace_seconds": round(self.trace_seconds, 3),
+            "timeline": self.timeline.downsample(max_points),
+        }
+
+
+@dataclass
+class Verdict:
+    """Fit verdict: required (device_used) vs usable = capacity * (1 - reserve); bytes.
+
+    headroom_bytes may be negative; headroom_fraction = headroom_bytes / capacity_bytes.
+    """
+
+    fits: bool
+    required_bytes: int
+    capacity_bytes: int
+    usable_bytes: int
+    reserve: float
+    headroom_bytes: int
+    headroom_fraction: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def resolve_gpu(gpu: str | None) -> GpuSpec | None:
+    """Catalog entry, NVML detection for "auto", or None; raises UsageError."""
+    if gpu is None:
+        return None
+    if gpu.strip().lower() == "auto":
+        return detect_gpu()
+    return lookup_gpu(gpu)
+
+
+def resolve_capacity(gpu: str | None = None, capacity: str | int | None = None) -> tuple[str | None, int | None]:
+    """(name, bytes) of the target: ``capacity`` ("24GiB") wins over ``gpu`` (catalog name or "auto").
+
+    Returns (None, None) when neither is given.  Raises UsageError.
+    """
+    spec = resolve_gpu(gpu)
+    if capacity is not None:
+        return (spec.name if spec else "custom", parse_bytes(capacity))
+    if spec is None:
+        return (None, None)
+    return (spec.name, spec.memory_total)
+
+
+def _shard_factor(category: str, options: EstimateOptions) -> int:
+    stage = options.zero_stage
+    if options.world_size <= 1 or stage == 0:
+        return 1
+    if category == "optimizer_state" and stage >= 1:
+        return options.world_size
+    if category == "gradient" and stage >= 2:
+        return options.world_size
+    if category == "parameter" and stage >= 3:
+        return options.world_size
+    return 1
+
+
+def _replay(ledger: Ledger, options: EstimateOptions):
+    """Replay the ledger's events through the allocator model; returns the numbers and the timeline."""
+    allocator = CachingAllocatorModel()
+    steady_start = next((op for op, phase, step in ledger.phases if step == 1), 0)
+    live = {c: 0 for c in CATEGORIES}
+    blocks: dict[int, Any] = {}
+    timeline = Timeline(phases=list(ledger.phases))
+    phase_at = _phase_lookup(ledger.phases)
+    peak_tensor = 0
+    peak_snapshot = dict(live)
+    reset_done = False
+    for op_index, sid, is_alloc in ledger.events:
+        if not reset_done and op_index >= steady_start:
+            allocator.reset_peaks()
+            peak_tensor = sum(live.values())
+            peak_snapshot = dict(live)
+            reset_done = True
+        record = ledger.records[sid]
+        nbytes = -(-record.nbytes // _shard_factor(record.category, options))
+        if is_alloc:
+            blocks[sid] = allocator.malloc(nbytes)
+            live[record.category] += nbytes
+        else:
+            allocator.free(blocks.pop(sid, None))
+            live[record.category] -= nbytes
+        total = sum(live.values())
+        if reset_done:
+            peak_tensor = max(peak_tensor, total)
+            if allocator.allocated >= allocator.peak_allocated:
+                peak_snapshot = dict(live)
+        phase, step = phase_at(op_index)
+        timeline.op_index.append(op_index)
+        timeline.phase.append(phase)
+        timeline.step.append(step)
+        for category in CATEGORIES:
+            timeline.by_category[category].append(live[category])
+        timeline.allocated.append(allocator.allocated)
+        timeline.reserved.append(allocator.reserved)
+    return allocator, peak_tensor, peak_snapshot, timeline
+
+
+def _phase_lookup(phases):
+    import bisect  # noqa: PLC0415
+
+    starts = [p[0] for p in phases]
+
+    def lookup(op_index: int):
+        i = bisect.bisect_right(starts, op_index) - 1
+        return (phases[i][1], phases[i][2]) if i >= 0 else ("setup", 0)
+
+    return lookup
+
+
+def _by_module(ledger: Ledger) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for record in ledger.records.values():
+        if record.category == "activation" and record.step == 1 and record.micro == 0:
+            totals[record.module or "<root>"] = totals.get(record.module or "<root>", 0) + record.nbytes
+    return totals
+
+
+def estimate(workload, options: EstimateOptions | None = None) -> "Estimate":
+    """Trace two training steps of ``workload`` on meta and predict CUDA memory (bytes).
+
+    Raises UsageError for invalid options, TargetError when the workload cannot be traced.
+    """
+    from memlint.estimate.step import trace_training  # noqa: PLC0415
+
+    options = options or EstimateOptions()
+    options.validate()
+    spec = resolve_gpu(options.gpu)
+    cc = spec.compute_capability if spec else DEFAULT_CC
+    ledger = Ledger(cublas_workspace=cublas_workspace_bytes(cc))
+    started = time.perf_counter()
+    facts = trace_training(workload, options, ledger, cc)
+    elapsed = time.perf_counter() - started
+    allocator, peak_tensor, snapshot, timeline = _replay(ledger, options)
+    uses_conv = any(r.op.startswith("cudnn workspace") for r in ledger.records.values())
+    overheads = {
+        "cuda_context": {"bytes": cuda_context_bytes(cc),
+                         "source": "approximation: typical nvidia-smi after CUDA init with lazy loading (gpus.cuda_context_bytes)"},
+    }
+    if uses_conv:
+        overheads["cudnn"] = {"bytes": cudnn_bytes(cc),
+                              "source": "approximation: cuDNN library device memory (gpus.cudnn_bytes)"}
+    overheads["cublas_workspace"] = {
+        "bytes": 0, "included_in_reserved": ledger.cublas_workspace * len(ledger.workspace_threads),
+        "source": "aten/src/ATen/cuda/CublasHandlePool.cpp: allocated through the caching allocator"}
+    device_used = allocator.peak_reserved + sum(o["bytes"] for o in overheads.values())
+    return Estimate(
+        peak_allocated=allocator.peak_allocated,
+        peak_reserved=allocator.peak_reserved,
+        device_used=device_used,
+        peak_tensor_bytes=peak_tensor,
+        by_category=snapshot,
+        by_module=_by_module(ledger),
+        timeline=timeline,
+        unsupported_ops=[asdict(u) for u in ledger.unsupported.values()],
+        gpu=spec.name if spec else None,
+        compute_capability=cc,
+        options=options,
+        overheads=overheads,
+        workload=workload.name,
+        batch_size=facts["batch_size"],
+        micro_batch=facts["micro_batch"],
+        checkpointed=facts["checkpointed"],
+        optimizer=facts["optimizer"],
+        num_ops=ledger.op_index,
+        trace_seconds=elapsed,
+    )
+
+
+def fits(result: Estimate, capacity_bytes: int, reserve: float = 0.10) -> Verdict:
+    """Does ``result.device_used`` fit in ``capacity_bytes * (1 - reserve)``?"""
+    usable = int(capacity_bytes * (1.0 - reserve))
+    headroom = usable - result.device_used
+    return Verdict(
+        fits=headroom >= 0,
+        required_bytes=result.device_used,
+        capacity_bytes=int(capacity_bytes),
+        usable_bytes=usable,
+        reserve=reserve,
+        headroom_bytes=headroom,
+        headroom_fraction=headroom / capacity_bytes if capacity_bytes else 0.0,
+    )
+
+
+def max_batch_size(workload, options: EstimateOptions, capacity_bytes: int, reserve: float = 0.10,
+                   limit: int = 1 << 16, progress=None) -> int:
+    """Largest batch size b (a multiple of grad_accum) whose estimate fits; 0 if even the smallest does not.
+
+    Exponential search (1, 2, 4, ... micro-batches) then binary search -- every
+    candidate is traced, never extrapolated.  ``limit``: upper bound on b.
+    """
+    from dataclasses import replace  # noqa: PLC0415
+
+    unit = options.grad_accum
+
+    def ok(micro_batches: int) -> bool:
+        if progress:
+            progress(micro_batches * unit)
+        result = estimate(workload, replace(options, batch_size=micro_batches * unit))
+        return fits(result, capacity_bytes, reserve).fits
+
+    if not ok(1):
+        return 0
+    low = 1
+    high = None
+    while low * 2 * unit <= limit:
+        if ok(low * 2):
+            low *= 2
+        else:
+            high = low * 2
+            break
+    if high is None:
+        return low * unit
+    while high - low > 1:
+        mid = (low + high) // 2
+        if ok(mid):
+            low = mid
+        else:
+            high = mid
+    return low * unit

@@ -1,0 +1,107 @@
+"""Rendering of an Estimate: rich table, JSON document, timeline plot (matplotlib, lazy)."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from memlint.errors import UsageError
+from memlint.estimate.units import GiB, format_bytes
+
+CATEGORY_COLORS = {
+    "parameter": "#4c72b0", "buffer": "#8172b2", "gradient": "#dd8452", "optimizer_state": "#c44e52",
+    "activation": "#55a868", "temporary": "#937860", "input": "#da8bc3", "workspace": "#8c8c8c",
+}
+
+
+def render_table(result, verdict=None, max_batch: int | None = None, file: TextIO | None = None) -> None:
+    """Print categories, the three numbers, the verdict and the top-10 modules by activation bytes."""
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    console = Console(file=file, highlight=False)
+    gpu = result.gpu or f"unspecified (kernels chosen for sm{result.compute_capability[0]}{result.compute_capability[1]})"
+    console.print(f"[bold]memlint estimate[/] {result.workload}  batch={result.batch_size} "
+                  f"micro-batch={result.micro_batch} optimizer={result.optimizer} "
+                  f"precision={result.options.precision}  gpu={gpu}")
+    table = Table(title="Memory at peak (steady-state step)")
+    table.add_column("category")
+    table.add_column("bytes", justify="right")
+    table.add_column("share", justify="right")
+    total = sum(result.by_category.values()) or 1
+    for category, nbytes in sorted(result.by_category.items(), key=lambda kv: -kv[1]):
+        if nbytes:
+            table.add_row(category, format_bytes(nbytes), f"{100 * nbytes / total:.1f}%")
+    console.print(table)
+    numbers = Table(title="Predicted CUDA memory")
+    numbers.add_column("metric")
+    numbers.add_column("value", justify="right")
+    numbers.add_column("meaning")
+    numbers.add_row("peak_allocated", format_bytes(result.peak_allocated), "torch.cuda.max_memory_allocated()")
+    numbers.add_row("peak_reserved", format_bytes(result.peak_reserved), "torch.cuda.max_memory_reserved()")
+    numbers.add_row("device_used", format_bytes(result.device_used), "nvidia-smi / NVML used (incl. CUDA context)")
+    console.print(numbers)
+    if result.by_module:
+        modules = Table(title="Top modules by activation bytes")
+        modules.add_column("module")
+        modules.add_column("activations", justify="right")
+        for name, nbytes in sorted(result.by_module.items(), key=lambda kv: -kv[1])[:10]:
+            modules.add_row(name, format_bytes(nbytes))
+        console.print(modules)
+    for op in result.unsupported_ops:
+        console.print(f"[yellow]unsupported on meta:[/] {op['op']} in {op['module'] or '<root>'} "
+                      f"(x{op['count']}): {op['fallback']}")
+    if verdict is not None:
+        word = "[green]fits[/]" if verdict.fits else "[red]does not fit[/]"
+        console.print(f"Verdict: {word} in {format_bytes(verdict.capacity_bytes)} with "
+                      f"{verdict.reserve:.0%} reserve: headroom {verdict.headroom_bytes / GiB:+.2f} GiB "
+                      f"({verdict.headroom_fraction:+.1%})")
+    if max_batch is not None:
+        console.print(f"Largest batch size that fits: [bold]{max_batch}[/]")
+
+
+def render_json(result, verdict=None, max_batch: int | None = None) -> str:
+    """The JSON document: ``Estimate.to_json()`` plus ``verdict`` and ``max_batch_size`` (null when not asked)."""
+    document = result.to_json()
+    document["verdict"] = verdict.to_json() if verdict is not None else None
+    document["max_batch_size"] = max_batch
+    return json.dumps(document, indent=2)
+
+
+def plot_timeline(result, path: str) -> None:
+    """Write a stacked area plot of live bytes by category over the op sequence (.png or .svg).
+
+    Raises UsageError when matplotlib is missing or the suffix is not .png/.svg.
+    """
+    if not path.lower().endswith((".png", ".svg")):
+        raise UsageError(f"--plot {path!r}: the file name must end in .png or .svg")
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        raise UsageError("--plot needs matplotlib (pip install 'memlint[plot]')") from None
+    timeline = result.timeline
+    xs = timeline.op_index
+    cats = [c for c, v in timeline.by_category.items() if any(v)]
+    fig, ax = plt.subplots(figsize=(11, 5))
+    if xs:
+        ax.stackplot(xs, [[b / GiB for b in timeline.by_category[c]] for c in cats], labels=cats,
+                     colors=[CATEGORY_COLORS.get(c) for c in cats], step="post")
+        ax.plot(xs, [b / GiB for b in timeline.reserved], color="black", lw=1, ls="--", label="reserved (model)")
+    shades = {"forward": "#e8f0ff", "backward": "#fff0e0", "optimizer": "#f0e8ff"}
+    phases = timeline.phases
+    for i, (start, phase, step) in enumerate(phases):
+        end = phases[i + 1][0] if i + 1 < len(phases) else (xs[-1] if xs else start)
+        if phase in shades and end > start:
+            ax.axvspan(start, end, color=shades[phase], alpha=0.5, zorder=0)
+            ax.text((start + end) / 2, 1.0, f"{phase[0].upper()}{step + 1}", transform=ax.get_xaxis_transform(),
+                    ha="center", va="bottom", fontsize=7)
+    ax.set_xlabel("aten op index")
+    ax.set_ylabel("live memory (GiB)")
+    ax.set_title(f"memlint estimate: {result.workload} (batch {result.batch_size})", pad=14)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,256 @@
+"""The ledger: every device storage of a traced training step, its life and its category.
+
+A ``TorchDispatchMode`` (:class:`LedgerMode`) sees every aten op below
+autograd.  Each output tensor's storage (``untyped_storage()``; views and
+aliases share it, so they are counted once) is recorded on first sight with
+its bytes, phase, step and the FQN of the innermost module running (tracked
+with global forward pre/post hooks).  A ``weakref.finalize`` on the storage
+object (PyTorch keeps a storage's Python object alive exactly as long as the
+C++ storage) records its death, so the live-bytes timeline is exact.
+
+Categories: parameter, buffer, gradient, optimizer_state, activation (created
+in a forward pass and still alive when that forward -- loss included -- ends:
+kept by the autograd graph or by the outputs), temporary, input, and
+workspace (library workspaces: cuBLAS, cuDNN).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+CATEGORIES = ("parameter", "buffer", "gradient", "optimizer_state", "activation",
+              "temporary", "input", "workspace")
+MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "_scaled_mm",
+                        "_addmm_activation", "linear"})
+CONV_OPS = frozenset({"convolution", "convolution_backward", "cudnn_convolution",
+                      "cudnn_convolution_transpose"})
+CONV_WORKSPACE_CAP = 256 * 2**20
+
+
+@dataclass
+class StorageRecord:
+    """One device storage: bytes (unrounded), category, where/when it was created and died (op index)."""
+
+    sid: int
+    nbytes: int
+    category: str
+    phase: str
+    step: int
+    micro: int
+    module: str
+    op: str
+    born: int
+    died: int | None = None
+
+
+@dataclass
+class UnsupportedOp:
+    """An op the tracer could not run on meta: name, module FQN, the fallback used, how often."""
+
+    op: str
+    module: str
+    fallback: str
+    count: int = 1
+
+
+@dataclass
+class Ledger:
+    """Records of storages and the ordered alloc/free event list.
+
+    events: ``(op_index, sid, is_alloc)`` in program order.
+    phases: ``(first_op_index, phase, step)`` for each phase change.
+    """
+
+    cublas_workspace: int = 0
+    records: dict[int, StorageRecord] = field(default_factory=dict)
+    events: list[tuple[int, int, bool]] = field(default_factory=list)
+    phases: list[tuple[int, str, int]] = field(default_factory=list)
+    unsupported: dict[tuple[str, str], UnsupportedOp] = field(default_factory=dict)
+    op_index: int = 0
+    phase: str = "setup"
+    step: int = 0
+    micro: int = 0
+    module_stack: list[str] = field(default_factory=list)
+    closed: bool = False
+    workspace_threads: set = field(default_factory=set)
+    _live: dict[int, int] = field(default_factory=dict)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+
+    # -- state ---------------------------------------------------------------
+    def set_phase(self, phase: str, step: int | None = None, micro: int | None = None) -> None:
+        """Enter a phase (forward/backward/optimizer); also sets the step and micro-step indices."""
+        if step is not None:
+            self.step = step
+        if micro is not None:
+            self.micro = micro
+        self.phase = phase
+        self.phases.append((self.op_index, phase, self.step))
+
+    @property
+    def module(self) -> str:
+        return self.module_stack[-1] if self.module_stack else ""
+
+    # -- storages ------------------------------------------------------------
+    def lookup(self, tensor) -> StorageRecord | None:
+        """The live record of a tensor's storage, or None."""
+        sid = self._live.get(tensor.untyped_storage()._cdata)
+        return None if sid is None else self.records[sid]
+
+    def track(self, tensor, category: str = "temporary", op: str = "") -> StorageRecord | None:
+        """Record ``tensor``'s storage if new (returns its record; None for non-meta tensors)."""
+        if tensor.device.type != "meta":
+            return None
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        sid = self._live.get(key)
+        if sid is not None:
+            return self.records[sid]
+        sid = next(self._ids)
+        record = StorageRecord(sid, int(storage.nbytes()), category, self.phase, self.step,
+                               self.micro, self.module, op, self.op_index)
+        self.records[sid] = record
+        self._live[key] = sid
+        self.events.append((self.op_index, sid, True))
+        weakref.finalize(storage, self._on_free, key, sid)
+        return record
+
+    def _on_free(self, key: int, sid: int) -> None:
+        if self.closed or self._live.get(key) != sid:
+            return
+        del self._live[key]
+        self.records[sid].died = self.op_index
+        self.events.append((self.op_index, sid, False))
+
+    def transient(self, nbytes: int, op: str, category: str = "workspace") -> None:
+        """An allocation that lives only during the current op (e.g. a cuDNN workspace)."""
+        record = self.persistent(nbytes, op, category)
+        record.died = self.op_index
+        self.events.append((self.op_index, record.sid, False))
+
+    def persistent(self, nbytes: int, op: str, category: str = "workspace") -> StorageRecord:
+        """An allocation that is never freed during the trace (e.g. a cuBLAS workspace)."""
+        sid = next(self._ids)
+        record = StorageRecord(sid, int(nbytes), category, self.phase, self.step, self.micro,
+                               self.module, op, self.op_index)
+        self.records[sid] = record
+        self.events.append((self.op_index, sid, True))
+        return record
+
+    def retag(self, tensor, category: str) -> None:
+        """Set the category of a live tensor's storage (e.g. gradient, optimizer_state, input)."""
+        record = self.lookup(tensor) if tensor.device.type == "meta" else None
+        if record is not None:
+            record.category = category
+
+    def tag_forward_survivors(self) -> None:
+        """At the end of a forward pass: storages created in it and still alive are activations."""
+        for sid in self._live.values():
+            record = self.records[sid]
+            if (record.phase == "forward" and record.category == "temporary"
+                    and record.step == self.step and record.micro == self.micro):
+                record.category = "activation"
+
+    def report_unsupported(self, op: str, fallback: str) -> None:
+        key = (op, self.module)
+        if key in self.unsupported:
+            self.unsupported[key].count += 1
+        else:
+            self.unsupported[key] = UnsupportedOp(op, self.module, fallback)
+
+    def close(self) -> None:
+        """Stop recording (frees after this point are teardown, not part of the step)."""
+        self.closed = True
+
+
+def make_ledger_mode(ledger: Ledger):
+    """A TorchDispatchMode that feeds ``ledger`` (see module docstring)."""
+    import torch  # noqa: PLC0415
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+    from torch.utils._pytree import tree_flatten  # noqa: PLC0415
+
+    from memlint.estimate.handlers import fallback_table  # noqa: PLC0415
+
+    fallbacks = fallback_table()
+
+    class LedgerMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            ledger.op_index += 1
+            name = func.overloadpacket.__name__
+            try:
+                out = func(*args, **kwargs)
+            except (NotImplementedError, RuntimeError) as exc:
+                handler = fallbacks.get(func.overloadpacket)
+                if handler is None and not isinstance(exc, NotImplementedError):
+                    raise  # an ordinary error of the model (e.g. a shape mismatch)
+                if handler is None:
+                    from memlint.errors import TargetError  # noqa: PLC0415
+
+                    where = f" in module {ledger.module!r}" if ledger.module else ""
+                    first = (str(exc).strip().splitlines() or [""])[0][:200]
+                    raise TargetError(f"op aten.{name}{where} cannot be traced on meta and has no fallback: {first}") from None
+                out, description = handler(args, kwargs)
+                ledger.report_unsupported(f"aten.{name}", description)
+            flat, _ = tree_flatten(out)
+            for value in flat:
+                if isinstance(value, torch.Tensor):
+                    ledger.track(value, op=name)
+            self._workspaces(name, args, flat)
+            return out
+
+        def _workspaces(self, name, args, outputs):
+            if name in MATMUL_OPS and ledger.cublas_workspace:
+                # CUDA runs backward on the autograd engine's device thread, which gets its
+                # own cuBLAS handle and workspace; forward and optimizer share the caller's.
+                thread = "backward" if ledger.phase == "backward" else "main"
+                if thread not in ledger.workspace_threads:
+                    ledger.workspace_threads.add(thread)
+                    ledger.persistent(ledger.cublas_workspace, f"cublas workspace ({name})")
+            elif name in CONV_OPS:
+                sizes = [t.untyped_storage().nbytes() for t in list(args[:1]) + outputs[:1]
+                         if isinstance(t, torch.Tensor)]
+                if sizes:
+                    ledger.transient(min(max(sizes), CONV_WORKSPACE_CAP), f"cudnn workspace ({name})")
+
+    return LedgerMode()
+
+
+class ModuleTracker:
+    """Keeps ``ledger.module_stack`` equal to the FQNs of the modules whose forward is running.
+
+    Uses the global ``register_module_forward_pre_hook`` / ``register_module_forward_hook``;
+    modules outside ``root`` are ignored.  Use as a context manager.
+    """
+
+    def __init__(self, root, ledger: Ledger):
+        self.names = {id(m): name for name, m in root.named_modules()}
+        self.ledger = ledger
+        self.handles: list = []
+
+    def _pre(self, module, args):
+        name = self.names.get(id(module))
+        if name is not None:
+            self.ledger.module_stack.append(name or type(module).__name__)
+
+    def _post(self, module, args, output):
+        if id(module) in self.names and self.ledger.module_stack:
+            self.ledger.module_stack.pop()
+
+    def __enter__(self):
+        from torch.nn.modules.module import (  # noqa: PLC0415
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+
+        self.handles = [register_module_forward_pre_hook(self._pre),
+                        register_module_forward_hook(self._post)]
+        return self
+
+    def __exit__(self, *exc):
+        for handle in self.handles:
+            handle.remove()
+        self.ledger.module_stack.clear()
+        return False

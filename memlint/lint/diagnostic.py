@@ -1,0 +1,84 @@
+"""Diagnostics, fixes and severities: the linter's output values.
+
+Positions are 1-based lines and 1-based columns (as editors show them); the
+end position is exclusive, like ruff's and SARIF's.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(str, enum.Enum):
+    """How bad a finding is (RULES.md): error > warning > info."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class Applicability(str, enum.Enum):
+    """Whether ``--fix`` applies a fix (safe) or only ``--unsafe-fixes`` does."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the source text between two 1-based (line, column) positions.
+
+    ``end_*`` is exclusive. An insertion has start == end; a deletion has an
+    empty ``content``.
+    """
+
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A set of non-overlapping edits that together repair one diagnostic."""
+
+    title: str
+    applicability: Applicability
+    edits: tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding of one rule in one file."""
+
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    path: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    fix: Fix | None = None
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.col, self.code)
+
+
+@dataclass
+class FileResult:
+    """What linting one file produced.
+
+    ``error`` is a one-line problem that stopped the file from being linted at
+    all (it could not be opened); unparsable content is a MEM001 diagnostic
+    instead, so it shows up in every output format.
+    """
+
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    error: str | None = None
+    parsed: bool = False
+    internal_errors: list[str] = field(default_factory=list)

@@ -1,0 +1,65 @@
+"""Find the Python files to lint under the paths given on the command line."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from memlint.config import DEFAULT_EXCLUDE, Config
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+@dataclass
+class Collected:
+    """Files to lint, and one-line problems with paths that could not be used."""
+
+    files: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def collect_files(paths: list[str], config: Config) -> Collected:
+    """Expand ``paths`` into Python files, in a stable order, each once.
+
+    Directories are walked without following symbolic links to directories
+    (so a link loop cannot hang the walk), skipping :data:`DEFAULT_EXCLUDE`,
+    virtual environments (a ``pyvenv.cfg`` inside) and ``exclude`` globs.
+    A file named explicitly is linted whatever its suffix, unless an
+    ``exclude`` glob matches it. A missing path is an error line.
+    """
+    collected = Collected()
+    seen: set[str] = set()
+
+    def add(path: str) -> None:
+        key = os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            collected.files.append(path)
+
+    for path in paths:
+        if os.path.isdir(path):
+            for found in _walk(path, config):
+                add(found)
+        elif os.path.lexists(path):
+            if not config.is_excluded(path):
+                add(path)
+        else:
+            collected.errors.append(f"{path}: no such file or directory")
+    return collected
+
+
+def _walk(root: str, config: Config):
+    for directory, subdirs, filenames in os.walk(root, followlinks=False):
+        subdirs[:] = sorted(
+            d
+            for d in subdirs
+            if d not in DEFAULT_EXCLUDE
+            and not d.endswith(".egg-info")
+            and not os.path.isfile(os.path.join(directory, d, "pyvenv.cfg"))
+            and not config.is_excluded(os.path.join(directory, d))
+        )
+        for name in sorted(filenames):
+            if name.endswith(PYTHON_SUFFIXES):
+                path = os.path.join(directory, name)
+                if not config.is_excluded(path):
+                    yield path

@@ -1,0 +1,96 @@
+"""The base class every lint rule in ``rules/`` derives from.
+
+A rule is a class with metadata (``CODE``, ``NAME``, ``MESSAGE``,
+``SEVERITY``, optional ``FIX_TITLE``), its documentation as the class
+docstring (sections of RULES.md), ``VALID``/``INVALID`` examples that become
+tests, and ``TRIGGERS``: substrings a file must contain for the rule to run.
+
+Hooks are libcst-style methods: ``visit_Call(self, node)`` /
+``leave_For(self, node)``. One instance is made per file; all enabled rules
+share one traversal (see :mod:`memlint.lint.engine`), during which
+``self.ctx.stack`` holds the ancestors of the visited node (outermost first).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import libcst as cst
+
+from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, Fix, Severity
+
+if TYPE_CHECKING:
+    from memlint.lint.context import FileContext
+
+#: Documentation sections every rule docstring has, in this order (RULES.md).
+REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Known problems", "References")
+
+
+class Rule:
+    """Base class of lint rules; subclasses set the ClassVars and define hooks."""
+
+    CODE: ClassVar[str] = ""
+    NAME: ClassVar[str] = ""
+    MESSAGE: ClassVar[str] = ""
+    SEVERITY: ClassVar[Severity] = Severity.WARNING
+    FIX_TITLE: ClassVar[str | None] = None
+    DEFAULT_ENABLED: ClassVar[bool] = True
+    TRIGGERS: ClassVar[tuple[str, ...]] = ()
+    VALID: ClassVar[tuple[str, ...]] = ()
+    INVALID: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, ctx: "FileContext") -> None:
+        self.ctx = ctx
+
+    @classmethod
+    def is_triggered_by(cls, source: str) -> bool:
+        """True when ``source`` contains one of the rule's trigger tokens."""
+        return any(token in source for token in cls.TRIGGERS)
+
+    @classmethod
+    def doc(cls) -> str:
+        """The rule's Markdown documentation (its dedented docstring)."""
+        import inspect
+
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str | None = None,
+        fix: Fix | None = None,
+    ) -> None:
+        """Record a diagnostic spanning ``node`` (message defaults to MESSAGE)."""
+        start, end = self.ctx.span(node)
+        self.ctx.diagnostics.append(
+            Diagnostic(
+                code=self.CODE,
+                name=self.NAME,
+                severity=self.SEVERITY,
+                message=message or self.MESSAGE,
+                path=self.ctx.path,
+                line=start[0],
+                col=start[1],
+                end_line=end[0],
+                end_col=end[1],
+                fix=fix,
+            )
+        )
+
+    def replacement(self, node: cst.CSTNode, new: cst.CSTNode | str, safe: bool, title: str | None = None) -> Fix:
+        """A fix replacing ``node``'s source text by ``new`` (a node or code)."""
+        return Fix(
+            title=title or self.FIX_TITLE or "Apply fix",
+            applicability=Applicability.SAFE if safe else Applicability.UNSAFE,
+            edits=(self.ctx.edit_replacing(node, new),),
+        )
+
+
+def sections_of(doc: str) -> list[str]:
+    """The ``## `` section titles of a rule docstring, in order."""
+    return [line[3:].strip() for line in doc.splitlines() if line.startswith("## ")]
+
+
+def edit(start: tuple[int, int], end: tuple[int, int], content: str) -> Edit:
+    """Build an :class:`Edit` from 1-based (line, col) start/end tuples."""
+    return Edit(start[0], start[1], end[0], end[1], content)

@@ -1,0 +1,51 @@
+"""Output formats for ``memlint check``.
+
+Each format module has ``render(run, args, stream)``; :func:`render` picks one
+(``--format``; default ``full`` on a terminal, ``concise`` otherwise) and
+prints the run's one-line errors on stderr in every format.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+FORMAT_MODULES = {
+    "full": "memlint.report.full",
+    "concise": "memlint.report.concise",
+    "json": "memlint.report.json_format",
+    "github": "memlint.report.github",
+    "sarif": "memlint.report.sarif",
+}
+
+
+def default_format(stream) -> str:
+    isatty = getattr(stream, "isatty", None)
+    return "full" if isatty is not None and isatty() else "concise"
+
+
+def render(run, args, stream=None) -> None:
+    """Print ``run`` in the chosen format on ``stream`` (stdout) and errors on stderr."""
+    stream = stream or sys.stdout
+    for message in run_errors(run):
+        print(f"memlint: error: {message}", file=sys.stderr)
+    for note in run.notes:
+        print(f"memlint: {note}", file=sys.stderr)
+    fmt = args.format or default_format(stream)
+    if getattr(args, "statistics", False) and fmt in ("full", "concise"):
+        from memlint.report.statistics import render as render_statistics
+
+        render_statistics(run, args, stream)
+        return
+    module = importlib.import_module(FORMAT_MODULES[fmt])
+    module.render(run, args, stream)
+
+
+def run_errors(run) -> list[str]:
+    """One-line errors: bad paths, unreadable files, crashed rules."""
+    messages = list(run.errors)
+    for result in run.results:
+        if result.error:
+            messages.append(result.error)
+        messages.extend(f"{result.path}: {message}" for message in result.internal_errors)
+    return messages

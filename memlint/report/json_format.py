@@ -1,0 +1,68 @@
+"""``json``: a stable, versioned document (schema in docs/output-formats.md).
+
+Top level: ``{"schema_version": 1, "memlint_version", "summary", "diagnostics",
+"errors", "estimates"}``; each diagnostic has code, name, severity, message,
+path, start/end line and column (1-based, end exclusive) and ``fix`` (null or
+``{"title", "applicability", "edits": [{start/end line/col, content}]}``).
+"""
+
+from __future__ import annotations
+
+import json
+
+from memlint import __version__
+
+SCHEMA_VERSION = 1
+
+
+def diagnostic_to_dict(d) -> dict:
+    fix = None
+    if d.fix is not None:
+        fix = {
+            "title": d.fix.title,
+            "applicability": d.fix.applicability.value,
+            "edits": [
+                {
+                    "start_line": e.start_line,
+                    "start_col": e.start_col,
+                    "end_line": e.end_line,
+                    "end_col": e.end_col,
+                    "content": e.content,
+                }
+                for e in d.fix.edits
+            ],
+        }
+    return {
+        "code": d.code,
+        "name": d.name,
+        "severity": d.severity.value,
+        "message": d.message,
+        "path": d.path,
+        "start_line": d.line,
+        "start_col": d.col,
+        "end_line": d.end_line,
+        "end_col": d.end_col,
+        "fix": fix,
+    }
+
+
+def document(run) -> dict:
+    from memlint.report import run_errors
+
+    diagnostics = [diagnostic_to_dict(d) for d in run.diagnostics]
+    by_severity: dict[str, int] = {}
+    for d in run.diagnostics:
+        by_severity[d.severity.value] = by_severity.get(d.severity.value, 0) + 1
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "memlint_version": __version__,
+        "summary": {"files": len(run.results), "diagnostics": len(diagnostics), "by_severity": by_severity},
+        "diagnostics": diagnostics,
+        "errors": run_errors(run),
+        "estimates": [e.to_json() if hasattr(e, "to_json") else e for e in run.estimates],
+    }
+
+
+def render(run, args, stream) -> None:
+    json.dump(document(run), stream, indent=2)
+    stream.write("\n")

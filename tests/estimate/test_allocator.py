@@ -1,0 +1,74 @@
+from memlint.estimate.allocator import (
+    K_LARGE_BUFFER,
+    K_ROUND_LARGE,
+    K_SMALL_BUFFER,
+    CachingAllocatorModel,
+    round_size,
+)
+
+MiB = 2**20
+
+
+def test_round_size_512():
+    assert round_size(1) == 512
+    assert round_size(512) == 512
+    assert round_size(513) == 1024
+
+
+def test_one_byte_reserves_small_segment():
+    a = CachingAllocatorModel()
+    a.malloc(1)
+    assert a.reserved == K_SMALL_BUFFER == 2 * MiB
+    assert a.allocated == 512
+
+
+def test_five_mib_reserves_large_buffer():
+    a = CachingAllocatorModel()
+    a.malloc(5 * MiB)
+    assert a.reserved == K_LARGE_BUFFER == 20 * MiB
+    assert a.allocated == 5 * MiB
+
+
+def test_fifteen_mib_rounds_to_sixteen():
+    a = CachingAllocatorModel()
+    block = a.malloc(15 * MiB)
+    assert a.reserved == 16 * MiB
+    # remainder of 1 MiB is not > kSmallSize: the whole block is handed out
+    assert block.size == 16 * MiB and a.allocated == 16 * MiB
+    assert 16 * MiB % K_ROUND_LARGE == 0
+
+
+def test_free_and_reuse_same_size():
+    a = CachingAllocatorModel()
+    block = a.malloc(12 * MiB)
+    a.free(block)
+    assert a.allocated == 0
+    a.malloc(12 * MiB)
+    assert a.reserved == 12 * MiB and a.num_segments == 1
+
+
+def test_splitting_packs_small_requests_in_one_segment():
+    a = CachingAllocatorModel()
+    blocks = [a.malloc(100 * 1024) for _ in range(10)]
+    assert a.num_segments == 1 and a.reserved == 2 * MiB
+    assert a.allocated == sum(b.size for b in blocks)
+
+
+def test_large_split_and_coalesce():
+    a = CachingAllocatorModel()
+    first = a.malloc(4 * MiB)
+    second = a.malloc(4 * MiB)
+    assert a.num_segments == 1  # both from the same 20 MiB segment
+    a.free(first)
+    a.free(second)
+    # coalesced back into one 20 MiB free block: a 19 MiB request reuses it
+    a.malloc(19 * MiB)
+    assert a.num_segments == 1 and a.reserved == 20 * MiB
+
+
+def test_peak_reset():
+    a = CachingAllocatorModel()
+    block = a.malloc(30 * MiB)
+    a.free(block)
+    a.reset_peaks()
+    assert a.peak_allocated == 0 and a.peak_reserved == 30 * MiB

@@ -1,0 +1,37 @@
+import argparse
+import json
+import subprocess
+import sys
+
+from memlint.estimate.cli import add_estimate_arguments, run_estimate
+
+from conftest import target
+
+
+def run(argv):
+    parser = argparse.ArgumentParser()
+    add_estimate_arguments(parser)
+    return run_estimate(parser.parse_args(argv))
+
+
+def test_cli_does_not_import_torch():
+    code = "import sys, memlint.estimate.cli; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_json_and_exit_codes(capsys, tmp_path):
+    plot = tmp_path / "t.svg"
+    assert run([target("mlp.py") + ":build", "--format", "json", "--gpu", "T4", "--plot", str(plot)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["verdict"]["fits"] is True and document["gpu"] == "T4"
+    assert plot.stat().st_size > 0
+    assert run([target("mlp.py") + ":build", "--capacity", "100MiB"]) == 1
+
+
+def test_usage_errors_exit_2(capsys):
+    assert run([target("mlp.py") + ":bare", "--input", "float32[B,oops]"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memlint: error:") and err.count("\n") == 1
+    assert run([target("mlp.py") + ":nothere"]) == 2
+    assert run([target("mlp.py") + ":build", "--gpu", "GTX-9999"]) == 2
