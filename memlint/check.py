@@ -17,6 +17,7 @@ from memlint.lint.diagnostic import Diagnostic, FileResult
 from memlint.lint.engine import SYNTAX_ERROR_CODE, lint_source
 from memlint.lint.files import collect_files
 from memlint.lint.registry import resolve_selection
+from memlint.lint.engine import LintOptions
 from memlint.lint.runner import Job, lint_jobs, options_for
 
 
@@ -28,6 +29,14 @@ class CheckRun:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     estimates: list = field(default_factory=list)
+    #: per-path lint options, for re-linting after fixes
+    options: dict[str, LintOptions] = field(default_factory=dict)
+    #: the bytes read from stdin when the path was '-'
+    stdin: bytes | None = None
+    #: problems fixed by --fix (or that --diff would fix)
+    fixed: int = 0
+    #: --diff: report changes, not findings (exit 1 when there are changes)
+    diff_only: bool = False
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -39,6 +48,8 @@ class CheckRun:
         )
         if broken:
             return 2
+        if self.diff_only:
+            return 1 if self.fixed else 0
         if self.diagnostics and not exit_zero:
             return 1
         return 0
@@ -68,9 +79,9 @@ def run_check(args: argparse.Namespace) -> int:
         args.fix = False
     config = load_config(args.config, config_start(args.paths))
     enabled = selection(args, config)
-    run = CheckRun()
+    run = CheckRun(diff_only=bool(args.diff))
     if args.paths == ["-"] or (not args.paths and args.stdin_filename):
-        run.results.append(_lint_stdin(args, enabled, config))
+        run.results.append(_lint_stdin(args, enabled, config, run))
     elif not args.paths:
         print("memlint: no files to check", file=sys.stderr)
         return 0
@@ -80,6 +91,7 @@ def run_check(args: argparse.Namespace) -> int:
         collected = collect_files(args.paths, config)
         run.errors.extend(collected.errors)
         jobs = [Job(path, options_for(path, enabled, config)) for path in collected.files]
+        run.options = {job.path: job.options for job in jobs}
         run.results = _lint_with_cache(jobs, args, config)
         if not collected.files and not collected.errors:
             run.notes.append("no Python files to check")
@@ -94,10 +106,13 @@ def run_check(args: argparse.Namespace) -> int:
     return run.exit_code(args.exit_zero)
 
 
-def _lint_stdin(args: argparse.Namespace, enabled: frozenset[str], config: Config) -> FileResult:
+def _lint_stdin(args: argparse.Namespace, enabled: frozenset[str], config: Config, run: CheckRun) -> FileResult:
     path = args.stdin_filename or "-"
     data = sys.stdin.buffer.read()
-    return lint_source(path, data, options_for(path, enabled, config))
+    options = options_for(path, enabled, config)
+    run.stdin = data
+    run.options[path] = options
+    return lint_source(path, data, options)
 
 
 def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) -> list[FileResult]:

@@ -81,4 +81,5 @@ class LoadWithoutMapLocation(Rule):
             else:
                 new_arg = new_arg.with_changes(comma=last.comma)
                 args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new_arg)
         return self.replacement(node, node.with_changes(args=args), safe=False)

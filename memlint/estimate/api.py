@@ -142,6 +142,12 @@ class Estimate:
     optimizer: str = ""
     num_ops: int = 0
     trace_seconds: float = 0.0
+    kernel_choices: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def activation_bytes(self) -> int:
+        """Total activation bytes of one micro-batch's forward (sum of ``by_module``)."""
+        return sum(self.by_module.values())
 
     def to_json(self, max_points: int = 2000) -> dict:
         """The documented JSON document (schema_version 1, see docs/estimator.md)."""
@@ -164,6 +170,8 @@ class Estimate:
             "by_module": [{"module": m, "activation_bytes": b} for m, b in top],
             "overheads": self.overheads,
             "unsupported_ops": self.unsupported_ops,
+            "activation_bytes": self.activation_bytes,
+            "kernel_choices": self.kernel_choices,
             "num_ops": self.num_ops,
             "trace_seconds": round(self.trace_seconds, 3),
             "timeline": self.timeline.downsample(max_points),
@@ -332,6 +340,7 @@ def estimate(workload, options: EstimateOptions | None = None) -> "Estimate":
         checkpointed=facts["checkpointed"],
         optimizer=facts["optimizer"],
         num_ops=ledger.op_index,
+        kernel_choices=facts["kernel_choices"],
         trace_seconds=elapsed,
     )
 

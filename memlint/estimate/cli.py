@@ -41,7 +41,7 @@ def options_from_args(args):
         batch_size=args.batch_size, optimizer=args.optimizer, precision=args.precision,
         checkpointing=args.checkpointing, grad_accum=args.grad_accum, set_to_none=args.set_to_none,
         world_size=args.world_size, zero_stage=args.zero_stage,
-        gpu=args.gpu if args.gpu and args.gpu.lower() != "auto" else None,
+        gpu=args.gpu,
     )
 
 
@@ -106,8 +106,6 @@ def _run(args) -> int:
     reserve = parse_fraction(args.reserve)
     name, capacity = resolve_capacity(args.gpu, args.capacity)
     options = options_from_args(args)
-    if args.gpu and args.gpu.lower() == "auto" and name:
-        options.gpu = None
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot!r}: the file name must end in .png or .svg")
     with _DelayedStatus(f"tracing {args.target} on the meta device...") as status:

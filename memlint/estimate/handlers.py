@@ -16,6 +16,7 @@ CUDA's memory behaviour.  Three pieces close the gap:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -174,8 +175,11 @@ def _fused_attention_function():
 _FUSED_ATTENTION = None
 
 
-def sdpa(func, args, kwargs, cc):
-    """Run F.scaled_dot_product_attention with the memory of the backend CUDA would use."""
+def sdpa(func, args, kwargs, cc, choices=None):
+    """Run F.scaled_dot_product_attention with the memory of the backend CUDA would use.
+
+    choices: optional Counter; ``choices["sdpa:<backend>"]`` is incremented.
+    """
     import torch  # noqa: PLC0415
 
     global _FUSED_ATTENTION
@@ -186,6 +190,8 @@ def sdpa(func, args, kwargs, cc):
     backend = choose_sdpa_backend(q, k, v, bound.get("attn_mask"), cc)
     if backend != "math" and bound.get("enable_gqa") and k.shape[1] != q.shape[1]:
         backend = "math"
+    if choices is not None:
+        choices[f"sdpa:{backend}"] += 1
     if backend == "math":
         if q.dtype in (torch.float16, torch.bfloat16):
             low = q.dtype
@@ -198,6 +204,46 @@ def sdpa(func, args, kwargs, cc):
         _FUSED_ATTENTION = _fused_attention_function()
     # Dropout inside flash / mem-efficient kernels keeps only a philox seed/offset (no mask).
     return _FUSED_ATTENTION.apply(q, k, v, backend)
+
+
+# ---------------------------------------------------------------------------
+# "cuda" -> "meta": code that names the CUDA device explicitly (x.cuda(), .to("cuda"),
+# torch.zeros(..., device="cuda")) must trace on the meta device of a CPU-only machine.
+
+def _is_cuda_device(value) -> bool:
+    import torch  # noqa: PLC0415
+
+    if isinstance(value, str):
+        return value == "cuda" or value.startswith("cuda:")
+    return isinstance(value, torch.device) and value.type == "cuda"
+
+
+def map_cuda_to_meta(name: str, args: tuple, kwargs: dict):
+    """Rewrite CUDA device arguments of a torch function call to ``"meta"``.
+
+    Returns ``(args, kwargs, replacement)``; ``replacement`` is a callable result
+    for ``Tensor.cuda()`` (which becomes ``.to("meta")``), else None.
+    """
+    if name == "cuda" and args and hasattr(args[0], "to"):
+        tensor = args[0]
+        return args, kwargs, lambda: tensor.to("meta")
+    if "device" in kwargs and _is_cuda_device(kwargs["device"]):
+        kwargs = dict(kwargs, device="meta")
+    if name == "to":
+        args = tuple("meta" if _is_cuda_device(a) else a for a in args)
+    return args, kwargs, None
+
+
+def make_cuda_to_meta_mode():
+    """A TorchFunctionMode that only applies :func:`map_cuda_to_meta` (used around factories and inputs)."""
+    from torch.overrides import TorchFunctionMode  # noqa: PLC0415
+
+    class CudaToMetaMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            args, kwargs, replacement = map_cuda_to_meta(getattr(func, "__name__", ""), tuple(args), kwargs or {})
+            return replacement() if replacement else func(*args, **kwargs)
+
+    return CudaToMetaMode()
 
 
 # ---------------------------------------------------------------------------
@@ -222,6 +268,7 @@ def make_cuda_semantics_mode(autocast_dtype, cc: tuple[int, int]):
             self.autocast_enabled = autocast_dtype is not None
             self.cc = cc
             self.cache: dict[int, Any] = {}
+            self.choices: Counter = Counter()
 
         def clear_cast_cache(self):
             self.cache.clear()
@@ -242,8 +289,10 @@ def make_cuda_semantics_mode(autocast_dtype, cc: tuple[int, int]):
             return value
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
             name = getattr(func, "__name__", "")
+            args, kwargs, replacement = map_cuda_to_meta(name, tuple(args), kwargs or {})
+            if replacement is not None:
+                return replacement()
             if self.autocast_enabled:
                 if name in AUTOCAST_LOWER:
                     args = self._cast(tuple(args), self.autocast_dtype)
@@ -261,7 +310,7 @@ def make_cuda_semantics_mode(autocast_dtype, cc: tuple[int, int]):
                 elif name == "cross_entropy":
                     return self._cross_entropy(func, args, kwargs)
             if name == "scaled_dot_product_attention":
-                return sdpa(func, args, kwargs, self.cc)
+                return sdpa(func, args, kwargs, self.cc, self.choices)
             if name == "dropout":
                 return self._dropout(func, args, kwargs)
             return func(*args, **kwargs)
@@ -274,6 +323,7 @@ def make_cuda_semantics_mode(autocast_dtype, cc: tuple[int, int]):
             training, inplace = bound.get("training", True), bound.get("inplace", False)
             if (isinstance(x, torch.Tensor) and training and not inplace and 0.0 < p < 1.0
                     and x.is_floating_point() and x.numel() > 0):
+                self.choices["dropout:native_dropout(bool mask)"] += 1
                 return torch.native_dropout(x, p, True)[0]
             return func(*args, **kwargs)
 

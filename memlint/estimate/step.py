@@ -213,13 +213,15 @@ def trace_training(workload, options, ledger: Ledger, cc: tuple[int, int]) -> di
                         ledger.retag(value, "optimizer_state")
         ledger.close()
     return {"checkpointed": wrapped, "micro_batch": micro_batch, "batch_size": batch,
-            "optimizer": type(optimizer).__name__}
+            "optimizer": type(optimizer).__name__, "kernel_choices": dict(semantics.choices)}
 
 
 def _micro_step(workload, module, micro_batch, input_dtype, grad_accum, semantics, ledger) -> None:
     import torch  # noqa: PLC0415
 
-    with torch.device("meta"):
+    from memlint.estimate.handlers import make_cuda_to_meta_mode  # noqa: PLC0415
+
+    with torch.device("meta"), make_cuda_to_meta_mode():
         try:
             inputs = workload.make_inputs(micro_batch)
         except (TargetError, UsageError):

@@ -96,14 +96,21 @@ class Ledger:
     # -- storages ------------------------------------------------------------
     def lookup(self, tensor) -> StorageRecord | None:
         """The live record of a tensor's storage, or None."""
-        sid = self._live.get(tensor.untyped_storage()._cdata)
+        try:
+            sid = self._live.get(tensor.untyped_storage()._cdata)
+        except (RuntimeError, NotImplementedError):
+            return None
         return None if sid is None else self.records[sid]
 
     def track(self, tensor, category: str = "temporary", op: str = "") -> StorageRecord | None:
         """Record ``tensor``'s storage if new (returns its record; None for non-meta tensors)."""
         if tensor.device.type != "meta":
             return None
-        storage = tensor.untyped_storage()
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # sparse / nested tensors have no single storage
+            self.report_unsupported(f"{tensor.layout} tensor", "no storage: not counted")
+            return None
         key = storage._cdata
         sid = self._live.get(key)
         if sid is not None:

@@ -19,7 +19,7 @@ import importlib
 import importlib.util
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -118,7 +118,6 @@ class Workload:
     optimizer_factory: Callable[[Any], Any] | None = None
     default_batch_size: int = 1
     name: str = ""
-    notes: list[str] = field(default_factory=list)
 
     def compute_loss(self, output: Any, inputs: Any):
         """Apply ``loss_fn`` or :func:`default_loss`."""
@@ -201,9 +200,11 @@ def load_workload(target: str, inputs: list[str] | tuple[str, ...] = (), batch_s
     import torch  # noqa: PLC0415
 
     specs = [parse_input_spec(text) for text in inputs]
+    from memlint.estimate.handlers import make_cuda_to_meta_mode  # noqa: PLC0415
+
     factory = _import_factory(target)
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), make_cuda_to_meta_mode():
             result = factory()
     except (TargetError, UsageError):
         raise
@@ -216,6 +217,9 @@ def load_workload(target: str, inputs: list[str] | tuple[str, ...] = (), batch_s
         workload.default_batch_size = int(batch_size)
     if not workload.name:
         workload.name = target
+    compiled = getattr(workload.module, "_orig_mod", None)  # torch.compile wrapper: trace the eager module
+    if isinstance(compiled, torch.nn.Module):
+        workload.module = compiled
     if any(p.device.type != "meta" for p in workload.module.parameters()):
         workload.module = workload.module.to("meta")
     return workload

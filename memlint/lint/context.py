@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import cached_property
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from memlint.lint.diagnostic import Diagnostic, Edit
 from memlint.lint.names import ImportMap
@@ -38,6 +37,9 @@ class FileContext:
 
     @cached_property
     def _positions(self):
+        # libcst.metadata costs ~35 ms to import: only files with findings need it.
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
         wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
         return wrapper.resolve(PositionProvider)
 

@@ -2,28 +2,53 @@
 
 Adding a rule means adding one module to ``rules/`` that defines one
 :class:`~memlint.lint.rule.Rule` subclass; nothing else changes.
+
+Two views of the rules exist. :func:`all_rules` imports every rule module
+(rule modules import libcst, ~0.35 s on the 2-core reference machine).
+:func:`rule_index` reads each module's source with :mod:`ast` instead and
+extracts ``CODE``, ``DEFAULT_ENABLED`` and ``TRIGGERS`` when they are
+literals, so that selecting rules, the trigger pre-filter and cache hits
+never import libcst. A module whose metadata is not plain literals (computed
+triggers, an overridden ``is_triggered_by``, a rule base class other than
+``Rule``) is imported instead, so the index is never wrong, only slower.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
-import pkgutil
+import os
+from dataclasses import dataclass
 from functools import lru_cache
 
 from memlint.errors import UsageError
-from memlint.lint.rule import Rule
+
+_RULES_PACKAGE = "memlint.rules"
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What the lint path needs to know about a rule without importing it.
+
+    ``triggers`` is None when the rule decides itself whether a file
+    triggers it (an overridden ``is_triggered_by``): such a rule is always a
+    candidate and its own check runs after the import.
+    """
+
+    code: str
+    module: str
+    default_enabled: bool
+    triggers: tuple[str, ...] | None
 
 
 @lru_cache(maxsize=1)
-def all_rules() -> tuple[type[Rule], ...]:
-    """Every rule class, sorted by code."""
-    import memlint.rules as package
+def all_rules() -> tuple[type, ...]:
+    """Every rule class, sorted by code (imports every rule module)."""
+    from memlint.lint.rule import Rule
 
-    found: list[type[Rule]] = []
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+    found: list[type] = []
+    for name in _module_names():
+        module = importlib.import_module(f"{_RULES_PACKAGE}.{name}")
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Rule) and value is not Rule and value.CODE:
                 if value.__module__ == module.__name__:
@@ -31,8 +56,129 @@ def all_rules() -> tuple[type[Rule], ...]:
     return tuple(sorted(found, key=lambda rule: rule.CODE))
 
 
-def rules_by_code() -> dict[str, type[Rule]]:
+def rules_by_code() -> dict[str, type]:
+    """Every rule class by its code (imports every rule module)."""
     return {rule.CODE: rule for rule in all_rules()}
+
+
+@lru_cache(maxsize=1)
+def rule_index() -> dict[str, RuleInfo]:
+    """Every rule's :class:`RuleInfo` by code, read statically where possible."""
+    package_dir = _package_dir()
+    index: dict[str, RuleInfo] = {}
+    for name in _module_names():
+        module_name = f"{_RULES_PACKAGE}.{name}"
+        infos = _static_infos(os.path.join(package_dir, name + ".py"), module_name)
+        if infos is None:
+            infos = _imported_infos(module_name)
+        for info in infos:
+            index[info.code] = info
+    return dict(sorted(index.items()))
+
+
+def rule_classes(codes) -> dict[str, type]:
+    """The rule classes of ``codes`` (unknown codes are skipped), importing
+    only the modules that define them."""
+    index = rule_index()
+    classes: dict[str, type] = {}
+    for code in sorted(codes):
+        info = index.get(code)
+        if info is None:
+            continue
+        module = importlib.import_module(info.module)
+        for value in vars(module).values():
+            if isinstance(value, type) and getattr(value, "CODE", None) == code and value.__module__ == info.module:
+                classes[code] = value
+                break
+    return classes
+
+
+def _package_dir() -> str:
+    import memlint.rules as package
+
+    return list(package.__path__)[0]
+
+
+def _module_names() -> list[str]:
+    names = set()
+    for entry in os.listdir(_package_dir()):
+        stem, dot, suffix = entry.partition(".")
+        if suffix == "py" and stem.isidentifier() and not stem.startswith("_"):
+            names.add(stem)
+    return sorted(names)
+
+
+def _imported_infos(module_name: str) -> list[RuleInfo]:
+    from memlint.lint.rule import Rule
+
+    module = importlib.import_module(module_name)
+    infos = []
+    for value in vars(module).values():
+        if isinstance(value, type) and issubclass(value, Rule) and value is not Rule and value.CODE:
+            if value.__module__ == module_name:
+                overridden = value.is_triggered_by.__func__ is not Rule.is_triggered_by.__func__
+                triggers = None if overridden else tuple(value.TRIGGERS)
+                infos.append(RuleInfo(value.CODE, module_name, bool(value.DEFAULT_ENABLED), triggers))
+    return infos
+
+
+def _static_infos(path: str, module_name: str) -> list[RuleInfo] | None:
+    """RuleInfos read from the module source, or None when not plain literals."""
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    infos = []
+    for node in tree.body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        bases = [_base_name(base) or "" for base in node.bases]
+        if "Rule" not in bases:
+            if any(base.endswith("Rule") for base in bases):
+                return None  # a rule built on another rule base: let the import decide
+            continue  # a helper class (a visitor, a dataclass)
+        info = _class_info(node, module_name)
+        if info is None:
+            return None
+        infos.append(info)
+    # memNNN_name.py defines MEMNNN: if the source did not show it, import.
+    expected = module_name.rsplit(".", 1)[1].split("_", 1)[0].upper()
+    if not any(info.code == expected for info in infos):
+        return None
+    return infos
+
+
+def _base_name(base: ast.expr) -> str | None:
+    if isinstance(base, ast.Name):
+        return base.id
+    if isinstance(base, ast.Attribute):
+        return base.attr
+    return None
+
+
+def _class_info(node: ast.ClassDef, module_name: str) -> RuleInfo | None:
+    values: dict[str, object] = {}
+    for statement in node.body:
+        if isinstance(statement, ast.FunctionDef) and statement.name == "is_triggered_by":
+            return None
+        targets = []
+        if isinstance(statement, ast.Assign):
+            targets = [t.id for t in statement.targets if isinstance(t, ast.Name)]
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value:
+            targets = [statement.target.id]
+        for target in targets:
+            if target in ("CODE", "DEFAULT_ENABLED", "TRIGGERS"):
+                try:
+                    values[target] = ast.literal_eval(statement.value)
+                except ValueError:
+                    return None
+    code, enabled, triggers = values.get("CODE"), values.get("DEFAULT_ENABLED", True), values.get("TRIGGERS", ())
+    if not isinstance(code, str) or not code or not isinstance(enabled, bool):
+        return None
+    if isinstance(triggers, str) or not all(isinstance(t, str) for t in triggers):
+        return None
+    return RuleInfo(code, module_name, enabled, tuple(triggers))
 
 
 def expand_selector(selector: str, option: str = "--select") -> set[str]:
@@ -41,7 +187,7 @@ def expand_selector(selector: str, option: str = "--select") -> set[str]:
     Raises:
         UsageError: the selector matches no rule (names the option).
     """
-    codes = [rule.CODE for rule in all_rules()]
+    codes = list(rule_index())
     wanted = selector.strip().upper()
     if wanted == "ALL":
         return set(codes)
@@ -60,7 +206,7 @@ def resolve_selection(
     """The enabled codes: (select, or the defaults) + extend-select - ignore."""
     sel_opt, ign_opt, ext_opt = option_names
     if select is None:
-        enabled = {rule.CODE for rule in all_rules() if rule.DEFAULT_ENABLED}
+        enabled = {info.code for info in rule_index().values() if info.default_enabled}
     else:
         enabled = set()
         for selector in select:

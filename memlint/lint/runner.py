@@ -2,70 +2,135 @@
 
 A problem with one file (unreadable, undecodable, a crashing rule) is
 confined to that file's :class:`FileResult`; the others are always linted.
+
+The parent process reads, decodes and pre-filters every file itself
+(:func:`memlint.lint.engine.precheck`, microseconds per file, no libcst).
+Only the files that must be parsed go to the pool, largest first in small
+chunks, so the pool's workers do nothing but the expensive part and finish
+together; results are put back in job order.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from memlint.config import Config
 from memlint.lint.diagnostic import FileResult
-from memlint.lint.engine import LintOptions, lint_source
+from memlint.lint.engine import LintOptions, Pending, lint_pending, lint_source, precheck
 from memlint.lint.registry import expand_selector
 
-#: Below this many files a process pool costs more than it saves (measured:
-#: pool start-up is ~40-80 ms on the 2-core reference machine).
+#: Below this many files to parse, a process pool costs more than it saves:
+#: each worker pays the libcst import (~0.35 s on the 2-core reference
+#: machine when forked before it) against ~5-20 ms of parsing per file.
 PARALLEL_THRESHOLD = 24
+
+#: Chunks per worker: several, so that one slow file cannot leave a core idle
+#: at the end, few enough that the per-chunk IPC is negligible.
+CHUNKS_PER_WORKER = 6
 
 
 @dataclass(frozen=True)
 class Job:
-    """One file to lint and the options that apply to it."""
+    """One file to lint and the options that apply to it.
+
+    ``data`` is the file's bytes when the caller has read them already (the
+    cache hashes them); None means the runner reads the file.
+    """
 
     path: str
     options: LintOptions
+    data: bytes | None = None
 
 
 def options_for(path: str, enabled: frozenset[str], config: Config) -> LintOptions:
+    """The options of one file: ``enabled`` minus its ``per-file-ignores``."""
     ignored: set[str] = set()
     for selector in config.ignored_codes_for(path):
         ignored |= expand_selector(selector, f"{config.path}: per-file-ignores")
     return LintOptions(enabled=enabled, ignored_here=frozenset(ignored))
 
 
-def lint_file(job: Job) -> FileResult:
-    """Read and lint one file; an unreadable file becomes ``FileResult.error``."""
+def read_job(job: Job) -> bytes | FileResult:
+    """The job's bytes, or a FileResult carrying the one-line read error."""
+    if job.data is not None:
+        return job.data
     try:
         with open(job.path, "rb") as handle:
-            data = handle.read()
+            return handle.read()
     except OSError as exc:
         return FileResult(path=job.path, error=f"{job.path}: cannot read file ({exc.strerror or type(exc).__name__})")
+
+
+def lint_file(job: Job) -> FileResult:
+    """Read and lint one file; an unreadable file becomes ``FileResult.error``."""
+    data = read_job(job)
+    if isinstance(data, FileResult):
+        return data
     return lint_source(job.path, data, job.options)
 
 
 def lint_jobs(jobs: list[Job], jobs_limit: int | None = None) -> list[FileResult]:
-    """Lint every job, in parallel when there are many; results keep job order."""
-    workers = _worker_count(len(jobs), jobs_limit)
+    """Lint every job, in parallel when many need parsing; results keep job order."""
+    results: list[FileResult | None] = [None] * len(jobs)
+    pending: list[tuple[int, Pending]] = []
+    for position, job in enumerate(jobs):
+        data = read_job(job)
+        if isinstance(data, FileResult):
+            results[position] = data
+            continue
+        result, parse = precheck(job.path, data, job.options)
+        if parse is None:
+            results[position] = result
+        else:
+            results[position] = result
+            pending.append((position, parse))
+    for position, parsed in zip((p for p, _ in pending), _lint_pending_all([p for _, p in pending], jobs_limit)):
+        results[position] = _merge(results[position], parsed)
+    return results  # type: ignore[return-value]
+
+
+def _merge(before: FileResult, parsed: FileResult) -> FileResult:
+    # precheck only fills diagnostics for undecodable files, which are never
+    # pending; keep both lists anyway so nothing can be lost.
+    if before.diagnostics:
+        parsed.diagnostics = before.diagnostics + parsed.diagnostics
+    return parsed
+
+
+def _lint_pending_all(pending: list[Pending], jobs_limit: int | None) -> list[FileResult]:
+    workers = worker_count(len(pending), jobs_limit)
     if workers <= 1:
-        return [lint_file(job) for job in jobs]
-    chunksize = max(1, len(jobs) // (workers * 8))
+        return [lint_pending(item) for item in pending]
+    # Largest first: the long files start early and the short ones fill the
+    # gaps, so both cores finish at about the same time.
+    order = sorted(range(len(pending)), key=lambda i: -len(pending[i].source))
+    chunksize = max(1, len(pending) // (workers * CHUNKS_PER_WORKER))
+    from concurrent.futures import ProcessPoolExecutor
+
     with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
-        return list(pool.map(lint_file, jobs, chunksize=chunksize))
+        done = list(pool.map(lint_pending, [pending[i] for i in order], chunksize=chunksize))
+    results: list[FileResult | None] = [None] * len(pending)
+    for i, result in zip(order, done):
+        results[i] = result
+    return results  # type: ignore[return-value]
 
 
-def _worker_count(n_jobs: int, limit: int | None) -> int:
-    if n_jobs < PARALLEL_THRESHOLD:
+def worker_count(n_jobs: int, limit: int | None) -> int:
+    """Worker processes for ``n_jobs`` files to parse: one per usable core,
+    at most ``limit`` (``--jobs``), 1 (no pool) below the threshold."""
+    if n_jobs < PARALLEL_THRESHOLD or (limit is not None and limit <= 1):
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(cpus, limit or cpus, n_jobs))
 
 
 def _context():
-    # fork is the cheapest start on Linux and safe here: the linter holds no threads.
+    # fork is the cheapest start on Linux and safe here: the linter holds no
+    # threads. Elsewhere the platform default (spawn) is used.
     if sys.platform.startswith("linux"):
+        import multiprocessing
+
         return multiprocessing.get_context("fork")
     return None

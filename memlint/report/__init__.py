@@ -27,10 +27,14 @@ def default_format(stream) -> str:
 def render(run, args, stream=None) -> None:
     """Print ``run`` in the chosen format on ``stream`` (stdout) and errors on stderr."""
     stream = stream or sys.stdout
+    if getattr(run, "stdin", None) is not None and getattr(args, "fix", False):
+        stream = sys.stderr  # stdout carries the fixed source
     for message in run_errors(run):
         print(f"memlint: error: {message}", file=sys.stderr)
     for note in run.notes:
         print(f"memlint: {note}", file=sys.stderr)
+    if getattr(run, "diff_only", False):
+        return  # --diff printed the diffs; findings are not reported
     fmt = args.format or default_format(stream)
     if getattr(args, "statistics", False) and fmt in ("full", "concise"):
         from memlint.report.statistics import render as render_statistics

@@ -72,3 +72,29 @@ def test_peak_reset():
     a.free(block)
     a.reset_peaks()
     assert a.peak_allocated == 0 and a.peak_reserved == 30 * MiB
+
+
+def test_random_sequences_keep_invariants():
+    import random
+
+    rng = random.Random(0)
+    a = CachingAllocatorModel()
+    live = []
+    for _ in range(2000):
+        if live and rng.random() < 0.45:
+            a.free(live.pop(rng.randrange(len(live))))
+        else:
+            size = rng.choice([rng.randint(1, 4096), rng.randint(4096, 2 * MiB), rng.randint(2 * MiB, 40 * MiB)])
+            block = a.malloc(size)
+            assert block.size >= round_size(size)
+            live.append(block)
+        assert 0 <= a.allocated <= a.reserved
+        assert a.allocated == sum(b.size for b in live)
+        assert a.peak_allocated >= a.allocated and a.peak_reserved == a.reserved
+    for block in live:
+        a.free(block)
+    assert a.allocated == 0
+    # everything coalesced: each segment is one free block again
+    keys_small, _ = a._pools[True]
+    keys_large, _ = a._pools[False]
+    assert len(keys_small) + len(keys_large) == a.num_segments

@@ -1,0 +1,944 @@
+"""The shared dataflow analysis: is a value graph-attached, on the accelerator,
+a model; which calls are forward passes; which code runs with grad disabled.
+
+Every rule that needs these facts asks :class:`Dataflow` (``ctx.dataflow``)
+instead of re-deriving them, so all rules agree.
+
+How it works
+------------
+Each function body (and the module's top level) is interpreted abstractly,
+statement by statement, with an environment ``name -> Value``. Loop bodies
+are interpreted twice so that values carried from one iteration to the next
+are seen; the two branches of an ``if`` are joined. Every expression that is
+evaluated gets its :class:`Value` recorded, and rules look values up by node.
+The analysis is per file and never imports anything.
+
+A value is **graph-attached** (``Value.graph is YES``) when it is
+
+- the result of a forward pass: calling a model-like object (a name such as
+  ``model``, ``net``, ``encoder``, ``self.backbone``, ``criterion``; anything
+  built from ``torch.nn.*``; a model moved with ``.cuda()``/``.to()``), or a
+  method of it named ``forward``/``loss``/``compute_loss``/``*_step``;
+- the result of a loss function (``torch.nn.functional.cross_entropy`` and
+  every ``torch.nn.functional.*loss*``);
+- anything ``.backward()`` is called on in the same function;
+- a tensor created with ``requires_grad=True``;
+- a local function's (or ``self`` method's) return value that is attached;
+- arithmetic, indexing, attribute access (``out.loss``) or a differentiable
+  method/``torch`` function applied to an attached value;
+
+and it is **not attached** (``NO``) when it is the result of
+
+- ``.item()``, ``.tolist()``, ``.numpy()``, ``.detach()``, ``.data``,
+  ``float()``, ``int()``, ``bool()``, ``len()``, ``str()``;
+- a non-differentiable op: ``argmax``/``argmin``/``argsort``, comparisons
+  (``==``, ``<``, ``eq``...), integer/bool casts (``.long()``, ``.int()``,
+  ``.bool()``), ``isnan``/``isinf``, ``nonzero``, ``.size()``/``.shape``,
+  and reductions (``.sum()``, ``.mean()``) of those;
+- anything computed inside ``with torch.no_grad()`` /
+  ``torch.inference_mode()`` / ``torch.set_grad_enabled(False)``, or in a
+  function decorated with ``@torch.no_grad()`` / ``@torch.inference_mode()``.
+
+Anything else is ``MAYBE`` (unknown); rules report only on ``YES`` — where
+the analysis cannot decide, rules stay silent.
+
+A value is **on the accelerator** (``Value.device is YES``) when it comes
+from ``.cuda()``, ``.to(<not "cpu">)``, a factory with ``device=<not
+"cpu">``, or a forward pass of a model that was moved to the accelerator or
+fed an accelerator input; ``.cpu()``, ``.item()``, ``.tolist()``,
+``.numpy()`` bring it back (``NO``).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from memlint.lint.names import dotted_name
+
+
+class Tri(enum.Enum):
+    """Three-valued truth: the analysis may not know."""
+
+    NO = 0
+    MAYBE = 1
+    YES = 2
+
+    def join(self, other: "Tri") -> "Tri":
+        """Join at a control-flow merge: equal stays, different becomes MAYBE unless one is YES."""
+        if self is other:
+            return self
+        if Tri.YES in (self, other):
+            return Tri.YES
+        return Tri.MAYBE
+
+
+@dataclass(frozen=True)
+class Value:
+    """What the analysis knows about one value."""
+
+    graph: Tri = Tri.MAYBE
+    device: Tri = Tri.MAYBE
+    is_model: bool = False
+    is_tensor_like: bool = False
+
+    def join(self, other: "Value") -> "Value":
+        return Value(
+            self.graph.join(other.graph),
+            self.device.join(other.device),
+            self.is_model and other.is_model,
+            self.is_tensor_like or other.is_tensor_like,
+        )
+
+    @property
+    def attached(self) -> bool:
+        return self.graph is Tri.YES
+
+    @property
+    def on_accelerator(self) -> bool:
+        return self.device is Tri.YES
+
+
+UNKNOWN = Value()
+PLAIN = Value(Tri.NO, Tri.NO)  # a Python number, string, numpy array...
+DETACHED_ON_CPU = Value(Tri.NO, Tri.NO, is_tensor_like=True)
+
+MODEL_NAME = re.compile(
+    r"^(?:model|net|network|module|encoder|decoder|backbone|head|classifier|generator|discriminator|"
+    r"critic|actor|policy|agent_net|cell|rnn|lstm|gru|transformer|unet|vae|autoencoder|criterion|"
+    r"loss_fn|lossfn|loss_func|loss_function|loss_module|teacher|student|ema_model|ddp_model|"
+    r"[a-z0-9_]*_(?:model|net|encoder|decoder|head|criterion|backbone|cell|lstm|rnn|gru)|"
+    r"(?:model|net)_?[a-z0-9]*)$",
+    re.IGNORECASE,
+)
+FORWARD_METHODS = re.compile(
+    r"^(?:forward|loss|compute_loss|compute_losses|get_loss|training_step|shared_step|step_fn|"
+    r"predict_step|validation_step|test_step|forward_[a-z0-9_]+|[a-z0-9_]*_loss)$"
+)
+DETACHING_METHODS = frozenset({"item", "tolist", "numpy", "detach", "detach_"})
+NONDIFF_METHODS = frozenset(
+    {
+        "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "long", "int", "bool", "byte",
+        "short", "char", "isnan", "isinf", "isfinite", "nonzero", "size", "dim", "numel", "count_nonzero",
+        "logical_and", "logical_or", "logical_not", "sign", "equal", "allclose", "is_cuda", "element_size",
+        "nelement", "ndimension", "data_ptr", "get_device", "stride", "storage_offset", "type",
+    }
+)
+NONDIFF_ATTRIBUTES = frozenset({"shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "grad_fn", "layout"})
+PLAIN_BUILTINS = frozenset({"float", "int", "bool", "len", "str", "repr", "round", "isinstance", "print", "range", "format", "hash", "id", "type"})
+PASSTHROUGH_BUILTINS = frozenset({"sum", "max", "min", "abs", "list", "tuple", "sorted", "reversed"})
+NONDIFF_TORCH = re.compile(
+    r"^torch\.(?:argmax|argmin|argsort|eq|ne|lt|le|gt|ge|isnan|isinf|isfinite|nonzero|equal|allclose|"
+    r"count_nonzero|numel|is_tensor|logical_\w+|bucketize|searchsorted|randint|randperm|arange|bincount|"
+    r"histc|unique|sign)$"
+)
+TORCH_FACTORIES = re.compile(
+    r"^torch\.(?:zeros|ones|empty|full|rand|randn|randint|tensor|as_tensor|from_numpy|arange|linspace|eye|"
+    r"zeros_like|ones_like|empty_like|full_like|rand_like|randn_like)$"
+)
+LOSS_FUNCTION = re.compile(
+    r"^torch\.nn\.functional\.(?:\w*loss\w*|cross_entropy|nll_loss|binary_cross_entropy\w*|kl_div|"
+    r"mse_loss|l1_loss|smooth_l1_loss|huber_loss|cosine_embedding_loss|ctc_loss)$"
+)
+MODULE_CONSTRUCTOR = re.compile(r"^torch\.nn\.(?!functional\.)[A-Z]\w*$|^torch\.nn\.parallel\.\w+$|^transformers\.\w+$")
+NO_GRAD_CONTEXTS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+GRAD_CONTEXT_SETTER = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+LOOP_TYPES = (cst.For, cst.While)
+COMPREHENSION_TYPES = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+FUNCTION_TYPES = (cst.FunctionDef, cst.Lambda)
+
+
+def call_method_name(call: cst.Call) -> str | None:
+    """``"backward"`` for ``x.backward(...)``; None when the callee is not an attribute."""
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def is_false_literal(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def is_true_literal(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def targets_of(node: cst.BaseAssignTargetExpression | cst.BaseExpression) -> list[str]:
+    """Names bound by an assignment target (``a``, ``a, (b, c)``, ``self.x``)."""
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [name for element in node.elements for name in targets_of(element.value)]
+    if isinstance(node, cst.StarredElement):
+        return targets_of(node.value)
+    dotted = dotted_name(node)
+    return [dotted] if dotted is not None else []
+
+
+def root_name(node: cst.BaseExpression) -> str | None:
+    """``acc`` for ``acc``, ``acc[k]``, ``acc.x[k]``; ``self.acc`` for ``self.acc[k]``."""
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    dotted = dotted_name(node)
+    if dotted is None:
+        return None
+    if dotted.startswith("self."):
+        return ".".join(dotted.split(".")[:2])
+    return dotted.split(".")[0]
+
+
+@dataclass
+class Scope:
+    """The facts of one analysed function body (or the module's top level)."""
+
+    node: cst.CSTNode
+    values: dict[cst.CSTNode, Value] = field(default_factory=dict)
+    forward_calls: list[cst.Call] = field(default_factory=list)
+    no_grad_nodes: set[cst.CSTNode] = field(default_factory=set)
+    backward_names: set[str] = field(default_factory=set)
+    returns: Value | None = None
+    assigned_before: dict[cst.CSTNode, set[str]] = field(default_factory=dict)
+
+
+class Dataflow:
+    """Lazily analyses each function of one file; rules query by node."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self._scopes: dict[cst.CSTNode, Scope] = {}
+        self._functions: dict[str, cst.FunctionDef] | None = None
+        self._in_progress: set[cst.CSTNode] = set()
+        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
+
+    # -- structure -------------------------------------------------------
+    @property
+    def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        """Child -> parent map of the whole module (built once, on demand)."""
+        if self._parents is None:
+            collector = _ParentCollector()
+            self.ctx.module.visit(collector)
+            self._parents = collector.parents
+        return self._parents
+
+    def ancestors(self, node: cst.CSTNode):
+        """Ancestors of ``node``, innermost first."""
+        parent = self.parents.get(node)
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(parent)
+
+    def scope_node(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The function (or module) whose body contains ``node``."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+        return self.ctx.module
+
+    def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """``for``/``while`` loops around ``node`` within its function, innermost first."""
+        loops = []
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, FUNCTION_TYPES):
+                break
+            if isinstance(ancestor, LOOP_TYPES) and not _in_loop_header(node, ancestor, self):
+                loops.append(ancestor)
+        return loops
+
+    def in_loop(self, node: cst.CSTNode) -> bool:
+        return bool(self.enclosing_loops(node))
+
+    @property
+    def functions(self) -> dict[str, cst.FunctionDef]:
+        """Functions and methods defined in this file, by name (last wins)."""
+        if self._functions is None:
+            collector = _FunctionCollector()
+            self.ctx.module.visit(collector)
+            self._functions = collector.functions
+        return self._functions
+
+    # -- queries ---------------------------------------------------------
+    def scope(self, node: cst.CSTNode) -> Scope:
+        """The analysed scope containing ``node``."""
+        owner = node if isinstance(node, (cst.FunctionDef, cst.Module)) else self.scope_node(node)
+        found = self._scopes.get(owner)
+        if found is None:
+            found = self._analyse(owner)
+        return found
+
+    def value(self, expr: cst.BaseExpression) -> Value:
+        """What is known about ``expr`` at the point where it is evaluated."""
+        return self.scope(expr).values.get(expr, UNKNOWN)
+
+    def is_attached(self, expr: cst.BaseExpression) -> bool:
+        return self.value(expr).attached
+
+    def is_on_accelerator(self, expr: cst.BaseExpression) -> bool:
+        return self.value(expr).on_accelerator
+
+    def is_forward_call(self, call: cst.Call) -> bool:
+        return call in self.scope(call).forward_calls
+
+    def grad_disabled(self, node: cst.CSTNode) -> bool:
+        """True when ``node`` runs under no_grad/inference_mode (context or decorator)."""
+        for ancestor in (node, *self.ancestors(node)):
+            if isinstance(ancestor, cst.With) and self._disables_grad(ancestor):
+                return True
+            if isinstance(ancestor, cst.FunctionDef) and self.decorated_no_grad(ancestor):
+                return True
+        return False
+
+    def decorated_no_grad(self, function: cst.FunctionDef) -> bool:
+        for decorator in function.decorators:
+            expr = decorator.decorator
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            if self.ctx.qualified(target) in NO_GRAD_CONTEXTS:
+                return True
+        return False
+
+    def function_returns(self, name: str) -> Value:
+        """Joined value of ``return`` statements of the local function ``name``."""
+        function = self.functions.get(name)
+        if function is None or function in self._in_progress:
+            return UNKNOWN
+        return self.scope(function).returns or UNKNOWN
+
+    def defined_outside(self, name: str, loop: cst.CSTNode) -> bool:
+        """True when ``name`` is bound before ``loop`` (or is an attribute/global)."""
+        if "." in name:
+            return True
+        scope = self.scope(loop)
+        return name in scope.assigned_before.get(loop, set()) or name not in _names_bound_in(loop)
+
+    def _disables_grad(self, with_node: cst.With) -> bool:
+        for item in with_node.items:
+            expr = item.item
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            qualified = self.ctx.qualified(target)
+            if qualified in NO_GRAD_CONTEXTS:
+                return True
+            if qualified in GRAD_CONTEXT_SETTER and isinstance(expr, cst.Call) and expr.args:
+                if is_false_literal(expr.args[0].value):
+                    return True
+        return False
+
+    def _analyse(self, owner: cst.CSTNode) -> Scope:
+        scope = Scope(owner)
+        self._scopes[owner] = scope
+        self._in_progress.add(owner)
+        try:
+            _Interpreter(self, scope).run()
+        finally:
+            self._in_progress.discard(owner)
+        return scope
+
+
+class _ParentCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._stack:
+            self.parents[node] = self._stack[-1]
+        self._stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._stack.pop()
+
+
+class _FunctionCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.functions: dict[str, cst.FunctionDef] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions[node.name.value] = node
+
+
+class _BoundNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names.update(targets_of(node.target))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        pass  # an augmented assignment reads the previous value: not a fresh binding
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.names.update(targets_of(node.target))
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names.update(targets_of(node.target))
+
+
+def _names_bound_in(node: cst.CSTNode) -> set[str]:
+    collector = _BoundNames()
+    node.visit(collector)
+    return collector.names
+
+
+def _in_loop_header(node: cst.CSTNode, loop: cst.CSTNode, flow: Dataflow) -> bool:
+    """True when ``node`` is in the ``for`` target/iterable or ``while`` test, not the body."""
+    header = (loop.target, loop.iter) if isinstance(loop, cst.For) else (loop.test,)
+    current: cst.CSTNode | None = node
+    while current is not None and current is not loop:
+        if any(current is part for part in header):
+            return True
+        current = flow.parents.get(current)
+    return False
+
+
+class _Interpreter:
+    """Abstract interpretation of one scope's statements (see module docstring)."""
+
+    def __init__(self, flow: Dataflow, scope: Scope) -> None:
+        self.flow = flow
+        self.scope = scope
+        self.ctx = flow.ctx
+        self.env: dict[str, Value] = {}
+        self.no_grad_depth = 0
+
+    # -- driver ----------------------------------------------------------
+    def run(self) -> None:
+        owner = self.scope.node
+        if isinstance(owner, cst.FunctionDef):
+            self._bind_parameters(owner)
+            if self.flow.decorated_no_grad(owner):
+                self.no_grad_depth += 1
+            self.scope.backward_names = _backward_receivers(owner.body)
+            self.block(owner.body)
+        else:
+            self.scope.backward_names = _backward_receivers(owner)
+            self._module_body(owner)
+
+    def _module_body(self, module: cst.Module) -> None:
+        for statement in module.body:
+            self.statement(statement)
+
+    def _bind_parameters(self, function: cst.FunctionDef) -> None:
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            name = param.name.value
+            self.env[name] = Value(is_model=bool(MODEL_NAME.match(name)))
+        self.env.setdefault("self", UNKNOWN)
+
+    def block(self, body) -> None:
+        if isinstance(body, cst.SimpleStatementSuite):
+            for small in body.body:
+                self.small_statement(small)
+            return
+        for statement in body.body:
+            self.statement(statement)
+
+    def statement(self, statement: cst.CSTNode) -> None:
+        handler = getattr(self, f"stmt_{type(statement).__name__}", None)
+        if handler is not None:
+            handler(statement)
+
+    # -- compound statements ------------------------------------------------
+    def stmt_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        for small in node.body:
+            self.small_statement(small)
+
+    def stmt_If(self, node: cst.If) -> None:
+        self.expr(node.test)
+        before = dict(self.env)
+        self.block(node.body)
+        after_body = self.env
+        self.env = dict(before)
+        if node.orelse is not None:
+            if isinstance(node.orelse, cst.If):
+                self.stmt_If(node.orelse)
+            else:
+                self.block(node.orelse.body)
+        self.env = _join_env(after_body, self.env)
+
+    def stmt_For(self, node: cst.For) -> None:
+        iterable = self.expr(node.iter)
+        self._loop(node, lambda: self._bind_loop_target(node.target, iterable), node.body, node.orelse)
+
+    def stmt_While(self, node: cst.While) -> None:
+        self._loop(node, lambda: self.expr(node.test), node.body, node.orelse)
+
+    def _loop(self, node, header, body, orelse) -> None:
+        self.scope.assigned_before[node] = set(self.env)
+        before = dict(self.env)
+        for _ in range(2):  # the second pass sees values carried from the first iteration
+            header()
+            self.block(body)
+            self.env = _join_env(before, self.env)
+        if orelse is not None:
+            self.block(orelse.body)
+
+    def _bind_loop_target(self, target: cst.BaseExpression, iterable: Value) -> None:
+        element = Value(iterable.graph if iterable.is_tensor_like else Tri.MAYBE, iterable.device)
+        for name in targets_of(target):
+            self.env[name] = element
+        self.expr(target)
+
+    def stmt_With(self, node: cst.With) -> None:
+        disables = self.flow._disables_grad(node)
+        for item in node.items:
+            value = self.expr(item.item)
+            if item.asname is not None:
+                for name in targets_of(item.asname.name):
+                    self.env[name] = value
+        if disables:
+            self.no_grad_depth += 1
+            self.scope.no_grad_nodes.add(node)
+        self.block(node.body)
+        if disables:
+            self.no_grad_depth -= 1
+
+    def stmt_Try(self, node: cst.Try) -> None:
+        before = dict(self.env)
+        self.block(node.body)
+        merged = self.env
+        for handler in node.handlers:
+            self.env = dict(before)
+            self.block(handler.body)
+            merged = _join_env(merged, self.env)
+        self.env = merged
+        if node.orelse is not None:
+            self.block(node.orelse.body)
+        if node.finalbody is not None:
+            self.block(node.finalbody.body)
+
+    def stmt_TryStar(self, node) -> None:
+        self.stmt_Try(node)
+
+    def stmt_Match(self, node) -> None:
+        self.expr(node.subject)
+        before = dict(self.env)
+        merged = dict(before)
+        for case in node.cases:
+            self.env = dict(before)
+            self.block(case.body)
+            merged = _join_env(merged, self.env)
+        self.env = merged
+
+    def stmt_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.env[node.name.value] = UNKNOWN  # analysed separately, on demand
+
+    def stmt_ClassDef(self, node: cst.ClassDef) -> None:
+        self.env[node.name.value] = UNKNOWN
+
+    # -- simple statements ----------------------------------------------
+    def small_statement(self, node: cst.BaseSmallStatement) -> None:
+        if isinstance(node, cst.Assign):
+            value = self.expr(node.value)
+            for target in node.targets:
+                self._assign(target.target, value, node.value)
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self._assign(node.target, self.expr(node.value), node.value)
+        elif isinstance(node, cst.AugAssign):
+            value = self.expr(node.value)
+            previous = self.expr(node.target)
+            self._assign(node.target, previous.join(value) if previous is not UNKNOWN else value, node.value)
+        elif isinstance(node, cst.Expr):
+            self.expr(node.value)
+        elif isinstance(node, cst.Return):
+            if node.value is not None:
+                value = self.expr(node.value)
+                self.scope.returns = value if self.scope.returns is None else self.scope.returns.join(value)
+        elif isinstance(node, (cst.Del, cst.Global, cst.Nonlocal, cst.Pass, cst.Break, cst.Continue, cst.Import, cst.ImportFrom)):
+            return
+        else:
+            for child in node.children:
+                if isinstance(child, cst.BaseExpression):
+                    self.expr(child)
+
+    def _assign(self, target: cst.BaseExpression, value: Value, source: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            element = _element_value(value)
+            source_elements = source.elements if isinstance(source, (cst.Tuple, cst.List)) else None
+            for index, item in enumerate(target.elements):
+                item_value = element
+                if source_elements is not None and index < len(source_elements):
+                    item_value = self.scope.values.get(source_elements[index].value, element)
+                self._assign(item.value, item_value, source)
+            return
+        if isinstance(target, cst.StarredElement):
+            self._assign(target.value, value, source)
+            return
+        if isinstance(target, cst.Subscript):
+            self.expr(target)
+            return
+        name = dotted_name(target)
+        if name is None:
+            self.expr(target)
+            return
+        if name in self.scope.backward_names and value.graph is Tri.MAYBE and self.no_grad_depth == 0:
+            value = replace(value, graph=Tri.YES, is_tensor_like=True)
+        self.env[name] = value
+        self.scope.values[target] = value
+
+    # -- expressions -------------------------------------------------------
+    def expr(self, node: cst.BaseExpression) -> Value:
+        method = getattr(self, f"expr_{type(node).__name__}", None)
+        value = method(node) if method is not None else self._children_join(node)
+        if self.no_grad_depth and value.graph is not Tri.NO and not value.is_model:
+            value = replace(value, graph=Tri.NO)
+        self.scope.values[node] = value
+        return value
+
+    def _children_join(self, node: cst.CSTNode) -> Value:
+        result = PLAIN
+        for child in node.children:
+            if isinstance(child, cst.BaseExpression):
+                result = _combine(result, self.expr(child))
+            elif isinstance(child, cst.CSTNode):
+                result = _combine(result, self._children_join(child))
+        return result
+
+    def expr_Name(self, node: cst.Name) -> Value:
+        if node.value in ("True", "False", "None"):
+            return PLAIN
+        found = self.env.get(node.value)
+        if found is not None:
+            return found
+        if MODEL_NAME.match(node.value):
+            return Value(is_model=True)
+        return UNKNOWN
+
+    def expr_Attribute(self, node: cst.Attribute) -> Value:
+        dotted = dotted_name(node)
+        if dotted is not None and dotted in self.env:
+            self.expr(node.value)
+            return self.env[dotted]
+        base = self.expr(node.value)
+        attr = node.attr.value
+        if attr in NONDIFF_ATTRIBUTES:
+            return PLAIN
+        if attr == "data":
+            return replace(base, graph=Tri.NO)
+        if attr in ("grad",):
+            return Value(Tri.NO, base.device, is_tensor_like=True)
+        if dotted is not None and dotted.startswith("self.") and MODEL_NAME.match(attr):
+            return Value(is_model=True)
+        if base.is_model:
+            return Value(graph=Tri.MAYBE, device=base.device, is_model=bool(MODEL_NAME.match(attr)))
+        return replace(base, is_model=False)
+
+    def expr_Subscript(self, node: cst.Subscript) -> Value:
+        base = self.expr(node.value)
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index):
+                self.expr(element.slice.value)
+        return replace(base, is_model=False)
+
+    def expr_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
+        return _combine(self.expr(node.left), self.expr(node.right))
+
+    def expr_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
+        operand = self.expr(node.expression)
+        return PLAIN if isinstance(node.operator, cst.Not) else operand
+
+    def expr_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
+        return self.expr(node.left).join(self.expr(node.right))
+
+    def expr_Comparison(self, node: cst.Comparison) -> Value:
+        self.expr(node.left)
+        device = Tri.NO
+        for target in node.comparisons:
+            device = device.join(self.expr(target.comparator).device)
+        return Value(Tri.NO, Tri.MAYBE, is_tensor_like=True)
+
+    def expr_IfExp(self, node: cst.IfExp) -> Value:
+        self.expr(node.test)
+        return self.expr(node.body).join(self.expr(node.orelse))
+
+    def expr_Integer(self, node) -> Value:
+        return PLAIN
+
+    expr_Float = expr_Imaginary = expr_SimpleString = expr_ConcatenatedString = expr_FormattedString = expr_Integer
+
+    def expr_Tuple(self, node) -> Value:
+        return self._container(node.elements)
+
+    expr_List = expr_Set = expr_Tuple
+
+    def expr_Dict(self, node: cst.Dict) -> Value:
+        result = PLAIN
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                self.expr(element.key)
+                result = _combine(result, self.expr(element.value))
+            else:
+                result = _combine(result, self.expr(element.value))
+        return replace(result, is_model=False)
+
+    def _container(self, elements) -> Value:
+        result = PLAIN
+        for element in elements:
+            result = _combine(result, self.expr(element.value))
+        return replace(result, is_model=False)
+
+    def expr_Lambda(self, node: cst.Lambda) -> Value:
+        return UNKNOWN
+
+    def expr_GeneratorExp(self, node) -> Value:
+        return self._comprehension(node, node.elt)
+
+    expr_ListComp = expr_SetComp = expr_GeneratorExp
+
+    def expr_DictComp(self, node: cst.DictComp) -> Value:
+        return self._comprehension(node, node.value)
+
+    def _comprehension(self, node, element: cst.BaseExpression) -> Value:
+        saved = dict(self.env)
+        clause = node.for_in
+        while clause is not None:
+            iterable = self.expr(clause.iter)
+            for name in targets_of(clause.target):
+                self.env[name] = Value(iterable.graph if iterable.is_tensor_like else Tri.MAYBE, iterable.device)
+            for condition in clause.ifs:
+                self.expr(condition.test)
+            clause = clause.inner_for_in
+        if isinstance(node, cst.DictComp):
+            self.expr(node.key)
+        value = self.expr(element)
+        self.env = saved
+        return replace(value, is_model=False)
+
+    def expr_NamedExpr(self, node: cst.NamedExpr) -> Value:
+        value = self.expr(node.value)
+        self._assign(node.target, value, node.value)
+        return value
+
+    def expr_Await(self, node: cst.Await) -> Value:
+        return self.expr(node.expression)
+
+    # -- calls -------------------------------------------------------------
+    def expr_Call(self, node: cst.Call) -> Value:
+        args = [self.expr(arg.value) for arg in node.args]
+        qualified = self.ctx.qualified(node.func)
+        if isinstance(node.func, cst.Attribute):
+            return self._method_call(node, node.func.attr.value, args, qualified)
+        callee = self.expr(node.func)
+        name = node.func.value if isinstance(node.func, cst.Name) else None
+        return self._function_call(node, name, qualified, callee, args)
+
+    def _function_call(self, node: cst.Call, name: str | None, qualified: str | None, callee: Value, args: list[Value]) -> Value:
+        if name in PLAIN_BUILTINS and qualified == name:
+            return PLAIN
+        if name in PASSTHROUGH_BUILTINS and qualified == name:
+            return _join_all(args) if args else PLAIN
+        if qualified is not None and qualified != name:
+            imported = self._qualified_call(node, qualified, args)
+            if imported is not None:
+                return imported
+        if callee.is_model:
+            return self._forward(node, args, callee)
+        if name is not None and name in self.flow.functions and self.env.get(name) is not None:
+            return self._local_function_result(name, args)
+        if name is not None and name in self.flow.functions:
+            return self._local_function_result(name, args)
+        return Value(Tri.MAYBE, _any_device(args))
+
+    def _local_function_result(self, name: str, args: list[Value]) -> Value:
+        returned = self.flow.function_returns(name)
+        if returned.graph is Tri.YES:
+            return returned
+        if returned.graph is Tri.NO:
+            return returned
+        return Value(Tri.MAYBE, _any_device(args))
+
+    def _qualified_call(self, node: cst.Call, qualified: str, args: list[Value]) -> Value | None:
+        if not qualified.startswith(("torch.", "transformers.")):
+            return None
+        if NONDIFF_TORCH.match(qualified):
+            return Value(Tri.NO, self._factory_device(node, _any_device(args)), is_tensor_like=True)
+        if TORCH_FACTORIES.match(qualified):
+            requires_grad = keyword_arg(node, "requires_grad")
+            graph = Tri.YES if requires_grad is not None and is_true_literal(requires_grad.value) else Tri.NO
+            if qualified.endswith("_like") and args:
+                return Value(graph, self._factory_device(node, args[0].device), is_tensor_like=True)
+            return Value(graph, self._factory_device(node, Tri.NO), is_tensor_like=True)
+        if LOSS_FUNCTION.match(qualified):
+            return self._forward(node, args, Value(is_model=True), count_as_forward=False)
+        if MODULE_CONSTRUCTOR.match(qualified):
+            return Value(Tri.NO, Tri.NO, is_model=True)
+        if qualified.startswith("torch.utils.checkpoint."):
+            return self._forward(node, args, Value(is_model=True))
+        return Value(_join_all(args).graph if args else Tri.NO, _any_device(args), is_tensor_like=True)
+
+    def _factory_device(self, node: cst.Call, default: Tri) -> Tri:
+        device = keyword_arg(node, "device")
+        if device is None:
+            return default
+        return _device_of_expression(device.value)
+
+    def _method_call(self, node: cst.Call, method: str, args: list[Value], qualified: str | None) -> Value:
+        if qualified is not None and qualified.split(".")[0] in ("torch", "transformers"):
+            imported = self._qualified_call(node, qualified, args)
+            if imported is not None and not qualified.startswith(("torch.Tensor",)):
+                return imported
+        callee = self.expr(node.func)
+        receiver = self.scope.values.get(node.func.value, UNKNOWN)
+        if callee.is_model:
+            return self._forward(node, args, callee)
+        if method in ("item", "tolist"):
+            return PLAIN
+        if method == "numpy":
+            return PLAIN
+        if method in ("detach", "detach_"):
+            return Value(Tri.NO, receiver.device, is_tensor_like=True)
+        if method == "cpu":
+            return replace(receiver, device=Tri.NO)
+        if method == "cuda":
+            return replace(receiver, device=Tri.YES)
+        if method == "to":
+            return replace(receiver, device=self._to_device(node, receiver.device))
+        if method in NONDIFF_METHODS:
+            return Value(Tri.NO, receiver.device, is_tensor_like=True)
+        if receiver.is_model:
+            return self._model_method(node, method, receiver, args)
+        if method == "backward":
+            return PLAIN
+        if receiver.graph is Tri.YES or receiver.is_tensor_like:
+            return Value(_combine(receiver, _join_all(args) if args else receiver).graph, receiver.device, is_tensor_like=True)
+        if node.func.value is not None and dotted_name(node.func.value) == "self" and method in self.flow.functions:
+            return self._local_function_result(method, args)
+        return Value(Tri.MAYBE, Tri.MAYBE)
+
+    def _model_method(self, node: cst.Call, method: str, receiver: Value, args: list[Value]) -> Value:
+        if method in ("to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_"):
+            return receiver
+        if FORWARD_METHODS.match(method):
+            if dotted_name(node.func.value) == "self" and method in self.flow.functions:
+                local = self.flow.function_returns(method)
+                if local.graph is not Tri.MAYBE:
+                    return local
+            return self._forward(node, args, receiver)
+        if method in ("parameters", "named_parameters", "state_dict", "modules", "children", "buffers", "zero_grad", "apply", "generate"):
+            return Value(Tri.NO, receiver.device)
+        return Value(Tri.MAYBE, receiver.device)
+
+    def _to_device(self, node: cst.Call, current: Tri) -> Tri:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value not in ("device",):
+                continue
+            device = _device_of_expression(arg.value)
+            if device is not Tri.MAYBE or self._looks_like_device_name(arg.value):
+                return Tri.YES if self._looks_like_device_name(arg.value) else device
+        return current
+
+    def _looks_like_device_name(self, node: cst.BaseExpression) -> bool:
+        dotted = dotted_name(node)
+        if dotted is None:
+            return False
+        last = dotted.split(".")[-1].lower()
+        return "device" in last or last in ("dev", "rank", "local_rank", "gpu", "gpu_id")
+
+    def _forward(self, node: cst.Call, args: list[Value], model: Value, count_as_forward: bool = True) -> Value:
+        if count_as_forward:
+            self.scope.forward_calls.append(node)
+        graph = Tri.NO if self.no_grad_depth else Tri.YES
+        device = model.device.join(_any_device(args)) if args else model.device
+        if Tri.YES in (model.device, _any_device(args)):
+            device = Tri.YES
+        return Value(graph, device, is_tensor_like=True)
+
+
+def _combine(left: Value, right: Value) -> Value:
+    """Value of an arithmetic combination: attached if either side is."""
+    if left.graph is Tri.YES or right.graph is Tri.YES:
+        graph = Tri.YES
+    elif left.graph is Tri.NO and right.graph is Tri.NO:
+        graph = Tri.NO
+    else:
+        graph = Tri.MAYBE
+    if Tri.YES in (left.device, right.device):
+        device = Tri.YES
+    elif left.device is Tri.NO and right.device is Tri.NO:
+        device = Tri.NO
+    else:
+        device = Tri.MAYBE
+    return Value(graph, device, is_tensor_like=left.is_tensor_like or right.is_tensor_like)
+
+
+def _join_all(values: list[Value]) -> Value:
+    result = PLAIN
+    for value in values:
+        result = _combine(result, value)
+    return result
+
+
+def _any_device(values: list[Value]) -> Tri:
+    return _join_all(values).device if values else Tri.NO
+
+
+def _element_value(value: Value) -> Value:
+    return replace(value, is_model=False)
+
+
+def _join_env(left: dict[str, Value], right: dict[str, Value]) -> dict[str, Value]:
+    merged = dict(left)
+    for name, value in right.items():
+        merged[name] = merged[name].join(value) if name in merged else value
+    return merged
+
+
+def _device_of_expression(node: cst.BaseExpression) -> Tri:
+    """YES for ``"cuda"``/``"cuda:0"``/``torch.device("cuda")``, NO for ``"cpu"``."""
+    if isinstance(node, cst.SimpleString):
+        text = node.evaluated_value if isinstance(node.evaluated_value, str) else ""
+        if text.startswith(("cuda", "mps", "xpu", "hpu")):
+            return Tri.YES
+        if text.startswith("cpu") or text == "meta":
+            return Tri.NO
+        return Tri.MAYBE
+    if isinstance(node, cst.Call) and node.args:
+        return _device_of_expression(node.args[0].value)
+    if isinstance(node, cst.Name) and node.value == "None":
+        return Tri.NO
+    dotted = dotted_name(node)
+    if dotted is not None and ("device" in dotted.split(".")[-1].lower()):
+        return Tri.YES
+    return Tri.MAYBE
+
+
+def _backward_receivers(body: cst.CSTNode) -> set[str]:
+    """Names whose ``.backward()`` is called, directly or via a scaler/accelerator."""
+    collector = _BackwardCollector()
+    body.visit(collector)
+    return collector.names
+
+
+class _BackwardCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # nested functions are separate scopes
+
+    def visit_Call(self, node: cst.Call) -> None:
+        method = call_method_name(node)
+        if method == "backward" and isinstance(node.func, cst.Attribute):
+            receiver = node.func.value
+            if isinstance(receiver, cst.Call) and call_method_name(receiver) == "scale" and receiver.args:
+                receiver = receiver.args[0].value  # scaler.scale(loss).backward()
+            receiver_name = dotted_name(receiver)
+            positional = [arg for arg in node.args if arg.keyword is None]
+            if positional and receiver_name is not None and "loss" not in receiver_name.lower():
+                # accelerator.backward(loss) / fabric.backward(loss) / engine.backward(loss)
+                self._add(positional[0].value)
+            elif receiver_name is not None:
+                self.names.add(receiver_name)
+        elif method == "manual_backward" and node.args:
+            self._add(node.args[0].value)
+
+    def _add(self, node: cst.BaseExpression) -> None:
+        name = dotted_name(node)
+        if name is not None:
+            self.names.add(name)

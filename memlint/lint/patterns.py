@@ -1,0 +1,108 @@
+"""Small syntactic helpers shared by rules (the semantic ones are in dataflow)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from memlint.lint.names import dotted_name
+
+
+def with_method(node: cst.BaseExpression, method: str) -> cst.Call:
+    """``node.method()``, parenthesising ``node`` when it is an operation."""
+    if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Await, cst.Lambda, cst.NamedExpr)) and not node.lpar:
+        node = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(func=cst.Attribute(value=node, attr=cst.Name(method)))
+
+
+def returned_names(function: cst.FunctionDef) -> set[str]:
+    """Names that appear in the function's ``return``/``yield`` values."""
+    collector = _ReturnedNames()
+    function.body.visit(collector)
+    return collector.names
+
+
+class _ReturnedNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.names |= names_in(node.value)
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if isinstance(node.value, cst.BaseExpression):
+            self.names |= names_in(node.value)
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Every Name and dotted ``self.x`` read inside ``node``."""
+    collector = _NamesIn()
+    node.visit(collector)
+    return collector.names
+
+
+class _NamesIn(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        dotted = dotted_name(node)
+        if dotted is not None and dotted.startswith("self."):
+            self.names.add(".".join(dotted.split(".")[:2]))
+
+
+def contains_training_step(node: cst.CSTNode) -> bool:
+    """True when ``node`` contains a ``.backward(...)`` or ``.step(...)`` call."""
+    finder = _MethodCallFinder(frozenset({"backward", "step", "manual_backward"}))
+    node.visit(finder)
+    return finder.found
+
+
+class _MethodCallFinder(cst.CSTVisitor):
+    def __init__(self, methods: frozenset[str]) -> None:
+        self.methods = methods
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.methods:
+            self.found = True
+        return not self.found
+
+
+#: Container methods that store their argument(s) in the container.
+STORING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft", "put", "update", "setdefault"})
+
+
+def collection_target(node: cst.CSTNode) -> tuple[str, list[cst.BaseExpression]] | None:
+    """The container a statement stores values into, and the stored values.
+
+    - ``lst.append(v)`` / ``self.outs.extend(v)`` / ``buf.add(logits=v)`` /
+      ``q.insert(0, v)`` -> (``"lst"``/``"self.outs"``/..., [v...]);
+    - ``d[k] = v`` (an ``Assign`` whose single target is a subscript) ->
+      (``"d"``, [v]).
+
+    Returns None for anything else. The container name is the root as
+    :func:`memlint.lint.dataflow.root_name` computes it.
+    """
+    from memlint.lint.dataflow import root_name
+
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if node.func.attr.value not in STORING_METHODS:
+            return None
+        container = root_name(node.func.value)
+        if container is None:
+            return None
+        values = [arg.value for arg in node.args]
+        if node.func.attr.value == "insert" and len(values) >= 2:
+            values = values[1:]
+        return container, values
+    if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
+        container = root_name(node.targets[0].target)
+        return (container, [node.value]) if container is not None else None
+    return None

@@ -1,0 +1,118 @@
+"""``full``: the rich, human format (the default on a terminal).
+
+For each finding: ``path:line:col: CODE [severity] message``, the source line
+with a caret underline under the reported span (to the end of the line when
+the span continues), and the fix title with ``[*]`` when ``--fix`` (or
+``--unsafe-fixes``) would apply it. A summary line ends the output:
+``Found N problems (M fixable)``.
+
+Colour follows rich's terminal detection (and ``NO_COLOR``); severity
+colours: error red, warning yellow, info blue.
+"""
+
+from __future__ import annotations
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.text import Text
+
+from memlint.lint.diagnostic import Applicability, Diagnostic
+
+SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
+
+
+def source_lines(path: str, stdin: bytes | None = None) -> list[str] | None:
+    """The lines of ``path`` (or of ``stdin`` bytes) for the snippets; None if unreadable.
+
+    Undecodable bytes are replaced, so a MEM001 finding still shows its line.
+    """
+    if stdin is not None:
+        data = stdin
+    else:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+    return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd").splitlines()
+
+
+def _snippet(diagnostic: Diagnostic, lines: list[str] | None) -> list[Text]:
+    if lines is None or not 1 <= diagnostic.line <= len(lines):
+        return []
+    raw = lines[diagnostic.line - 1]
+    before = raw[: diagnostic.col - 1].expandtabs(4)
+    if diagnostic.end_line == diagnostic.line:
+        marked = raw[diagnostic.col - 1 : diagnostic.end_col - 1]
+    else:
+        marked = raw[diagnostic.col - 1 :]
+    line_text = raw.expandtabs(4)
+    gutter = str(diagnostic.line)
+    pad = " " * len(gutter)
+    width = max(1, cell_len(marked.expandtabs(4).rstrip()) or cell_len(marked.expandtabs(4)))
+    style = SEVERITY_STYLES.get(diagnostic.severity.value, "bold")
+    source = Text.assemble((f"{gutter} | ", "blue"), line_text)
+    caret = Text.assemble((f"{pad} | ", "blue"), " " * cell_len(before), ("^" * width, style))
+    return [source, caret]
+
+
+def is_fix_shown(diagnostic: Diagnostic, unsafe: bool) -> bool:
+    """True when ``--fix`` (with ``--unsafe-fixes`` if ``unsafe``) applies the diagnostic's fix."""
+    fix = diagnostic.fix
+    return fix is not None and (fix.applicability is Applicability.SAFE or unsafe)
+
+
+def format_diagnostic(diagnostic: Diagnostic, lines: list[str] | None, unsafe: bool) -> list[Text]:
+    """The rich lines for one finding (header, snippet, fix hint)."""
+    severity = diagnostic.severity.value
+    style = SEVERITY_STYLES.get(severity, "bold")
+    header = Text.assemble(
+        (f"{diagnostic.path}:{diagnostic.line}:{diagnostic.col}:", "bold"),
+        " ",
+        (diagnostic.code, style),
+        " ",
+        (f"[{severity}]", style),
+        " ",
+        diagnostic.message,
+    )
+    out = [header, *_snippet(diagnostic, lines)]
+    if diagnostic.fix is not None:
+        pad = " " * len(str(diagnostic.line))
+        if is_fix_shown(diagnostic, unsafe):
+            hint = Text.assemble((f"{pad} = ", "blue"), ("[*] fixable", "bold green"), f": {diagnostic.fix.title}")
+        else:
+            hint = Text.assemble((f"{pad} = ", "blue"), f"unsafe fix available with --unsafe-fixes: {diagnostic.fix.title}")
+        out.append(hint)
+    return out
+
+
+def summary(diagnostics: list[Diagnostic], unsafe: bool, fixed: int = 0) -> str:
+    """``Found N problems (M fixable)``, plus hidden unsafe fixes and fixed counts."""
+    total = len(diagnostics)
+    fixable = sum(1 for d in diagnostics if is_fix_shown(d, unsafe))
+    hidden = sum(1 for d in diagnostics if d.fix is not None and not is_fix_shown(d, unsafe))
+    if total == 0:
+        text = "No problems found."
+    else:
+        text = f"Found {total} problem{'s' if total != 1 else ''} ({fixable} fixable with --fix)"
+        if hidden:
+            text += f"; {hidden} more with --unsafe-fixes"
+    if fixed:
+        text += f" [{fixed} fixed]"
+    return text
+
+
+def render(run, args, stream) -> None:
+    """Print every finding of ``run`` with its source snippet, then the summary."""
+    console = Console(file=stream, highlight=False, soft_wrap=True, emoji=False)
+    unsafe = bool(getattr(args, "unsafe_fixes", False))
+    cache: dict[str, list[str] | None] = {}
+    stdin = getattr(run, "stdin", None)
+    diagnostics = run.diagnostics
+    for diagnostic in diagnostics:
+        if diagnostic.path not in cache:
+            cache[diagnostic.path] = source_lines(diagnostic.path, stdin)
+        for line in format_diagnostic(diagnostic, cache[diagnostic.path], unsafe):
+            console.print(line)
+        console.print()
+    console.print(Text(summary(diagnostics, unsafe, getattr(run, "fixed", 0)), style="bold"))

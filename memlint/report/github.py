@@ -1,0 +1,51 @@
+"""``github``: GitHub Actions workflow commands, one annotation per finding.
+
+``::error file=PATH,line=L,col=C,endLine=L2,endColumn=C2,title=CODE name::MESSAGE``
+with ``::warning`` for warnings and ``::notice`` for info findings.
+Escaping follows the Actions toolkit (``@actions/core`` ``command.ts``): in
+the message, ``%`` -> ``%25``, CR -> ``%0D``, LF -> ``%0A``; in property
+values additionally ``:`` -> ``%3A`` and ``,`` -> ``%2C``.
+Unreadable files and other run errors become ``::error`` lines too.
+"""
+
+from __future__ import annotations
+
+COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow command's message."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command's property value."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def command(name: str, properties: dict[str, object], message: str) -> str:
+    """One ``::name key=value,...::message`` line, escaped."""
+    props = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
+    return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def format_diagnostic(diagnostic) -> str:
+    """The annotation line for one finding."""
+    properties = {
+        "file": diagnostic.path,
+        "line": diagnostic.line,
+        "col": diagnostic.col,
+        "endLine": diagnostic.end_line,
+        "endColumn": diagnostic.end_col,
+        "title": f"{diagnostic.code} {diagnostic.name}",
+    }
+    return command(COMMANDS.get(diagnostic.severity.value, "warning"), properties, diagnostic.message)
+
+
+def render(run, args, stream) -> None:
+    from memlint.report import run_errors
+
+    for diagnostic in run.diagnostics:
+        print(format_diagnostic(diagnostic), file=stream)
+    for message in run_errors(run):
+        print(command("error", {"title": "memlint"}, message), file=stream)

@@ -1,0 +1,127 @@
+"""CPU ground truth: live tensor bytes of a real training step, from the PyTorch profiler.
+
+Method.  With ``torch.profiler.profile(profile_memory=True)`` the CPU allocator
+reports every allocation and free (c10/core/CPUAllocator.cpp,
+``ProfiledCPUMemoryReporter``) as a ``[memory]`` event whose ``nbytes`` is the
+requested size (positive) or minus it (a free).  The CPU allocator neither
+rounds nor caches, so the running sum of these events is the exact live tensor
+bytes.  The profiler is started *before* the workload is built: a block
+allocated before profiling would be freed without an event (the profiler
+warns "Memory block of unknown size was allocated before the profiling
+started").  Warm-up steps run first (so optimizer state exists); each measured
+step is wrapped in a ``record_function`` range and its peak is the largest
+running sum inside the range (or at its start).
+
+The comparable estimate is the estimator's ledger replayed without its
+``workspace`` category (cuBLAS/cuDNN workspaces exist only on CUDA):
+:func:`estimate_tensor_peak`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+MEASURED_RANGE = "memlint::measured_step"
+
+
+@dataclass
+class CpuMeasurement:
+    """Peak live tensor bytes of each measured CPU step (bytes), and the step-start baseline."""
+
+    peak_tensor_bytes: int
+    step_peaks: list[int]
+    baseline_bytes: int
+    memory_events: int
+    seconds: float
+    checkpointed: list[str] = field(default_factory=list)
+
+
+def _memory_timeline(events):
+    """[(time_ns, running live bytes)] from the profiler's ``[memory]`` events, time-ordered."""
+    memory = sorted(((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"), key=lambda t: t[0])
+    timeline, live = [], 0
+    for when, nbytes in memory:
+        live += nbytes
+        timeline.append((when, live))
+    return timeline
+
+
+def _window_peak(timeline, start_ns: int, end_ns: int) -> tuple[int, int]:
+    """(peak, baseline) of the running sum over [start_ns, end_ns]; baseline = value at start."""
+    import bisect  # noqa: PLC0415
+
+    times = [t for t, _ in timeline]
+    first = bisect.bisect_left(times, start_ns)
+    last = bisect.bisect_right(times, end_ns)
+    baseline = timeline[first - 1][1] if first > 0 else 0
+    inside = [live for _, live in timeline[first:last]]
+    return max([baseline, *inside]), baseline
+
+
+def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -> CpuMeasurement:
+    """Build ``target`` on CPU, run ``warmup`` + ``steps`` training steps; peak live tensor bytes.
+
+    ``options``: an EstimateOptions (precision amp-* runs under ``torch.autocast("cpu")``).
+    F.dropout is sent to the kernel CUDA uses (see runner.cuda_dropout_mode).
+    Raises TargetError / UsageError (one line).
+    """
+    import torch  # noqa: PLC0415
+    from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
+
+    from memlint.validate.runner import load_real_workload, prepare_step  # noqa: PLC0415
+
+    if steps < 1:
+        from memlint.errors import UsageError  # noqa: PLC0415
+
+        raise UsageError(f"--steps must be >= 1 (got {steps})")
+    started = time.perf_counter()
+    torch.manual_seed(0)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+        workload = load_real_workload(target, inputs, options.batch_size, "cpu")
+        step = prepare_step(workload, options, "cpu", mirror_cuda_dropout=True)
+        for _ in range(max(1, warmup)):
+            step.run()
+        for index in range(steps):
+            with record_function(f"{MEASURED_RANGE}_{index}"):
+                step.run()
+        del step, workload
+    events = prof.profiler.kineto_results.events()
+    timeline = _memory_timeline(events)
+    ranges = sorted((e.start_ns(), e.end_ns()) for e in events if e.name().startswith(MEASURED_RANGE))
+    peaks, baselines = [], []
+    for start, end in ranges:
+        peak, baseline = _window_peak(timeline, start, end)
+        peaks.append(peak)
+        baselines.append(baseline)
+    return CpuMeasurement(peak_tensor_bytes=max(peaks), step_peaks=peaks, baseline_bytes=baselines[0],
+                          memory_events=len(timeline), seconds=time.perf_counter() - started)
+
+
+def estimate_tensor_peak(workload, options) -> int:
+    """The estimator's unrounded peak live tensor bytes of the steady step, CUDA workspaces excluded.
+
+    Traces with the estimator (memlint.estimate.step.trace_training) into a Ledger
+    with no cuBLAS workspace and replays its events as ``Estimate.peak_tensor_bytes``
+    is computed, skipping records of category ``workspace`` (cuDNN workspaces).
+    """
+    from memlint.estimate.api import DEFAULT_CC, resolve_gpu  # noqa: PLC0415
+    from memlint.estimate.step import trace_training  # noqa: PLC0415
+    from memlint.estimate.tracer import Ledger  # noqa: PLC0415
+
+    options.validate()
+    spec = resolve_gpu(options.gpu)
+    ledger = Ledger(cublas_workspace=0)
+    trace_training(workload, options, ledger, spec.compute_capability if spec else DEFAULT_CC)
+    steady_start = next((op for op, _, step in ledger.phases if step == 1), 0)
+    live, peak, started = 0, 0, False
+    for op_index, sid, is_alloc in ledger.events:
+        if not started and op_index >= steady_start:
+            peak, started = live, True
+        record = ledger.records[sid]
+        if record.category == "workspace":
+            continue
+        live += record.nbytes if is_alloc else -record.nbytes
+        if started:
+            peak = max(peak, live)
+    return peak

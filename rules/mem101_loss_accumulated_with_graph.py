@@ -1,0 +1,126 @@
+"""MEM101 loss-accumulated-with-graph."""
+
+import libcst as cst
+
+from memlint.lint.dataflow import root_name
+from memlint.lint.diagnostic import Severity
+from memlint.lint.patterns import contains_training_step, returned_names, with_method
+from memlint.lint.rule import Rule
+
+
+class LossAccumulatedWithGraph(Rule):
+    """## What it does
+    Reports a loop-carried accumulator that adds a graph-attached tensor:
+    `total += loss`, `total = total + loss`, `acc[key] += losses[key]`,
+    `acc += loss / n`, or `acc += self.training_step(batch)` where that
+    method returns an attached loss.
+
+    ## Why is this bad?
+    A tensor produced by a forward pass or a loss function carries its
+    autograd graph. Adding it to a running total makes the total depend on
+    every iteration's graph, so none of them is freed: every activation
+    saved for backward in every step stays allocated, and memory grows
+    until the run is out of memory.
+
+    ## Example
+    ```python
+    total_loss = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total_loss += loss
+    ```
+
+    ## Use instead
+    ```python
+    total_loss = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total_loss += loss.item()  # or loss.detach() to stay on the device
+    ```
+
+    ## Fix safety
+    The fix appends `.detach()` to the added value: the total keeps its
+    type and device and loses only the graph, which is safe. Use `.item()`
+    by hand when a Python float is wanted (it synchronises with the GPU).
+
+    ## Known problems
+    An accumulator that is itself passed to `.backward()` or returned from
+    its function (a loss summed over heads or chunks on purpose) is not
+    reported. Values that cross function boundaries are followed only for
+    functions and methods defined in the same file.
+
+    ## References
+    - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html)
+    """
+
+    CODE = "MEM101"
+    NAME = "loss-accumulated-with-graph"
+    MESSAGE = "a graph-attached tensor is added to a loop-carried total: every iteration's autograd graph stays alive"
+    SEVERITY = Severity.ERROR
+    FIX_TITLE = "Add `.detach()` to the accumulated value"
+    TRIGGERS = ("+=", "+ ", "+")
+    VALID = (
+        "def f(model, loader, crit, opt):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        total += loss.item()\n",
+        "def f(model, loader, crit):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        total += loss.detach()\n",
+        "def f(model, x, heads, crit, y):\n    loss = 0\n    for head in heads:\n        loss += crit(head(model(x)), y)\n    loss.backward()\n",
+        "import torch\ndef f(model, loader, crit):\n    total = 0.0\n    with torch.no_grad():\n        for x, y in loader:\n            total += crit(model(x), y)\n    return total\n",
+        "def f(model, loader):\n    correct = 0\n    for x, y in loader:\n        correct += (model(x).argmax(1) == y).sum()\n",
+    )
+    INVALID = (
+        "def f(model, loader, crit, opt):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        total += loss  # expect: MEM101\n",
+        "def f(model, loader, crit):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        total = total + loss  # expect: MEM101\n",
+        "def f(model, loader, n):\n    acc = {}\n    for batch in loader:\n        losses = model(batch)\n        for k in losses:\n            acc[k] += losses[k] / n  # expect: MEM101\n",
+        "class T:\n    def training_step(self, b):\n        return self.model(b).loss\n    def fit(self, loader):\n        total = 0\n        for b in loader:\n            total += self.training_step(b)  # expect: MEM101\n",
+    )
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if not isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+            return
+        if self._leaks(node.target, node.value, node):
+            fix = self.replacement(node.value, with_method(node.value, "detach"), safe=True)
+            self.report(node, fix=fix)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.value, cst.BinaryOperation):
+            return
+        if not isinstance(node.value.operator, (cst.Add, cst.Subtract)):
+            return
+        target = node.targets[0].target
+        target_code = self.ctx.code(target)
+        left, right = node.value.left, node.value.right
+        if self.ctx.code(left) == target_code:
+            added = right
+        elif self.ctx.code(right) == target_code and isinstance(node.value.operator, cst.Add):
+            added = left
+        else:
+            return
+        if self._leaks(target, added, node):
+            self.report(node, fix=self.replacement(added, with_method(added, "detach"), safe=True))
+
+    def _leaks(self, target: cst.BaseExpression, added: cst.BaseExpression, statement: cst.CSTNode) -> bool:
+        flow = self.ctx.dataflow
+        loops = flow.enclosing_loops(statement)
+        if not loops or flow.grad_disabled(statement):
+            return False
+        if not flow.is_attached(added):
+            return False
+        name = root_name(target)
+        if name is None or not flow.defined_outside(name, loops[0]):
+            return False
+        return not self._intended_loss_sum(name, statement, loops[0])
+
+    def _intended_loss_sum(self, name: str, statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """A loss built on purpose: the total is backpropagated, or returned
+        from a function whose loop does no training step (a sum over heads,
+        chunks or terms that the caller trains on)."""
+        scope = self.ctx.dataflow.scope(statement)
+        if name in scope.backward_names:
+            return True
+        function = scope.node
+        return isinstance(function, cst.FunctionDef) and name in returned_names(function) and not contains_training_step(loop)

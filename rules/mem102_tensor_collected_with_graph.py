@@ -1,0 +1,160 @@
+"""MEM102 tensor-collected-with-graph."""
+
+import re
+
+import libcst as cst
+
+from memlint.lint.diagnostic import Severity
+from memlint.lint.patterns import collection_target, names_in, with_method
+from memlint.lint.rule import Rule
+
+#: Lightning-style hooks run once per batch: a ``self.<list>`` they append to
+#: outlives the "iteration" even though no loop is visible.
+PER_BATCH_HOOK = re.compile(r"^(?:training_step|validation_step|test_step|predict_step|on_\w+_batch_end)$")
+
+
+class TensorCollectedWithGraph(Rule):
+    """## What it does
+    Reports a graph-attached tensor stored into a container that outlives
+    the loop iteration: `outputs.append(out)`, `lst.extend(...)`,
+    `self.outputs.append({"loss": loss})`, `buffer.add(logits=logits)`, or
+    `d[k] = out` where `d` is defined outside the loop. Tensors nested in
+    dicts, tuples and lists count.
+
+    ## Why is this bad?
+    The stored tensor keeps a reference to the autograd graph that produced
+    it, so every iteration's activations stay allocated until the container
+    is dropped — usually the end of the epoch or the run. Memory grows
+    linearly with the number of iterations.
+
+    ## Example
+    ```python
+    outputs = []
+    for x, y in loader:
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+        outputs.append(out)
+    ```
+
+    ## Use instead
+    ```python
+    outputs = []
+    for x, y in loader:
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+        outputs.append(out.detach().cpu())
+    ```
+
+    ## Fix safety
+    The fix appends `.detach()` to a stored tensor expression (not to a
+    dict or tuple literal), which keeps its value and device: safe.
+
+    ## Known problems
+    A list whose elements are later stacked and backpropagated on purpose
+    (`torch.stack(losses).sum().backward()`) is not reported. Containers
+    passed across functions are followed only within the same file.
+
+    ## References
+    - [PyTorch FAQ: memory usage grows in the training loop](https://pytorch.org/docs/stable/notes/faq.html)
+    """
+
+    CODE = "MEM102"
+    NAME = "tensor-collected-with-graph"
+    MESSAGE = "a graph-attached tensor is stored in a container that outlives the iteration: its autograd graph stays alive"
+    SEVERITY = Severity.ERROR
+    FIX_TITLE = "Add `.detach()` to the stored tensor"
+    TRIGGERS = ("append", "extend", "insert", ".add(", "] =", "appendleft", ".put(", "update", "setdefault")
+    VALID = (
+        "def f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x).detach().cpu())\n",
+        "import torch\ndef f(model, loader):\n    outs = []\n    with torch.no_grad():\n        for x in loader:\n            outs.append(model(x))\n",
+        "import torch\ndef f(model, chunks, opt):\n    losses = []\n    for c in chunks:\n        losses.append(model(c).loss)\n    torch.stack(losses).mean().backward()\n",
+        "def f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(-1))\n",
+        "def f(model, loader):\n    for x in loader:\n        tmp = []\n        tmp.append(model(x))\n",
+    )
+    INVALID = (
+        "def f(model, loader):\n    outs = []\n    for x in loader:\n        out = model(x)\n        outs.append(out)  # expect: MEM102\n",
+        "def f(model, loader, crit):\n    hist = []\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        hist.append({'loss': loss, 'n': len(x)})  # expect: MEM102\n",
+        "def f(model, loader):\n    cache = {}\n    for i, x in enumerate(loader):\n        cache[i] = model(x)  # expect: MEM102\n",
+        "class M:\n    def training_step(self, batch, idx):\n        loss = self.model(batch).loss\n        self.step_outputs.append(loss)  # expect: MEM102\n        return loss\n",
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._check(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        target = collection_target(node)
+        if target is None:
+            return
+        container, values = target
+        flow = self.ctx.dataflow
+        if flow.grad_disabled(node) or not self._outlives_iteration(container, node):
+            return
+        attached = [value for value in values if flow.is_attached(value)]
+        if not attached or self._trained_on_later(container, node):
+            return
+        self.report(node, fix=self._fix(attached))
+
+    def _outlives_iteration(self, container: str, node: cst.CSTNode) -> bool:
+        flow = self.ctx.dataflow
+        loops = flow.enclosing_loops(node)
+        if loops:
+            return flow.defined_outside(container, loops[0])
+        if not container.startswith("self."):
+            return False
+        function = flow.scope_node(node)
+        return isinstance(function, cst.FunctionDef) and bool(PER_BATCH_HOOK.match(function.name.value))
+
+    def _trained_on_later(self, container: str, node: cst.CSTNode) -> bool:
+        """The container feeds a backward pass (stacked losses): collected on purpose."""
+        scope = self.ctx.dataflow.scope(node)
+        if container in scope.backward_names:
+            return True
+        function = scope.node
+        for assigned, value in _assignments(function):
+            if assigned in scope.backward_names and container in names_in(value):
+                return True
+        return _backward_mentions(function, container)
+
+    def _fix(self, attached: list[cst.BaseExpression]):
+        value = attached[0]
+        if len(attached) != 1 or isinstance(value, (cst.Dict, cst.Tuple, cst.List, cst.Set, cst.ListComp, cst.DictComp, cst.GeneratorExp)):
+            return None
+        return self.replacement(value, with_method(value, "detach"), safe=True)
+
+
+def _assignments(function: cst.CSTNode):
+    collector = _Assignments()
+    function.visit(collector)
+    return collector.pairs
+
+
+class _Assignments(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.pairs: list[tuple[str, cst.BaseExpression]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self.pairs.append((target.target.value, node.value))
+
+
+def _backward_mentions(function: cst.CSTNode, container: str) -> bool:
+    finder = _BackwardOf(container)
+    function.visit(finder)
+    return finder.found
+
+
+class _BackwardOf(cst.CSTVisitor):
+    def __init__(self, container: str) -> None:
+        self.container = container
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("backward", "grad"):
+            if self.container in names_in(node):
+                self.found = True
