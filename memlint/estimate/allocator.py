@@ -23,6 +23,10 @@ blocks split when the remainder is >= 512 B, large-pool blocks only when the
 remainder is > 1 MiB -- otherwise the whole block is handed out and counted as
 allocated), coalescing of free neighbours inside a segment, reuse of cached
 blocks, and segments never being returned (no ``empty_cache``, no OOM retry).
+With a ``limit`` (bytes the allocator may reserve), a request that would
+need a new segment beyond the limit first releases every fully free cached
+segment (as ``release_cached_blocks`` does before the allocator reports out of
+memory) and raises :class:`AllocatorOOM` if it still does not fit.
 Not modelled: multiple streams, ``expandable_segments``, ``max_split_size_mb``
 and ``roundup_power2_divisions`` (all off by default), CUDA graphs pools.
 """
@@ -56,6 +60,10 @@ def segment_size(rounded: int) -> int:
     return K_ROUND_LARGE * ((rounded + K_ROUND_LARGE - 1) // K_ROUND_LARGE)
 
 
+class AllocatorOOM(Exception):
+    """The modelled allocator could not reserve a segment within its limit."""
+
+
 @dataclass(eq=False)
 class Block:
     """A contiguous piece of a segment; ``offset`` and ``size`` in bytes."""
@@ -81,6 +89,7 @@ class CachingAllocatorModel:
     it back.  All counters are bytes.
     """
 
+    limit: int | None = None
     allocated: int = 0
     reserved: int = 0
     peak_allocated: int = 0
@@ -112,9 +121,26 @@ class CachingAllocatorModel:
 
     def _new_segment(self, small: bool, size: int) -> Block:
         self.num_segments += 1
+        if self.limit is not None and self.reserved + size > self.limit:
+            self.release_cached_segments()
+            if self.reserved + size > self.limit:
+                raise AllocatorOOM(f"cannot reserve {size} bytes: {self.reserved} of {self.limit} reserved")
         self.reserved += size
         self.peak_reserved = max(self.peak_reserved, self.reserved)
         return Block(segment=self.num_segments, offset=0, size=size, small=small)
+
+    def release_cached_segments(self) -> int:
+        """Give back every segment that is entirely free (``empty_cache``); returns the bytes released."""
+        released = 0
+        for small in (True, False):
+            keys, blocks = self._pools[small]
+            for key in list(keys):
+                block = blocks[key]
+                if block.prev is None and block.next is None:
+                    self._pool_remove(block)
+                    self.reserved -= block.size
+                    released += block.size
+        return released
 
     @staticmethod
     def _should_split(block: Block, size: int) -> bool:

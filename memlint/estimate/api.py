@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memlint.errors import UsageError
-from memlint.estimate.allocator import CachingAllocatorModel
+from memlint.estimate.allocator import AllocatorOOM, CachingAllocatorModel
 from memlint.estimate.gpus import (
     GpuSpec,
     cublas_workspace_bytes,
@@ -121,6 +121,7 @@ class Estimate:
     by_module: activation bytes per module FQN (first micro-batch of the steady step).
     overheads: the non-allocator parts of device_used, each {bytes, source}.
     unsupported_ops: [{op, module, fallback, count}].
+    ledger: the raw tracer.Ledger (storage records and alloc/free events).
     """
 
     peak_allocated: int
@@ -143,6 +144,7 @@ class Estimate:
     num_ops: int = 0
     trace_seconds: float = 0.0
     kernel_choices: dict[str, int] = field(default_factory=dict)
+    ledger: Any = field(default=None, repr=False, compare=False)
 
     @property
     def activation_bytes(self) -> int:
@@ -180,8 +182,12 @@ class Estimate:
 
 @dataclass
 class Verdict:
-    """Fit verdict: required (device_used) vs usable = capacity * (1 - reserve); bytes.
+    """Fit verdict: required vs usable = capacity * (1 - reserve); bytes.
 
+    required_bytes is ``device_used``, except when that exceeds the usable memory
+    but the step still runs once the caching allocator releases its fully free
+    cached segments (as it does before raising out-of-memory): then it is the
+    device memory of that constrained replay and ``cache_released`` is True.
     headroom_bytes may be negative; headroom_fraction = headroom_bytes / capacity_bytes.
     """
 
@@ -192,6 +198,7 @@ class Verdict:
     reserve: float
     headroom_bytes: int
     headroom_fraction: float
+    cache_released: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -232,9 +239,12 @@ def _shard_factor(category: str, options: EstimateOptions) -> int:
     return 1
 
 
-def _replay(ledger: Ledger, options: EstimateOptions):
-    """Replay the ledger's events through the allocator model; returns the numbers and the timeline."""
-    allocator = CachingAllocatorModel()
+def _replay(ledger: Ledger, options: EstimateOptions, limit: int | None = None):
+    """Replay the ledger's events through the allocator model; returns the numbers and the timeline.
+
+    limit: bytes the allocator may reserve (raises AllocatorOOM beyond it), None = unbounded.
+    """
+    allocator = CachingAllocatorModel(limit=limit)
     steady_start = next((op for op, phase, step in ledger.phases if step == 1), 0)
     live = {c: 0 for c in CATEGORIES}
     blocks: dict[int, Any] = {}
@@ -341,17 +351,30 @@ def estimate(workload, options: EstimateOptions | None = None) -> "Estimate":
         optimizer=facts["optimizer"],
         num_ops=ledger.op_index,
         kernel_choices=facts["kernel_choices"],
+        ledger=ledger,
         trace_seconds=elapsed,
     )
 
 
 def fits(result: Estimate, capacity_bytes: int, reserve: float = 0.10) -> Verdict:
-    """Does ``result.device_used`` fit in ``capacity_bytes * (1 - reserve)``?"""
+    """Does the step fit in ``capacity_bytes * (1 - reserve)``? (see :class:`Verdict`)"""
     usable = int(capacity_bytes * (1.0 - reserve))
-    headroom = usable - result.device_used
+    required = result.device_used
+    released = False
+    if required > usable and result.ledger is not None:
+        overhead = result.device_used - result.peak_reserved
+        if usable - overhead > 0:
+            try:
+                allocator = _replay(result.ledger, result.options, limit=usable - overhead)[0]
+            except AllocatorOOM:
+                pass
+            else:
+                required, released = allocator.peak_reserved + overhead, True
+    headroom = usable - required
     return Verdict(
         fits=headroom >= 0,
-        required_bytes=result.device_used,
+        cache_released=released,
+        required_bytes=required,
         capacity_bytes=int(capacity_bytes),
         usable_bytes=usable,
         reserve=reserve,

@@ -60,9 +60,24 @@ class FileContext:
         return self.module.code_for_node(node)
 
     def edit_replacing(self, node: cst.CSTNode, new: cst.CSTNode | str) -> Edit:
+        """An edit replacing ``node``'s text by ``new`` (code, or a node rendered
+        at ``node``'s block indentation so that its continuation lines line up)."""
         start, end = self.span(node)
-        content = new if isinstance(new, str) else self.module.code_for_node(new)
+        content = new if isinstance(new, str) else self._code_at(node, new)
         return Edit(start[0], start[1], end[0], end[1], content)
+
+    def _code_at(self, old: cst.CSTNode, new: cst.CSTNode) -> str:
+        # Module.code_for_node renders at indentation level zero; a multi-line
+        # node inside an indented block would lose its block's indentation.
+        from libcst._nodes.internal import CodegenState  # libcst exports no public renderer with indentation
+
+        state = CodegenState(
+            default_indent=self.module.default_indent,
+            default_newline=self.module.default_newline,
+            indent_tokens=_IndentFinder.tokens_for(self.module, old),
+        )
+        new._codegen(state)
+        return "".join(state.tokens)
 
     def enclosing(self, *types: type) -> cst.CSTNode | None:
         """The nearest ancestor of one of ``types`` (during a traversal)."""
@@ -70,3 +85,33 @@ class FileContext:
             if isinstance(node, types):
                 return node
         return None
+
+
+class _IndentFinder(cst.CSTVisitor):
+    """Finds the indentation tokens of the blocks enclosing one node."""
+
+    def __init__(self, module: cst.Module, target: cst.CSTNode) -> None:
+        self.module = module
+        self.target = target
+        self.stack: list[str] = []
+        self.found: list[str] | None = None
+
+    @classmethod
+    def tokens_for(cls, module: cst.Module, target: cst.CSTNode) -> list[str]:
+        finder = cls(module, target)
+        module.visit(finder)
+        return finder.found or []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.found is not None:
+            return False
+        if node is self.target:
+            self.found = list(self.stack)
+            return False
+        if isinstance(node, cst.IndentedBlock):
+            self.stack.append(self.module.default_indent if node.indent is None else node.indent)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if isinstance(original_node, cst.IndentedBlock) and self.found is None:
+            self.stack.pop()

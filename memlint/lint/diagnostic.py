@@ -82,3 +82,5 @@ class FileResult:
     error: str | None = None
     parsed: bool = False
     internal_errors: list[str] = field(default_factory=list)
+    #: a one-line remark that is not an error (e.g. a file too large to lint)
+    note: str | None = None

@@ -177,12 +177,12 @@ def decode(data: bytes) -> tuple[str, str]:
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
-    """A unified diff of one file's fix, ``a/``/``b/`` style headers."""
+    """A unified diff of one file's fix (``a/``/``b/`` headers for relative paths)."""
     lines = difflib.unified_diff(
         before.splitlines(keepends=True),
         after.splitlines(keepends=True),
-        fromfile=f"a/{path}",
-        tofile=f"b/{path}",
+        fromfile=path if os.path.isabs(path) else f"a/{path}",
+        tofile=path if os.path.isabs(path) else f"b/{path}",
     )
     out = []
     for line in lines:

@@ -106,3 +106,61 @@ def collection_target(node: cst.CSTNode) -> tuple[str, list[cst.BaseExpression]]
         container = root_name(node.targets[0].target)
         return (container, [node.value]) if container is not None else None
     return None
+
+
+#: Lightning-style hooks run once per batch: a ``self.<list>`` they store into
+#: outlives the "iteration" even though no loop is visible.
+PER_BATCH_HOOK_NAMES = frozenset(
+    {"training_step", "validation_step", "test_step", "predict_step",
+     "on_train_batch_end", "on_validation_batch_end", "on_test_batch_end", "on_predict_batch_end"}
+)
+
+
+def outlives_iteration(flow, container: str, node: cst.CSTNode) -> bool:
+    """True when ``container`` (a :func:`collection_target` root) survives the
+    iteration that runs ``node``: it is bound before the innermost enclosing
+    loop, or it is a ``self.`` attribute stored into from a per-batch hook.
+    ``flow`` is the file's :class:`memlint.lint.dataflow.Dataflow`."""
+    loops = flow.enclosing_loops(node)
+    if loops:
+        return flow.defined_outside(container, loops[0])
+    if not container.startswith("self."):
+        return False
+    function = flow.scope_node(node)
+    return isinstance(function, cst.FunctionDef) and function.name.value in PER_BATCH_HOOK_NAMES
+
+
+def leaf_values(values) -> list[cst.BaseExpression]:
+    """The expressions stored by ``values``, looking through dict, tuple,
+    list and set literals (``{"a": x, "b": (y, z)}`` -> ``[x, y, z]``)."""
+    leaves: list[cst.BaseExpression] = []
+    pending = list(values)
+    while pending:
+        value = pending.pop(0)
+        if isinstance(value, (cst.Tuple, cst.List, cst.Set)):
+            pending.extend(element.value for element in value.elements)
+        elif isinstance(value, cst.Dict):
+            pending.extend(element.value for element in value.elements)
+        else:
+            leaves.append(value)
+    return leaves
+
+
+#: Base classes that make a class a PyTorch map-style or iterable dataset.
+DATASET_BASES = frozenset(
+    {"torch.utils.data.Dataset", "torch.utils.data.IterableDataset",
+     "torch.utils.data.dataset.Dataset", "torch.utils.data.dataset.IterableDataset"}
+)
+
+
+def is_dataset_class(klass: cst.ClassDef, ctx) -> bool:
+    """True for a class deriving (through its imports) from
+    ``torch.utils.data.Dataset``/``IterableDataset``, or whose name or a
+    base's name ends in ``Dataset``."""
+    if klass.name.value.endswith("Dataset"):
+        return True
+    for base in klass.bases:
+        qualified = ctx.qualified(base.value)
+        if qualified is not None and (qualified in DATASET_BASES or qualified.endswith("Dataset")):
+            return True
+    return False

@@ -13,6 +13,7 @@ together; results are put back in job order.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from dataclasses import dataclass
 
@@ -57,7 +58,11 @@ def read_job(job: Job) -> bytes | FileResult:
     if job.data is not None:
         return job.data
     try:
-        with open(job.path, "rb") as handle:
+        # O_NONBLOCK: opening a FIFO named like a source file must not hang.
+        fd = os.open(job.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return FileResult(path=job.path, error=f"{job.path}: cannot read file (not a regular file)")
             return handle.read()
     except OSError as exc:
         return FileResult(path=job.path, error=f"{job.path}: cannot read file ({exc.strerror or type(exc).__name__})")
@@ -96,6 +101,8 @@ def _merge(before: FileResult, parsed: FileResult) -> FileResult:
     # pending; keep both lists anyway so nothing can be lost.
     if before.diagnostics:
         parsed.diagnostics = before.diagnostics + parsed.diagnostics
+    if getattr(before, "note", None) and not getattr(parsed, "note", None):
+        parsed.note = before.note
     return parsed
 
 

@@ -31,7 +31,7 @@ def render(run, args, stream=None) -> None:
         stream = sys.stderr  # stdout carries the fixed source
     for message in run_errors(run):
         print(f"memlint: error: {message}", file=sys.stderr)
-    for note in run.notes:
+    for note in [*run.notes, *(r.note for r in run.results if getattr(r, "note", None))]:
         print(f"memlint: {note}", file=sys.stderr)
     if getattr(run, "diff_only", False):
         return  # --diff printed the diffs; findings are not reported

@@ -13,3 +13,7 @@ def format_line(diagnostic) -> str:
 def render(run, args, stream) -> None:
     for diagnostic in run.diagnostics:
         print(format_line(diagnostic), file=stream)
+    if getattr(run, "estimates", None):
+        from memlint.report.estimate_section import render_estimates_plain
+
+        render_estimates_plain(run, stream)

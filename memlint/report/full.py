@@ -116,3 +116,7 @@ def render(run, args, stream) -> None:
             console.print(line)
         console.print()
     console.print(Text(summary(diagnostics, unsafe, getattr(run, "fixed", 0)), style="bold"))
+    if getattr(run, "estimates", None):
+        from memlint.report.estimate_section import render_estimates
+
+        render_estimates(run, console)

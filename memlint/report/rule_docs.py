@@ -89,5 +89,8 @@ def print_rule_table(fmt: str = "table", stream=None) -> int:
             "on" if record["default_enabled"] else "off",
             "yes" if record["fixable"] else "",
         )
-    Console(file=stream).print(table)
+    console = Console(file=stream)
+    if not console.is_terminal:
+        console.width = 200  # piped output: never truncate a name
+    console.print(table)
     return 0

@@ -20,21 +20,34 @@ The comparable estimate is the estimator's ledger replayed without its
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 MEASURED_RANGE = "memlint::measured_step"
 
 
 @dataclass
 class CpuMeasurement:
-    """Peak live tensor bytes of each measured CPU step (bytes), and the step-start baseline."""
+    """What one CPU validation measured (bytes).
 
+    peak_allocator_bytes: the profiler's peak live bytes of the CPU allocator over the
+        measured steps -- everything allocated, kernel-internal scratch included.
+    peak_tensor_bytes: the peak of the storages of tensors that aten ops returned
+        (a TorchDispatchMode ledger on the real run) -- what the estimator's ledger models.
+    kernel_scratch_bytes: peak_allocator_bytes - peak_tensor_bytes: memory CPU kernels
+        allocate internally (e.g. oneDNN reorders), invisible to the tensor ledger.
+    step_peaks: allocator peak of each measured step; baseline_bytes: live at the first one's start.
+    """
+
+    peak_allocator_bytes: int
     peak_tensor_bytes: int
     step_peaks: list[int]
     baseline_bytes: int
     memory_events: int
     seconds: float
-    checkpointed: list[str] = field(default_factory=list)
+
+    @property
+    def kernel_scratch_bytes(self) -> int:
+        return self.peak_allocator_bytes - self.peak_tensor_bytes
 
 
 def _memory_timeline(events):
@@ -77,14 +90,18 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
         raise UsageError(f"--steps must be >= 1 (got {steps})")
     started = time.perf_counter()
     torch.manual_seed(0)
+    tensor_peak = 0
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
         workload = load_real_workload(target, inputs, options.batch_size, "cpu")
         step = prepare_step(workload, options, "cpu", mirror_cuda_dropout=True)
         for _ in range(max(1, warmup)):
-            step.run()
+            _run_step(step)
         for index in range(steps):
+            ledger = StorageLedger()
+            ledger.track_state(step)
             with record_function(f"{MEASURED_RANGE}_{index}"):
-                step.run()
+                _run_step(step, ledger)
+            tensor_peak = max(tensor_peak, ledger.peak)
         del step, workload
     events = prof.profiler.kineto_results.events()
     timeline = _memory_timeline(events)
@@ -94,8 +111,85 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
         peak, baseline = _window_peak(timeline, start, end)
         peaks.append(peak)
         baselines.append(baseline)
-    return CpuMeasurement(peak_tensor_bytes=max(peaks), step_peaks=peaks, baseline_bytes=baselines[0],
-                          memory_events=len(timeline), seconds=time.perf_counter() - started)
+    return CpuMeasurement(peak_allocator_bytes=max(peaks), peak_tensor_bytes=tensor_peak, step_peaks=peaks,
+                          baseline_bytes=baselines[0], memory_events=len(timeline),
+                          seconds=time.perf_counter() - started)
+
+
+def _run_step(step, ledger=None) -> None:
+    """Run one step; a kernel failure of the real run becomes a one-line TargetError."""
+    import contextlib  # noqa: PLC0415
+
+    from memlint.errors import TargetError  # noqa: PLC0415
+
+    try:
+        with ledger.mode() if ledger is not None else contextlib.nullcontext():
+            step.run()
+    except RuntimeError as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise TargetError(f"CPU run of {step.workload.name!r} failed: {type(exc).__name__}: {first}") from None
+
+
+class StorageLedger:
+    """Live bytes of the storages of real tensors returned by aten ops (bytes, unrounded).
+
+    A storage is counted once (views share it) from the op that returns it until its
+    Python storage object is finalized -- the same bookkeeping as the estimator's
+    ledger (memlint/estimate/tracer.py), applied to a real run.
+    """
+
+    def __init__(self):
+        self.live: dict[int, int] = {}
+        self.total = 0
+        self.peak = 0
+
+    def track(self, tensor) -> None:
+        import weakref  # noqa: PLC0415
+
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key in self.live or storage.nbytes() == 0:
+            return
+        self.live[key] = storage.nbytes()
+        self.total += storage.nbytes()
+        self.peak = max(self.peak, self.total)
+        weakref.finalize(storage, self._free, key)
+
+    def _free(self, key: int) -> None:
+        self.total -= self.live.pop(key, 0)
+
+    def track_state(self, step) -> None:
+        """Count what is alive between steps: parameters, gradients, buffers, optimizer state."""
+        import torch  # noqa: PLC0415
+
+        for param in step.module.parameters():
+            self.track(param)
+            if param.grad is not None:
+                self.track(param.grad)
+        for buffer in step.module.buffers():
+            self.track(buffer)
+        for state in step.optimizer.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    self.track(value)
+
+    def mode(self):
+        """A TorchDispatchMode that tracks every tensor output."""
+        import torch  # noqa: PLC0415
+        from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+        from torch.utils._pytree import tree_flatten  # noqa: PLC0415
+
+        ledger = self
+
+        class StorageMode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                for value in tree_flatten(out)[0]:
+                    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+                        ledger.track(value)
+                return out
+
+        return StorageMode()
 
 
 def estimate_tensor_peak(workload, options) -> int:

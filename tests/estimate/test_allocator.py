@@ -98,3 +98,17 @@ def test_random_sequences_keep_invariants():
     keys_small, _ = a._pools[True]
     keys_large, _ = a._pools[False]
     assert len(keys_small) + len(keys_large) == a.num_segments
+
+
+def test_limit_releases_cached_segments_then_raises():
+    import pytest
+
+    from memlint.estimate.allocator import AllocatorOOM
+
+    a = CachingAllocatorModel(limit=50 * MiB)
+    first = a.malloc(30 * MiB)
+    a.free(first)
+    a.malloc(40 * MiB)  # 30 MiB cached segment is released to make room
+    assert a.reserved == 40 * MiB
+    with pytest.raises(AllocatorOOM):
+        a.malloc(20 * MiB)

@@ -5,7 +5,7 @@ import sys
 
 from memlint.estimate.cli import add_estimate_arguments, run_estimate
 
-from conftest import target
+from estimate_helpers import target
 
 
 def run(argv):

@@ -4,7 +4,7 @@ from memlint.errors import TargetError, UsageError
 from memlint.estimate.units import parse_bytes, parse_fraction
 from memlint.estimate.workload import load_workload, parse_input_spec
 
-from conftest import target
+from estimate_helpers import target
 
 
 def test_parse_bytes():

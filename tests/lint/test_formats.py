@@ -69,12 +69,14 @@ def test_full_marks_fixable_with_unsafe_fixes_and_counts(tmp_path):
 
 def test_full_caret_aligns_after_tabs_and_wide_characters(tmp_path):
     path = tmp_path / "wide.py"
-    source = "import torch\n\tx = '漢字'; y = torch.load(p)\n"
+    source = "import torch\nif True:\n\tx = '漢字'; y = torch.load(p)\n"
     run = _run_for(path, source)
+    assert [d.code for d in run.diagnostics] == ["MEM303"]
     lines = _render(full, run).splitlines()
     from rich.cells import cell_len
 
     source_line, caret_line = lines[1], lines[2]
+    assert "\t" not in source_line  # tabs expanded in the snippet, so the caret can line up
     start = source_line.index("torch.load")
     assert cell_len(caret_line[: caret_line.index("^")]) == cell_len(source_line[:start])
     assert caret_line.count("^") == len("torch.load(p)")
@@ -132,7 +134,6 @@ def test_github_escape_round_trip():
 
 def test_github_reports_run_errors_as_annotations():
     run = CheckRun(errors=["missing.py: no such file or directory"])
-    assert _render(github, run).strip() == "::error title=memlint::missing.py%3A no such file or directory".replace("%3A", ": ", 0) or True
     line = _render(github, run).strip()
     assert line.startswith("::error title=memlint::") and line.endswith("missing.py: no such file or directory")
 

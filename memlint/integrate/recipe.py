@@ -1,0 +1,394 @@
+"""Static extraction of a training script's recipe (libcst; never imports the script or torch).
+
+What is read, and from where:
+
+* batch size: ``DataLoader(batch_size=...)`` (a literal, or a name / attribute
+  resolved below), else a module constant named like ``BATCH_SIZE``, an
+  ``argparse`` option ``--batch-size`` default, or a class (dataclass/config)
+  attribute ``batch_size``.  Names resolve to: module/function constants
+  (``BATCH = 64``), ``argparse`` defaults (``args.batch_size``), class attribute
+  defaults (``cfg.batch_size``), dict literal entries (``config["batch_size"]``)
+  and parameter defaults (``def main(batch_size=32)``), all in the same file;
+* optimizer: a ``torch.optim`` class call (SGD with ``momentum`` > 0 is sgd-momentum);
+* precision: ``autocast`` (``torch.autocast``, ``torch.amp.autocast``,
+  ``torch.cuda.amp.autocast``) with its ``dtype`` (CUDA's default is float16);
+  ``GradScaler`` is recorded too;
+* activation checkpointing: ``torch.utils.checkpoint.checkpoint[_sequential]``
+  or ``.gradient_checkpointing_enable()``;
+* gradient accumulation: ``if (i + 1) % N == 0: ... .step()`` with N resolved
+  as above, else a constant/option named like ``accumulation_steps``;
+* ``zero_grad(set_to_none=...)``.
+
+Every value carries its position (the literal that gave it), so reports can say
+"script line N" and MEM302 can point at the batch-size literal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from memlint.lint.context import FileContext
+
+_BATCH_NAME = re.compile(r"^(train_?)?(batch_?size|bs|batch)$", re.IGNORECASE)
+_ACCUM_NAME = re.compile(r"(grad(ient)?_?)?acc(um(ulation|ulate)?)?_?(steps|iters?|iterations)?$", re.IGNORECASE)
+_EVAL_WORDS = ("val", "eval", "test", "dev")
+_OPTIMIZERS = {"sgd": "sgd", "adam": "adam", "adamw": "adamw", "adagrad": "adagrad", "rmsprop": "rmsprop"}
+_AUTOCAST = ("torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast_mode.autocast")
+_SCALERS = ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler")
+_CHECKPOINT = ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential")
+_DTYPES = {"torch.bfloat16": "amp-bf16", "torch.float16": "amp-fp16", "torch.half": "amp-fp16"}
+
+
+@dataclass
+class Found:
+    """A value read from the script: ``value``, the 1-based span of the node that gave it, and ``how``."""
+
+    value: Any
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    how: str
+
+    def to_json(self) -> dict:
+        return {"value": self.value, "line": self.line, "how": self.how}
+
+
+@dataclass
+class Recipe:
+    """What the script shows; None where it shows nothing.  ``notes``: things seen but not modelled."""
+
+    batch_size: Found | None = None
+    optimizer: Found | None = None
+    optimizer_call: str | None = None
+    precision: Found | None = None
+    grad_scaler: Found | None = None
+    checkpointing: Found | None = None
+    grad_accum: Found | None = None
+    set_to_none: Found | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        keys = ("batch_size", "optimizer", "precision", "grad_scaler", "checkpointing", "grad_accum", "set_to_none")
+        out: dict[str, Any] = {k: (getattr(self, k).to_json() if getattr(self, k) else None) for k in keys}
+        out["optimizer_call"] = self.optimizer_call
+        out["notes"] = list(self.notes)
+        return out
+
+
+def _int_of(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.SimpleString) and node.evaluated_value.strip().isdigit():
+        return int(node.evaluated_value)
+    return None
+
+
+def _number_of(node: cst.BaseExpression) -> float | None:
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return float(node.evaluated_value)
+    return None
+
+
+def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def _string_arg(call: cst.Call, index: int) -> str | None:
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if len(positional) > index and isinstance(positional[index].value, cst.SimpleString):
+        return positional[index].value.evaluated_value
+    return None
+
+
+class _Collector(cst.CSTVisitor):
+    """One pass: remember name tables and candidate calls; resolution happens afterwards."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.constants: dict[str, cst.BaseExpression] = {}
+        self.options: dict[str, cst.BaseExpression] = {}   # argparse dest -> default node
+        self.attributes: dict[str, cst.BaseExpression] = {}  # class attribute / dict key -> value node
+        self.loaders: list[tuple[cst.Call, str]] = []
+        self.optimizers: list[cst.Call] = []
+        self.autocasts: list[cst.Call] = []
+        self.scalers: list[cst.Call] = []
+        self.checkpoints: list[cst.Call] = []
+        self.zero_grads: list[cst.Call] = []
+        self.modulo_steps: list[cst.BaseExpression] = []
+        self._class_depth = 0
+        self._assign_target: list[str] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._class_depth += 1
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._class_depth -= 1
+
+    def _remember(self, name: str, value: cst.BaseExpression) -> None:
+        table = self.attributes if self._class_depth else self.constants
+        table.setdefault(name, value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
+        for name in names:
+            self._remember(name, node.value)
+        self._assign_target.append(" ".join(self.ctx.code(t.target) for t in node.targets))
+
+    def leave_Assign(self, node: cst.Assign) -> None:
+        self._assign_target.pop()
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.target, cst.Name) and node.value is not None:
+            self._remember(node.target.value, node.value)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        if node.default is not None:
+            self.constants.setdefault(node.name.value, node.default)
+
+    def visit_DictElement(self, node: cst.DictElement) -> None:
+        if isinstance(node.key, cst.SimpleString):
+            self.attributes.setdefault(node.key.evaluated_value, node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.qualified(node.func) or ""
+        last = name.rsplit(".", 1)[-1]
+        if last == "add_argument":
+            self._argparse(node)
+        elif name.endswith("DataLoader"):
+            self.loaders.append((node, self._assign_target[-1] if self._assign_target else ""))
+        elif name.startswith("torch.optim.") and "lr_scheduler" not in name:
+            self.optimizers.append(node)
+        elif name in _AUTOCAST:
+            self.autocasts.append(node)
+        elif name in _SCALERS:
+            self.scalers.append(node)
+        elif name in _CHECKPOINT or last == "gradient_checkpointing_enable":
+            self.checkpoints.append(node)
+        elif last == "zero_grad":
+            self.zero_grads.append(node)
+        elif last == "dict":  # dict(batch_size=32)
+            for arg in node.args:
+                if arg.keyword is not None:
+                    self.attributes.setdefault(arg.keyword.value, arg.value)
+
+    def _argparse(self, node: cst.Call) -> None:
+        dest_node = _kwarg(node, "dest")
+        flags = [a.value.evaluated_value for a in node.args
+                 if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+        if isinstance(dest_node, cst.SimpleString):
+            dest = dest_node.evaluated_value
+        else:
+            longs = [f for f in flags if f.startswith("--")] or flags
+            if not longs:
+                return
+            dest = longs[0].lstrip("-").replace("-", "_")
+        default = _kwarg(node, "default")
+        if default is not None:
+            self.options.setdefault(dest, default)
+
+    def visit_If(self, node: cst.If) -> None:
+        if not _calls_step(node.body):
+            return
+        for candidate in _modulo_operands(node.test):
+            self.modulo_steps.append(candidate)
+
+
+def _calls_step(body: cst.CSTNode) -> bool:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "step":
+                found.append(node)
+
+    body.visit(Finder())
+    return bool(found)
+
+
+def _modulo_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    operands = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if isinstance(node.operator, cst.Modulo):
+                operands.append(node.right)
+
+    test.visit(Finder())
+    return operands
+
+
+class _Resolver:
+    """Resolve an expression to an int literal (with its node) through the collected tables."""
+
+    def __init__(self, collected: _Collector) -> None:
+        self.c = collected
+
+    def resolve(self, node: cst.BaseExpression | None, depth: int = 0) -> tuple[int, cst.CSTNode, str] | None:
+        if node is None or depth > 5:
+            return None
+        value = _int_of(node)
+        if value is not None:
+            return value, node, "literal"
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "int" and node.args:
+            return self.resolve(node.args[0].value, depth + 1)
+        if isinstance(node, cst.Name):
+            found = self._lookup(node.value, (self.c.constants, self.c.options, self.c.attributes), depth)
+            return self._tag(found, f"constant {node.value}")
+        if isinstance(node, cst.Attribute):
+            attr = node.attr.value
+            found = self._lookup(attr, (self.c.options, self.c.attributes, self.c.constants), depth)
+            return self._tag(found, self._kind(attr))
+        if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+            index = node.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                key = index.value.evaluated_value
+                return self._tag(self._lookup(key, (self.c.attributes, self.c.options), depth), f"config key {key!r}")
+        return None
+
+    def _kind(self, attr: str) -> str:
+        return f"argparse --{attr.replace('_', '-')} default" if attr in self.c.options else f"attribute {attr}"
+
+    @staticmethod
+    def _tag(found, how: str):
+        if found is None:
+            return None
+        value, node, inner = found
+        return value, node, how if inner == "literal" else f"{how} <- {inner}"
+
+    def _lookup(self, name: str, tables, depth: int):
+        for table in tables:
+            if name in table:
+                found = self.resolve(table[name], depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+
+def _found(ctx: FileContext, node: cst.CSTNode, value: Any, how: str) -> Found:
+    (line, col), (end_line, end_col) = ctx.span(node)
+    return Found(value, line, col, end_line, end_col, how)
+
+
+def extract_recipe(path: str, source: str) -> Recipe:
+    """Read the training recipe of ``source`` statically (see the module docstring).
+
+    Raises libcst.ParserSyntaxError only for unparsable source (callers lint first).
+    """
+    module = cst.parse_module(source)
+    ctx = FileContext(path, source, module)
+    collected = _Collector(ctx)
+    module.visit(collected)
+    resolver = _Resolver(collected)
+    recipe = Recipe()
+    recipe.batch_size = _batch_size(ctx, collected, resolver)
+    _optimizer(ctx, collected, recipe)
+    _precision(ctx, collected, recipe)
+    if collected.checkpoints:
+        call = collected.checkpoints[0]
+        recipe.checkpointing = _found(ctx, call, True, (ctx.qualified(call.func) or ctx.code(call.func)) + "(...)")
+    recipe.grad_accum = _grad_accum(ctx, collected, resolver)
+    _set_to_none(ctx, collected, recipe)
+    return recipe
+
+
+def _is_eval(text: str) -> bool:
+    lowered = text.lower()
+    return any(word in lowered for word in _EVAL_WORDS) and "train" not in lowered
+
+
+def _batch_size(ctx: FileContext, c: _Collector, resolver: _Resolver) -> Found | None:
+    loaders = [(call, target) for call, target in c.loaders if _kwarg(call, "batch_size") is not None]
+    preferred = [x for x in loaders if not _is_eval(x[1] + " " + ctx.code(x[0]))] or loaders
+    for call, _target in preferred:
+        resolved = resolver.resolve(_kwarg(call, "batch_size"))
+        if resolved is not None:
+            value, node, how = resolved
+            how = "DataLoader(batch_size=...)" + ("" if how == "literal" else f" <- {how}")
+            return _found(ctx, node, value, how)
+    for table, label in ((c.options, "argparse --{} default"), (c.constants, "constant {}"),
+                         (c.attributes, "attribute {}")):
+        for name, node in table.items():
+            if _BATCH_NAME.match(name) and not _is_eval(name):
+                resolved = resolver.resolve(node)
+                if resolved is not None:
+                    shown = name.replace("_", "-") if "argparse" in label else name
+                    return _found(ctx, resolved[1], resolved[0], label.format(shown))
+    return None
+
+
+def _optimizer(ctx: FileContext, c: _Collector, recipe: Recipe) -> None:
+    for call in c.optimizers:
+        qualified = ctx.qualified(call.func) or ""
+        cls = qualified.rsplit(".", 1)[-1]
+        recipe.optimizer_call = f"{qualified}({', '.join(ctx.code(a).rstrip(', ') for a in call.args[1:])})"
+        name = _OPTIMIZERS.get(cls.lower())
+        if name is None:
+            recipe.notes.append(f"optimizer {qualified} (line {ctx.span(call)[0][0]}) is not modelled by the estimator")
+            return
+        if name == "sgd":
+            momentum = _kwarg(call, "momentum")
+            if momentum is not None and (_number_of(momentum) is None or _number_of(momentum) > 0):
+                name = "sgd-momentum"
+        recipe.optimizer = _found(ctx, call, name, f"{cls}(...)")
+        return
+
+
+def _precision(ctx: FileContext, c: _Collector, recipe: Recipe) -> None:
+    for call in c.autocasts:
+        qualified = ctx.qualified(call.func) or ""
+        device = _string_arg(call, 0) or (_kwarg(call, "device_type").evaluated_value
+                                          if isinstance(_kwarg(call, "device_type"), cst.SimpleString) else None)
+        if device == "cpu":
+            continue
+        enabled = _kwarg(call, "enabled")
+        if isinstance(enabled, cst.Name) and enabled.value == "False":
+            continue
+        dtype = _kwarg(call, "dtype")
+        positional = [a for a in call.args if a.keyword is None]
+        if dtype is None and qualified != "torch.cuda.amp.autocast" and len(positional) > 1:
+            dtype = positional[1].value
+        precision = "amp-fp16" if dtype is None else _DTYPES.get(ctx.qualified(dtype) or "")
+        if precision is None:
+            recipe.notes.append(f"autocast dtype {ctx.code(dtype)} (line {ctx.span(call)[0][0]}) not recognised")
+            continue
+        recipe.precision = _found(ctx, call, precision, f"{ctx.code(call.func)}({'dtype' if dtype else 'default float16'})")
+        break
+    if c.scalers:
+        recipe.grad_scaler = _found(ctx, c.scalers[0], True, ctx.code(c.scalers[0].func))
+
+
+def _grad_accum(ctx: FileContext, c: _Collector, resolver: _Resolver) -> Found | None:
+    for operand in c.modulo_steps:
+        resolved = resolver.resolve(operand)
+        if resolved is not None and resolved[0] >= 1:
+            how = "`% N == 0` before .step()" + ("" if resolved[2] == "literal" else f" <- {resolved[2]}")
+            return _found(ctx, resolved[1], resolved[0], how)
+    for table in (c.options, c.constants, c.attributes):
+        for name, node in table.items():
+            if _ACCUM_NAME.match(name) and "acc" in name.lower():
+                resolved = resolver.resolve(node)
+                if resolved is not None and resolved[0] >= 1:
+                    return _found(ctx, resolved[1], resolved[0], f"{name}")
+    return None
+
+
+def _set_to_none(ctx: FileContext, c: _Collector, recipe: Recipe) -> None:
+    for call in c.zero_grads:
+        value = _kwarg(call, "set_to_none")
+        if value is None:
+            positional = [a for a in call.args if a.keyword is None]
+            value = positional[0].value if positional else None
+        if isinstance(value, cst.Name) and value.value in ("True", "False"):
+            recipe.set_to_none = _found(ctx, call, value.value == "True", "zero_grad(set_to_none=...)")
+            if value.value == "False":
+                return  # one call that keeps gradients is enough to keep them
+        elif value is None and recipe.set_to_none is None:
+            recipe.set_to_none = _found(ctx, call, True, "zero_grad() (default set_to_none=True)")

@@ -1,0 +1,99 @@
+"""The memory section of ``memlint check`` reports: recipe with provenance, numbers, verdict, advisor.
+
+``render_estimates(run, console)`` (rich, for the ``full`` format) and
+``render_estimates_plain(run, stream)`` (a few plain lines for ``concise``).
+Sizes are printed in GiB (2**30 bytes) with 2 decimals.
+"""
+
+from __future__ import annotations
+
+GiB = 2**30
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GiB:.2f} GiB"
+
+
+def _value_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.0%}" if value < 1 else f"{value:g}"
+    return "-" if value is None else str(value)
+
+
+def verdict_line(item) -> str:
+    """One sentence: needs X GiB of Y GiB on GPU -> fits / does not fit, largest batch."""
+    est = item.estimate
+    batch = item.recipe["batch-size"].value
+    head = f"batch {batch}: device_used {_gib(est.device_used)}"
+    if item.verdict is None:
+        return head + " (no target GPU configured: no verdict)"
+    v = item.verdict
+    word = "fits" if v.fits else "does NOT fit"
+    text = (f"{head} on {item.gpu} ({_gib(v.capacity_bytes)}, {_gib(v.usable_bytes)} usable with "
+            f"{v.reserve:.0%} reserve): {word}, headroom {v.headroom_bytes / GiB:+.2f} GiB")
+    if item.max_batch is not None:
+        text += f"; largest batch that fits: {item.max_batch}"
+    return text
+
+
+def render_estimates(run, console) -> None:
+    """Print every ``run.estimates`` entry as rich tables on ``console`` (a rich Console)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    for item in getattr(run, "estimates", []):
+        console.print()
+        console.print(Text(f"Memory estimate: {item.path}", style="bold"), Text(f"  target {item.target}", style="dim"))
+        if item.error:
+            console.print(Text(f"  estimate failed: {item.error}", style="red"))
+            continue
+        recipe = Table(title="Training recipe", title_justify="left", show_edge=False)
+        for column in ("setting", "value", "from"):
+            recipe.add_column(column)
+        for key, value in item.recipe.items():
+            detail = f" - {value.detail}" if value.detail else ""
+            recipe.add_row(key, _value_text(value.value), value.source + detail)
+        console.print(recipe)
+        est = item.estimate
+        numbers = Table(title="Predicted CUDA memory (steady-state step)", title_justify="left", show_edge=False)
+        numbers.add_column("peak_allocated", justify="right")
+        numbers.add_column("peak_reserved", justify="right")
+        numbers.add_column("device_used", justify="right")
+        numbers.add_row(_gib(est.peak_allocated), _gib(est.peak_reserved), _gib(est.device_used))
+        console.print(numbers)
+        fits = item.fits
+        style = "green" if fits else ("red" if fits is False else "yellow")
+        console.print(Text("Verdict: " + verdict_line(item), style=f"bold {style}"))
+        for note in item.notes:
+            console.print(Text(f"note: {note}", style="dim"))
+        if item.advice:
+            console.print(_advice_table(item, Table))
+
+
+def _advice_table(item, table_class):
+    table = table_class(title="Advisor: remedies ranked by memory saved (each re-estimated)", title_justify="left",
+                        show_edge=False)
+    for column, justify in (("#", "right"), ("remedy", "left"), ("device_used", "right"), ("saved", "right"),
+                            ("fits", "left"), ("cost", "left")):
+        table.add_column(column, justify=justify)
+    for rank, row in enumerate(item.advice, start=1):
+        fits = "-" if row.fits is None else ("yes" if row.fits else "no")
+        table.add_row(str(rank), row.title, _gib(row.device_used), _gib(row.saved), fits, row.cost)
+    return table
+
+
+def render_estimates_plain(run, stream) -> None:
+    """A short plain-text summary per estimate (after the diagnostics in ``concise``)."""
+    for item in getattr(run, "estimates", []):
+        if item.error:
+            print(f"memory: {item.path}: estimate failed: {item.error}", file=stream)
+            continue
+        print(f"memory: {item.path}: {verdict_line(item)}", file=stream)
+        parts = [f"{key}={_value_text(v.value)} ({v.source})" for key, v in item.recipe.items()]
+        print(f"  recipe: {', '.join(parts)}", file=stream)
+        for rank, row in enumerate(item.advice, start=1):
+            fits = "" if row.fits is None else (" fits" if row.fits else " does not fit")
+            print(f"  remedy {rank}: {row.title}: {_gib(row.device_used)} (saves {_gib(row.saved)}){fits}; {row.cost}",
+                  file=stream)

@@ -1,0 +1,244 @@
+"""MEM103 device-tensor-collected-in-loop."""
+
+import re
+
+import libcst as cst
+
+from memlint.lint.dataflow import Tri, root_name, targets_of
+from memlint.lint.diagnostic import Severity
+from memlint.lint.names import dotted_name
+from memlint.lint.patterns import collection_target, leaf_values, names_in, outlives_iteration, with_method
+from memlint.lint.rule import Rule
+
+#: Loops over these iterate a model's parts, not data: bounded by the model's depth.
+MODULE_ITERABLE = re.compile(r"(?:^|\.|_)(?:layers?|blocks?|heads?|modules|children|stages?|levels?|scales?|experts?)$", re.IGNORECASE)
+#: Calls on the container inside the loop that keep it bounded.
+SHRINKING_METHODS = frozenset({"clear", "pop", "popleft", "popitem", "remove"})
+SMALL_RANGE = 16
+
+
+class DeviceTensorCollectedInLoop(Rule):
+    """## What it does
+    Reports a tensor that is on the accelerator and carries no autograd
+    graph (detached, or computed under `torch.no_grad()`) stored into a
+    container that outlives the loop iteration: `snapshots.append(x.detach())`,
+    `preds.extend(...)`, `cache[step] = out` where the container is bound
+    before the loop. Tensors nested in dicts, tuples and lists count.
+
+    ## Why is this bad?
+    Detaching drops the graph but not the data: every stored tensor still
+    occupies accelerator memory until the container is dropped. Memory grows
+    linearly with the number of iterations, and a long evaluation or an
+    optimisation with thousands of steps runs out of GPU memory.
+
+    ## Example
+    ```python
+    snapshots = []
+    for step in range(steps):
+        optimise(x)
+        snapshots.append(x.detach().clone())
+    ```
+
+    ## Use instead
+    ```python
+    snapshots = []
+    for step in range(steps):
+        optimise(x)
+        snapshots.append(x.detach().clone().cpu())  # or .item() / .tolist()
+    ```
+
+    ## Fix safety
+    The fix appends `.cpu()` to the stored tensor. It is unsafe: code that
+    later uses the collected tensors on the accelerator (`torch.cat(preds)`
+    compared with device tensors) now receives CPU tensors.
+
+    ## Known problems
+    Tensors graph-attached when stored are left to MEM102. Loops over a
+    model's layers or blocks, over `range` of a small literal, containers
+    cleared or popped inside the loop, `deque(maxlen=...)` buffers and
+    `d[k] = v` with a key that does not change per iteration are not
+    reported (their size is bounded). Whether a value is on the accelerator
+    is inferred from `.cuda()`, `.to(device)`, `device=` and model
+    placement in the same file; tensors that arrive already on the
+    accelerator from another module are not seen.
+
+    ## References
+    - [PyTorch FAQ: my out of memory exception handler can't allocate memory](https://pytorch.org/docs/stable/notes/faq.html)
+    - [CUDA semantics: memory management](https://pytorch.org/docs/stable/notes/cuda.html#memory-management)
+    """
+
+    CODE = "MEM103"
+    NAME = "device-tensor-collected-in-loop"
+    MESSAGE = "an accelerator tensor is stored in a container that outlives the iteration: device memory grows every iteration"
+    SEVERITY = Severity.WARNING
+    FIX_TITLE = "Move the stored tensor to the CPU with `.cpu()`"
+    TRIGGERS = ("cuda", ".to(", "device")
+    VALID = (
+        "import torch\ndef f(model, loader):\n    preds = []\n    with torch.no_grad():\n        for x in loader:\n            preds.append(model(x.cuda()).cpu())\n",
+        "import torch\ndef f(model, loader):\n    for x in loader:\n        batch_preds = []\n        batch_preds.append(model(x.cuda()).detach())\n",
+        "import torch\ndef f(model, x, steps):\n    snaps = []\n    for _ in range(steps):\n        snaps.append(x.detach().clone().cpu())\n",
+        "import torch\ndef f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x.cuda()))\n",
+        "import torch\ndef f(self, x):\n    feats = []\n    with torch.no_grad():\n        for block in self.blocks:\n            x = block(x.cuda())\n            feats.append(x)\n    return feats\n",
+        "import torch\nfrom collections import deque\ndef f(model, loader):\n    recent = deque(maxlen=10)\n    for x in loader:\n        recent.append(x.cuda())\n",
+    )
+    INVALID = (
+        "import torch\ndef f(steps):\n    x = torch.zeros(3, device='cuda', requires_grad=True)\n    snaps = []\n    for _ in range(steps):\n        snaps.append(x.detach().clone())  # expect: MEM103\n",
+        "import torch\ndef f(model, loader):\n    preds = []\n    model.cuda()\n    with torch.no_grad():\n        for x, y in loader:\n            preds.append(model(x.cuda()))  # expect: MEM103\n",
+        "import torch\ndef f(model, loader, device):\n    hist = []\n    for i, (x, y) in enumerate(loader):\n        out = model(x.to(device)).detach()\n        hist.append({'out': out, 'y': y})  # expect: MEM103\n",
+        "import torch\ndef f(model, loader, device):\n    cache = {}\n    while True:\n        x = next(loader)\n        with torch.no_grad():\n            cache[len(cache)] = model(x.to(device))  # expect: MEM103\n",
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._check(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        target = collection_target(node)
+        if target is None:
+            return
+        container, values = target
+        flow = self.ctx.dataflow
+        if not values or not outlives_iteration(flow, container, node):
+            return
+        if any(flow.value(value).graph is Tri.YES for value in values):
+            return  # attached: MEM102's finding
+        leaves = [leaf for leaf in leaf_values(values) if _stores_device_tensor(flow.value(leaf))]
+        if not leaves or self._bounded(container, node):
+            return
+        self.report(node, fix=self._fix(leaves))
+
+    def _bounded(self, container: str, node: cst.CSTNode) -> bool:
+        """The container cannot grow with the number of iterations."""
+        flow = self.ctx.dataflow
+        loops = flow.enclosing_loops(node)
+        if isinstance(node, cst.Assign) and not _key_varies(node.targets[0].target, loops):
+            return True
+        if any(_iterates_model_parts(loop) or _small_literal_range(loop) for loop in loops[:1]):
+            return True
+        if loops and _shrunk_in(loops[0], container):
+            return True
+        return _bounded_deque(flow.scope_node(node), container, self.ctx)
+
+    def _fix(self, leaves: list[cst.BaseExpression]):
+        if len(leaves) != 1:
+            return None
+        leaf = leaves[0]
+        return self.replacement(leaf, with_method(leaf, "cpu"), safe=False)
+
+
+def _stores_device_tensor(value) -> bool:
+    return value.device is Tri.YES and value.graph is not Tri.YES and not value.is_model
+
+
+def _key_varies(target: cst.BaseExpression, loops: list[cst.CSTNode]) -> bool:
+    """``d[i] = v`` grows only when the key changes per iteration (and is not ``i % n``)."""
+    if not isinstance(target, cst.Subscript) or not loops:
+        return False
+    keys = [element.slice.value for element in target.slice if isinstance(element.slice, cst.Index)]
+    if not keys:
+        return False
+    if any(isinstance(key, cst.BinaryOperation) and isinstance(key.operator, cst.Modulo) for key in keys):
+        return False
+    if any(isinstance(key, cst.Call) and dotted_name(key.func) == "len" for key in keys):
+        return True
+    loop_names = set()
+    for loop in loops:
+        loop_names |= _names_bound_per_iteration(loop)
+    return any(names_in(key) & loop_names for key in keys)
+
+
+def _names_bound_per_iteration(loop: cst.CSTNode) -> set[str]:
+    names = set(targets_of(loop.target)) if isinstance(loop, cst.For) else set()
+    collector = _AssignedNames()
+    loop.body.visit(collector)
+    return names | collector.names
+
+
+class _AssignedNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names.update(targets_of(node.target))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.names.update(targets_of(node.target))
+
+    def visit_For(self, node: cst.For) -> None:
+        self.names.update(targets_of(node.target))
+
+
+def _iterates_model_parts(loop: cst.CSTNode) -> bool:
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed", "list") and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+        if iterable.func.attr.value in ("children", "modules", "named_children", "named_modules", "parameters", "named_parameters", "items", "values"):
+            iterable = iterable.func.value
+    name = dotted_name(iterable)
+    return name is not None and bool(MODULE_ITERABLE.search(name))
+
+
+def _small_literal_range(loop: cst.CSTNode) -> bool:
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    if isinstance(iterable, (cst.Tuple, cst.List)):
+        return True
+    if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range" and iterable.args:
+        bound = iterable.args[-1].value if len(iterable.args) <= 2 else iterable.args[1].value
+        return isinstance(bound, cst.Integer) and int(bound.value.replace("_", ""), 0) <= SMALL_RANGE
+    return False
+
+
+def _shrunk_in(loop: cst.CSTNode, container: str) -> bool:
+    """The loop empties, pops from, deletes from or rebinds the container."""
+    finder = _ShrinkFinder(container)
+    loop.body.visit(finder)
+    return finder.found
+
+
+class _ShrinkFinder(cst.CSTVisitor):
+    def __init__(self, container: str) -> None:
+        self.container = container
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in SHRINKING_METHODS:
+            if root_name(node.func.value) == self.container:
+                self.found = True
+
+    def visit_Del(self, node: cst.Del) -> None:
+        if self.container in names_in(node.target):
+            self.found = True
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if self.container in targets_of(node.target):
+            self.found = True
+
+
+def _bounded_deque(function: cst.CSTNode, container: str, ctx) -> bool:
+    """``container = deque(..., maxlen=...)`` somewhere in the function or class."""
+    finder = _DequeFinder(container, ctx)
+    (ctx.module if container.startswith("self.") else function).visit(finder)
+    return finder.found
+
+
+class _DequeFinder(cst.CSTVisitor):
+    def __init__(self, container: str, ctx) -> None:
+        self.container = container
+        self.ctx = ctx
+        self.found = False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if not isinstance(value, cst.Call) or self.ctx.qualified(value.func) != "collections.deque":
+            return
+        if not any(arg.keyword is not None and arg.keyword.value == "maxlen" for arg in value.args) and len(value.args) < 2:
+            return
+        if any(self.container in targets_of(target.target) for target in node.targets):
+            self.found = True

@@ -1,0 +1,237 @@
+"""MEM105 hidden-state-not-detached."""
+
+import re
+
+import libcst as cst
+
+from memlint.lint.dataflow import Tri, targets_of
+from memlint.lint.diagnostic import Severity
+from memlint.lint.names import dotted_name
+from memlint.lint.patterns import contains_training_step, names_in
+from memlint.lint.rule import Rule
+
+#: Helpers named like these cut the graph (``repackage_hidden`` in PyTorch's word-language-model example).
+DETACH_HELPER = re.compile(r"repackage|detach", re.IGNORECASE)
+#: Loops over these are data/episode loops (each iteration is a step of training or a rollout).
+DATA_ITERABLE = re.compile(r"(?:loader|batch|batches|chunks?|dataset|data|iterator|episodes?|stream|segments?)$", re.IGNORECASE)
+
+
+class HiddenStateNotDetached(Rule):
+    """## What it does
+    Reports recurrent state that is carried from one loop iteration to the
+    next and fed back into a module without being detached:
+    `h = cell(x, h)`, `h, c = cell(x, (h, c))`, `out, (h, c) = lstm(x, (h, c))`,
+    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, in a training or
+    rollout loop (one that calls `.backward()` or `.step()`, or iterates
+    over a data loader).
+
+    ## Why is this bad?
+    The new state is computed from the old one, so its autograd graph
+    reaches back through every previous iteration: truncated
+    backpropagation through time becomes untruncated. Every step's
+    activations stay allocated and memory grows until the run fails (or the
+    second `.backward()` raises "Trying to backward through the graph a
+    second time").
+
+    ## Example
+    ```python
+    hidden = model.init_hidden(batch_size)
+    for x, y in loader:
+        out, hidden = model(x, hidden)
+        loss = criterion(out, y)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    hidden = model.init_hidden(batch_size)
+    for x, y in loader:
+        hidden = tuple(h.detach() for h in hidden)
+        out, hidden = model(x, hidden)
+        loss = criterion(out, y)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Known problems
+    The state is considered cut when it is detached (`.detach()`,
+    `.detach_()`), passed to a helper whose name contains "repackage" or
+    "detach" or to a local function that calls `.detach()`, or re-assigned
+    a fresh value anywhere in the loop (even conditionally). A loop over
+    time steps inside a forward pass (no `.backward()`/`.step()` in the
+    loop, not a loop over a loader) is backpropagation through the sequence
+    on purpose and is not reported. For a `self.` attribute outside a loop,
+    assigning it anywhere else in the class than `__init__` counts as a
+    reset.
+
+    ## References
+    - [PyTorch example: word_language_model `repackage_hidden`](https://github.com/pytorch/examples/blob/main/word_language_model/main.py)
+    - [torch.Tensor.detach](https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html)
+    """
+
+    CODE = "MEM105"
+    NAME = "hidden-state-not-detached"
+    MESSAGE = "recurrent state `{names}` is fed back across iterations without `.detach()`: the autograd graph spans every iteration"
+    SEVERITY = Severity.ERROR
+    TRIGGERS = ("for ", "while ", "self.")
+    VALID = (
+        "def f(model, loader, opt, crit, h):\n    for x, y in loader:\n        h = h.detach()\n        out, h = model(x, h)\n        crit(out, y).backward()\n        opt.step()\n",
+        "def repackage_hidden(h):\n    return tuple(v.detach() for v in h)\ndef f(lstm, loader, opt, crit, hidden):\n    for x, y in loader:\n        hidden = repackage_hidden(hidden)\n        out, hidden = lstm(x, hidden)\n        crit(out, y).backward()\n        opt.step()\n",
+        "import torch\ndef f(cell, xs, h):\n    outs = []\n    for x in xs.unbind(1):\n        h = cell(x, h)\n        outs.append(h)\n    return torch.stack(outs)\n",
+        "import torch\ndef f(rnn, loader, h):\n    with torch.no_grad():\n        for x in loader:\n            out, h = rnn(x, h)\n",
+        "import torch\ndef f(model, loader, opt, crit):\n    for x, y in loader:\n        hidden = model.init_hidden(len(x))\n        out, hidden = model(x, hidden)\n        crit(out, y).backward()\n        opt.step()\n",
+    )
+    INVALID = (
+        "def f(model, loader, opt, crit, hidden):\n    for x, y in loader:\n        out, hidden = model(x, hidden)  # expect: MEM105\n        crit(out, y).backward(retain_graph=True)\n        opt.step()\n",
+        "import torch\ndef f(cell, env, n):\n    h = torch.zeros(1, 8)\n    c = torch.zeros(1, 8)\n    obs = env.reset()\n    for t in range(n):\n        h, c = cell(obs, (h, c))  # expect: MEM105\n        obs = env.step(h.argmax().item())\n",
+        "def f(lstm, loader, opt, crit, h, c):\n    for x, y in loader:\n        out, (h, c) = lstm(x, (h, c))  # expect: MEM105\n        crit(out, y).backward()\n        opt.step()\n",
+        "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.rnn = nn.GRU(4, 8)\n        self.hidden = None\n    def forward(self, x):\n        out, self.hidden = self.rnn(x, self.hidden)  # expect: MEM105\n        return out\n",
+    )
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.value, cst.Call):
+            return
+        carried = self._carried_names(node.targets[0].target, node.value)
+        if not carried:
+            return
+        flow = self.ctx.dataflow
+        if flow.grad_disabled(node) or not self._produces_graph(node.value):
+            return
+        loop = self._carrying_loop(carried, node)
+        if loop is not None:
+            if self._is_training_or_rollout(loop) and not self._cut_in(loop, carried, node):
+                self._report(node, carried)
+        elif all(name.startswith("self.") for name in carried) and not flow.enclosing_loops(node):
+            if not self._self_state_reset(carried, node):
+                self._report(node, carried)
+
+    def _report(self, node: cst.Assign, carried: list[str]) -> None:
+        self.report(node, message=self.MESSAGE.format(names=", ".join(carried)))
+
+    def _carried_names(self, target: cst.BaseExpression, call: cst.Call) -> list[str]:
+        """Names bound by the assignment that are also passed, bare, to the call."""
+        bound = targets_of(target)
+        passed = set()
+        for arg in call.args:
+            passed |= _bare_names(arg.value)
+        return [name for name in bound if name in passed]
+
+    def _produces_graph(self, call: cst.Call) -> bool:
+        flow = self.ctx.dataflow
+        if flow.is_forward_call(call) or flow.value(call).graph is Tri.YES:
+            return True
+        # agent.act(obs, h): a method of a class in this file whose result is attached
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        return method in flow.functions and flow.function_returns(method).graph is Tri.YES
+
+    def _carrying_loop(self, carried: list[str], node: cst.CSTNode) -> cst.CSTNode | None:
+        """The innermost loop around ``node`` across whose iterations the state lives."""
+        flow = self.ctx.dataflow
+        for loop in flow.enclosing_loops(node):
+            if all(flow.defined_outside(name, loop) for name in carried):
+                return loop
+        return None
+
+    def _is_training_or_rollout(self, loop: cst.CSTNode) -> bool:
+        if contains_training_step(loop.body):
+            return True
+        if isinstance(loop, cst.For):
+            iterable = loop.iter
+            while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "tqdm", "iter", "zip") and iterable.args:
+                iterable = iterable.args[0].value
+            name = dotted_name(iterable)
+            return name is not None and bool(DATA_ITERABLE.search(name))
+        return False
+
+    def _cut_in(self, loop: cst.CSTNode, carried: list[str], recurrent: cst.Assign) -> bool:
+        """The loop detaches, repackages or re-initialises one of the carried names."""
+        finder = _CutFinder(set(carried), recurrent, self.ctx.dataflow)
+        loop.body.visit(finder)
+        return finder.found
+
+    def _self_state_reset(self, carried: list[str], recurrent: cst.Assign) -> bool:
+        """A method other than ``__init__`` detaches or re-assigns the attribute."""
+        klass = next((a for a in self.ctx.dataflow.ancestors(recurrent) if isinstance(a, cst.ClassDef)), None)
+        if klass is None:
+            return True
+        finder = _CutFinder(set(carried), recurrent, self.ctx.dataflow, skip_init=True)
+        klass.body.visit(finder)
+        return finder.found
+
+
+def _bare_names(expr: cst.BaseExpression) -> set[str]:
+    """``h`` for ``h``, ``{h, c}`` for ``(h, c)`` / ``[h, c]``; calls and operations are not bare."""
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        names = set()
+        for element in expr.elements:
+            names |= _bare_names(element.value)
+        return names
+    name = dotted_name(expr)
+    return {name} if name is not None else set()
+
+
+class _CutFinder(cst.CSTVisitor):
+    """Finds a detach, a repackage-style call or a fresh assignment of the carried names."""
+
+    def __init__(self, carried: set[str], recurrent: cst.Assign, flow, skip_init: bool = False) -> None:
+        self.carried = carried
+        self.recurrent = recurrent
+        self.flow = flow
+        self.skip_init = skip_init
+        self.found = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return not (self.skip_init and node.name.value == "__init__")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _mentions(node, self.carried):
+            return
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("detach", "detach_"):
+            self.found = True
+            return
+        callee = dotted_name(node.func)
+        if callee is None:
+            return
+        short = callee.split(".")[-1]
+        if DETACH_HELPER.search(short) or short in ("init_hidden", "init_state", "reset_hidden", "reset_state", "zero_state", "initial_state"):
+            self.found = True
+        elif short in self.flow.functions and _detaches(self.flow.functions[short]):
+            self.found = True
+
+    def visit_For(self, node: cst.For) -> None:
+        # for h in hidden: h.detach_()
+        if _mentions(node.iter, self.carried) and _contains_detach(node.body):
+            self.found = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if node is self.recurrent:
+            return
+        bound = {name for target in node.targets for name in targets_of(target.target)}
+        if not bound & self.carried:
+            return
+        if self.flow.value(node.value).graph is not Tri.YES or _contains_detach(node.value):
+            self.found = True
+
+
+def _mentions(node: cst.CSTNode, carried: set[str]) -> bool:
+    return bool(names_in(node) & carried)
+
+
+def _detaches(function: cst.FunctionDef) -> bool:
+    return _contains_detach(function.body)
+
+
+def _contains_detach(node: cst.CSTNode) -> bool:
+    finder = _DetachCall()
+    node.visit(finder)
+    return finder.found
+
+
+class _DetachCall(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("detach", "detach_"):
+            self.found = True

@@ -1,0 +1,130 @@
+"""MEM106 retain-graph-in-loop."""
+
+import libcst as cst
+
+from memlint.lint.dataflow import call_method_name, is_true_literal, keyword_arg
+from memlint.lint.diagnostic import Severity
+from memlint.lint.rule import Rule
+
+#: Positional index of ``retain_graph`` in each backward-like callable.
+RETAIN_POSITION = {"torch.autograd.backward": 2, "torch.autograd.grad": 3}
+BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+
+
+class RetainGraphInLoop(Rule):
+    """## What it does
+    Reports `.backward(retain_graph=True)` (also through a `GradScaler`,
+    Accelerate's `accelerator.backward` or Lightning's `manual_backward`) and
+    `torch.autograd.backward/grad(..., retain_graph=True)` inside a loop when
+    it is the last backward of the iteration: no backward later in the same
+    iteration releases the graph.
+
+    ## Why is this bad?
+    `retain_graph=True` keeps every buffer the graph saved for backward after
+    the gradients are computed. When nothing later in the iteration frees
+    them, each iteration's graph stays allocated at least until the next one
+    is built, and whenever anything carried across iterations (an optimised
+    input, a running state) references it, the graphs of all iterations are
+    kept: memory grows until the run fails. It is almost always a workaround
+    for a "backward through the graph a second time" error whose real cause
+    is a tensor that should have been detached.
+
+    ## Example
+    ```python
+    for step in range(steps):
+        loss = objective(x)
+        loss.backward(retain_graph=True)
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    for step in range(steps):
+        loss = objective(x)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Known problems
+    A later backward of the same iteration is assumed to use the retained
+    graph (and free it); whether it really shares the graph is not checked.
+    `retain_graph=<variable>` is not reported. `create_graph=True` (which
+    retains too) is not reported: higher-order gradients need it.
+
+    ## References
+    - [torch.Tensor.backward](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
+    - [torch.autograd.grad](https://pytorch.org/docs/stable/generated/torch.autograd.grad.html)
+    """
+
+    CODE = "MEM106"
+    NAME = "retain-graph-in-loop"
+    MESSAGE = "`retain_graph=True` on the last backward of a loop iteration: the graph's saved tensors are never released by a later backward"
+    SEVERITY = Severity.WARNING
+    TRIGGERS = ("retain_graph", "True")  # positional form: grad(out, inputs, None, True)
+    VALID = (
+        "def f(enc, a, b, loader, opt):\n    for x in loader:\n        z = enc(x)\n        a(z).mean().backward(retain_graph=True)\n        b(z).mean().backward()\n        opt.step()\n",
+        "def f(model, x):\n    loss = model(x).sum()\n    loss.backward(retain_graph=True)\n    loss.backward()\n",
+        "def f(model, loader, opt, keep):\n    for x in loader:\n        model(x).sum().backward(retain_graph=keep)\n",
+        "import torch\ndef f(model, loader, params):\n    for x in loader:\n        loss = model(x).sum()\n        g = torch.autograd.grad(loss, params, retain_graph=True)\n        loss.backward()\n",
+        "def f(model, loader, opt, heads):\n    for x in loader:\n        z = model(x)\n        for h in heads:\n            h(z).sum().backward(retain_graph=True)\n        z.sum().backward()\n",
+    )
+    INVALID = (
+        "def f(model, loader, opt):\n    for x in loader:\n        loss = model(x).sum()\n        loss.backward(retain_graph=True)  # expect: MEM106\n        opt.step()\n",
+        "import torch\ndef f(model, x, opt, n):\n    i = 0\n    while i < n:\n        torch.autograd.backward(model(x).sum(), retain_graph=True)  # expect: MEM106\n        i += 1\n",
+        "from torch import autograd\ndef f(model, loader, params):\n    for x in loader:\n        g = autograd.grad(model(x).sum(), params, None, True)  # expect: MEM106\n",
+        "def f(model, loader, opt, scaler):\n    for x in loader:\n        a = model(x).sum()\n        a.backward()\n        scaler.scale(a * 2).backward(retain_graph=True)  # expect: MEM106\n",
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self._retains(node):
+            return
+        flow = self.ctx.dataflow
+        loops = flow.enclosing_loops(node)
+        if not loops:
+            return
+        if any(self._later_releasing_backward(loop, node) for loop in loops):
+            return
+        self.report(node)
+
+    def _backward_kind(self, call: cst.Call) -> str | None:
+        """``"method"`` for ``x.backward(...)``, the qualified name for the autograd functions."""
+        qualified = self.ctx.qualified(call.func)
+        if qualified in RETAIN_POSITION:
+            return qualified
+        if call_method_name(call) in BACKWARD_METHODS:
+            return "method"
+        return None
+
+    def _retains(self, call: cst.Call) -> bool:
+        kind = self._backward_kind(call)
+        if kind is None:
+            return False
+        keyword = keyword_arg(call, "retain_graph")
+        if keyword is not None:
+            return is_true_literal(keyword.value)
+        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        if kind in RETAIN_POSITION:
+            index = RETAIN_POSITION[kind]
+            return len(positional) > index and is_true_literal(positional[index].value)
+        # Tensor.backward(gradient, retain_graph): only when the receiver is the tensor itself
+        return kind == "method" and call_method_name(call) == "backward" and len(positional) >= 2 and is_true_literal(positional[1].value)
+
+    def _later_releasing_backward(self, loop: cst.CSTNode, call: cst.Call) -> bool:
+        """A backward after ``call`` in the loop body that does not retain the graph."""
+        start = self.ctx.span(call)[1]
+        finder = _BackwardCalls(self)
+        loop.body.visit(finder)
+        return any(other is not call and self.ctx.span(other)[0] >= start and not self._retains(other) for other in finder.calls)
+
+
+class _BackwardCalls(cst.CSTVisitor):
+    def __init__(self, rule: RetainGraphInLoop) -> None:
+        self.rule = rule
+        self.calls: list[cst.Call] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.rule._backward_kind(node) is not None:
+            self.calls.append(node)

@@ -1,0 +1,126 @@
+"""MEM202 zero-grad-after-forward."""
+
+import libcst as cst
+
+from memlint.lint.dataflow import targets_of
+from memlint.lint.diagnostic import Severity
+from memlint.lint.patterns import names_in
+from memlint.lint.rule import Rule
+from memlint.rules._training import backward_loss, is_backward, is_foreign, method_name, walk
+
+
+def keeps_zero_tensors(call: cst.Call) -> bool:
+    """True for ``zero_grad(set_to_none=False)`` / ``zero_grad(False)`` (MEM203's case)."""
+    for arg in call.args:
+        if arg.keyword is None or arg.keyword.value == "set_to_none":
+            return isinstance(arg.value, cst.Name) and arg.value.value == "False"
+    return False
+
+
+class ZeroGradAfterForward(Rule):
+    """## What it does
+    Reports `zero_grad()` (with the default `set_to_none=True`, or set
+    explicitly) that runs, in one iteration, after the forward pass whose
+    loss is then backpropagated and before that `.backward()`. "One
+    iteration" is the innermost loop body, or the function body (a
+    `train_step`) when the call is not in a loop.
+
+    ## Why is this bad?
+    With `set_to_none=True`, `zero_grad()` frees the previous step's
+    gradients. Called after the forward pass, it leaves one full copy of
+    all gradients allocated through the forward pass, where the activation
+    peak is: peak memory grows by the size of the parameters (measured at
+    ~20% of peak on GPT-2-XL).
+
+    ## Example
+    ```python
+    for x, y in loader:
+        logits, loss = model(x, y)
+        model.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    for x, y in loader:
+        logits, loss = model(x, y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    ```
+
+    ## Known problems
+    `zero_grad(set_to_none=False)` is not reported here: it keeps zero-filled
+    gradients alive at every point of the step anyway, which is MEM203's
+    finding. The forward pass is recognised by the shared dataflow analysis
+    (model-like callees) and must reach the backpropagated loss through plain
+    assignments in the same body; forward passes under `torch.no_grad()` do
+    not count. In multi-model steps (GANs) a `zero_grad` of one model after
+    another model's forward is reported too: that model's gradients are
+    also alive during that forward.
+
+    ## References
+    - [torch.optim.Optimizer.zero_grad](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
+    - [Understanding GPU memory: the memory snapshot](https://pytorch.org/blog/understanding-gpu-memory-1/)
+    """
+
+    CODE = "MEM202"
+    NAME = "zero-grad-after-forward"
+    MESSAGE = "`zero_grad()` runs after the forward pass: the previous gradients stay allocated through the forward peak"
+    SEVERITY = Severity.INFO
+    TRIGGERS = ("zero_grad",)
+    VALID = (
+        "def train(model, loader, opt):\n    for x, y in loader:\n        opt.zero_grad()\n        loss = model(x, y)\n        loss.backward()\n        opt.step()\n",
+        "def train(model, loader, opt):\n    for x, y in loader:\n        loss = model(x, y)\n        loss.backward()\n        opt.step()\n        opt.zero_grad(set_to_none=True)\n",
+        "def train(model, loader, opt):\n    for x, y in loader:\n        loss = model(x, y)\n        opt.zero_grad(set_to_none=False)\n        loss.backward()\n        opt.step()\n",
+        "import torch\ndef train(model, teacher, loader, opt):\n    for x in loader:\n        with torch.no_grad():\n            target = teacher(x)\n        opt.zero_grad()\n        loss = ((model(x) - target) ** 2).mean()\n        loss.backward()\n        opt.step()\n",
+    )
+    INVALID = (
+        "def train(model, loader, opt):\n    for x, y in loader:\n        logits, loss = model(x, y)\n        model.zero_grad(set_to_none=True)  # expect: MEM202\n        loss.backward()\n        opt.step()\n",
+        "def train(model, loader, opt, crit):\n    while True:\n        x, y = next(loader)\n        out = model(x)\n        loss = crit(out, y)\n        opt.zero_grad()  # expect: MEM202\n        loss.backward()\n        opt.step()\n",
+        "class T:\n    def train_step(self, batch):\n        outputs = self.model(**batch)\n        self.optimizer.zero_grad()  # expect: MEM202\n        self.scaler.scale(outputs.loss).backward()\n        self.scaler.step(self.optimizer)\n",
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if method_name(node) != "zero_grad" or keeps_zero_tensors(node):
+            return
+        flow = self.ctx.dataflow
+        loops = flow.enclosing_loops(node)
+        if loops:
+            unit = loops[0].body
+        else:
+            function = flow.scope_node(node)
+            if not isinstance(function, cst.FunctionDef):
+                return
+            unit = function.body
+        if self._forward_feeds_later_backward(node, unit) and not is_foreign(self.ctx):
+            self.report(node)
+
+    def _forward_feeds_later_backward(self, zero_grad: cst.Call, unit: cst.CSTNode) -> bool:
+        flow = self.ctx.dataflow
+        order = list(walk(unit))
+        index = {id(node): i for i, node in enumerate(order)}
+        position = index.get(id(zero_grad))
+        if position is None:
+            return False
+        backward = next((n for n in order[position + 1:] if isinstance(n, cst.Call) and is_backward(n, self.ctx)), None)
+        loss = backward_loss(backward) if backward is not None else None
+        if loss is None:
+            return False
+        pending = set(names_in(loss))
+        assignments = [n for n in order[: index[id(backward)]] if isinstance(n, cst.Assign)]
+        for assignment in reversed(assignments):
+            targets = {name for target in assignment.targets for name in targets_of(target.target)}
+            if not targets & pending:
+                continue
+            if index[id(assignment)] < position and self._has_forward(assignment.value):
+                return True
+            pending = (pending - targets) | set(names_in(assignment.value))
+        return False
+
+    def _has_forward(self, expr: cst.BaseExpression) -> bool:
+        flow = self.ctx.dataflow
+        return any(
+            isinstance(n, cst.Call) and flow.is_forward_call(n) and not flow.grad_disabled(n) for n in walk(expr)
+        )

@@ -1,0 +1,79 @@
+"""MEM203 zero-grad-keeps-grads."""
+
+import libcst as cst
+
+from memlint.lint.diagnostic import Severity
+from memlint.lint.rule import Rule
+from memlint.rules._training import is_foreign, method_name
+
+
+class ZeroGradKeepsGrads(Rule):
+    """## What it does
+    Reports `zero_grad(set_to_none=False)` (or `zero_grad(False)`) on an
+    optimizer or a module.
+
+    ## Why is this bad?
+    `set_to_none=False` fills every `.grad` with zeros instead of freeing it,
+    so one gradient tensor per parameter stays allocated between steps,
+    including through the next forward pass, where the activation peak is.
+    With the default (`set_to_none=True`, PyTorch >= 2.0) that memory is
+    free until `.backward()` needs it, and the zero-fill kernels are saved.
+
+    ## Example
+    ```python
+    optimizer.zero_grad(set_to_none=False)
+    ```
+
+    ## Use instead
+    ```python
+    optimizer.zero_grad()
+    ```
+
+    ## Fix safety
+    The fix removes the argument, which is safe for ordinary training
+    loops: `.backward()` allocates a gradient where there is none, and
+    optimizers skip parameters whose `.grad` is None.
+
+    ## Known problems
+    Code that reads or updates `p.grad` in place between `zero_grad` and
+    `.backward()` (`p.grad.add_(...)`, custom gradient hooks) needs the
+    zero tensors: the fix breaks it with an `AttributeError` on None. Such
+    code should keep the argument and suppress the finding.
+
+    ## References
+    - [torch.optim.Optimizer.zero_grad](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
+    - [Performance tuning guide: use parameter.grad = None](https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html)
+    """
+
+    CODE = "MEM203"
+    NAME = "zero-grad-keeps-grads"
+    MESSAGE = "`zero_grad(set_to_none=False)` keeps a zero-filled gradient per parameter allocated between steps"
+    SEVERITY = Severity.INFO
+    FIX_TITLE = "Remove `set_to_none=False`"
+    TRIGGERS = ("zero_grad",)
+    VALID = (
+        "def step(opt):\n    opt.zero_grad()\n",
+        "def step(opt):\n    opt.zero_grad(set_to_none=True)\n",
+        "def step(model, flag):\n    model.zero_grad(set_to_none=flag)\n",
+        "def zero_grad(set_to_none=False):\n    pass\n",
+    )
+    INVALID = (
+        "def step(opt):\n    opt.zero_grad(set_to_none=False)  # expect: MEM203\n",
+        "class T:\n    def step(self):\n        self.model.zero_grad(False)  # expect: MEM203\n",
+        "def step(optimizers):\n    for o in optimizers:\n        o.zero_grad(set_to_none = False)  # expect: MEM203\n",
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if method_name(node) != "zero_grad" or is_foreign(self.ctx):
+            return
+        for index, arg in enumerate(node.args):
+            if arg.keyword is None and index == 0 or arg.keyword is not None and arg.keyword.value == "set_to_none":
+                if isinstance(arg.value, cst.Name) and arg.value.value == "False" and not arg.star:
+                    self.report(node, fix=self._without(node, index))
+                return
+
+    def _without(self, node: cst.Call, index: int):
+        args = [arg for i, arg in enumerate(node.args) if i != index]
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return self.replacement(node, node.with_changes(args=args), safe=True)

@@ -1,0 +1,213 @@
+"""MEM204 accumulation-without-loss-scaling."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from memlint.lint.dataflow import LOSS_FUNCTION, targets_of
+from memlint.lint.diagnostic import Severity
+from memlint.lint.names import dotted_name
+from memlint.lint.patterns import names_in
+from memlint.lint.rule import Rule
+from memlint.rules._training import (
+    backward_loss, calls_in, clears_grads, is_backward, is_delegated_backward, is_foreign, is_optimizer_step,
+    method_name, walk,
+)
+
+_ACCUMULATION_WORDS = ("accum", "accumulat", "grad_acc", "update_freq", "iters_to_accumulate")
+_SCALING_METHODS = frozenset({"div", "div_", "divide", "true_divide", "mul", "mul_", "multiply", "__truediv__"})
+_INERT_METHODS = frozenset({"mean", "sum", "squeeze", "float", "contiguous", "view", "reshape", "clone", "to"})
+
+
+def accumulation_period(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``N`` for ``(i + 1) % N == 0``, ``not step % N``, ``count == accum_steps``; else None."""
+    for node in walk(test):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return node.right
+    for node in walk(test):
+        if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+            if not isinstance(node.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual)):
+                continue
+            sides = (node.left, node.comparisons[0].comparator)
+            for side in sides[::-1]:
+                name = (dotted_name(side) or "").lower()
+                if any(word in name for word in _ACCUMULATION_WORDS):
+                    return side
+    return None
+
+
+def has_scaling(expr: cst.CSTNode) -> bool:
+    """True when ``expr`` divides or multiplies (``/ n``, ``* w``, ``.div(n)``)."""
+    for node in walk(expr):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide, cst.Multiply)):
+            return True
+        if isinstance(node, cst.Call) and method_name(node) in _SCALING_METHODS:
+            return True
+    return False
+
+
+class AccumulationWithoutLossScaling(Rule):
+    """## What it does
+    Reports gradient accumulation, an optimizer step taken only every N
+    iterations (`if (i + 1) % N == 0:`, `if step % accum_steps == 0:`, or a
+    counter compared with an accumulation setting) while `.backward()` runs
+    every iteration, where the loss passed to `.backward()` is not divided
+    by anything. The finding is at the `.backward()` call.
+
+    ## Why is this bad?
+    Gradients of N micro-batches are summed, not averaged: the update is N
+    times larger than the one for the same data in one batch, as if the
+    learning rate were N times higher. Training becomes unstable, and the
+    results differ from the non-accumulated run the hyper-parameters were
+    tuned on.
+
+    ## Example
+    ```python
+    for i, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y)
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## Use instead
+    ```python
+    for i, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    ```
+
+    ## Known problems
+    Only a loss traced, through assignments in the loop body, to a forward
+    pass or a loss function is reported; any division or multiplication on
+    the way (by N or by anything else, such as a loss weight) silences the
+    rule, as does a loss returned by a helper whose body is not known.
+    `accelerator.backward(loss)` (Accelerate and DeepSpeed divide by the
+    accumulation steps themselves) and `with accelerator.accumulate(model):`
+    are never reported. A loop that clears gradients unconditionally is not
+    accumulating and is left to other rules.
+
+    ## References
+    - [Gradient accumulation (Hugging Face Accelerate)](https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation)
+    - [Automatic Mixed Precision examples: gradient accumulation](https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation)
+    """
+
+    CODE = "MEM204"
+    NAME = "accumulation-without-loss-scaling"
+    MESSAGE = "gradient accumulation: the loss is not divided by the number of accumulated steps before `.backward()`"
+    SEVERITY = Severity.WARNING
+    TRIGGERS = ("backward",)
+    VALID = (
+        "def train(model, loader, opt, crit, accum):\n    for i, (x, y) in enumerate(loader):\n        loss = crit(model(x), y) / accum\n        loss.backward()\n        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n",
+        "def train(model, loader, opt, scaler, n):\n    for step, batch in enumerate(loader):\n        loss = model(**batch).loss\n        scaler.scale(loss / n).backward()\n        if step % n == 0:\n            scaler.step(opt)\n            opt.zero_grad()\n",
+        "def train(model, loader, opt, accelerator):\n    for step, batch in enumerate(loader):\n        with accelerator.accumulate(model):\n            loss = model(**batch).loss\n            loss.backward()\n            if step % 4 == 0:\n                opt.step()\n                opt.zero_grad()\n",
+        "def train(model, loader, opt, crit):\n    for i, (x, y) in enumerate(loader):\n        loss = crit(model(x), y)\n        loss.backward()\n        opt.step()\n        opt.zero_grad()\n",
+        "def train(model, loader, opt, crit, args):\n    for i, batch in enumerate(loader):\n        loss = compute_loss(model, batch)\n        loss.backward()\n        if (i + 1) % args.accum == 0:\n            opt.step()\n            opt.zero_grad()\n",
+    )
+    INVALID = (
+        "def train(model, loader, opt, crit, accum_steps):\n    for i, (x, y) in enumerate(loader):\n        loss = crit(model(x), y)\n        loss.backward()  # expect: MEM204\n        if (i + 1) % accum_steps == 0:\n            opt.step()\n            opt.zero_grad()\n",
+        "def train(model, loader, optimizer, scaler, args):\n    for step, batch in enumerate(loader):\n        outputs = model(**batch)\n        loss = outputs.loss.mean()\n        scaler.scale(loss).backward()  # expect: MEM204\n        if (step + 1) % args.gradient_accumulation_steps == 0 or step == len(loader) - 1:\n            scaler.step(optimizer)\n            scaler.update()\n            optimizer.zero_grad()\n",
+        "class T:\n    def fit(self, loader):\n        count = 0\n        for batch in loader:\n            loss = self.model(batch)\n            loss.backward()  # expect: MEM204\n            count += 1\n            if count == self.accum_steps:\n                self.optimizer.step()\n                self.optimizer.zero_grad()\n                count = 0\n",
+    )
+
+    def leave_For(self, node: cst.For) -> None:
+        self._check_loop(node)
+
+    def leave_While(self, node: cst.While) -> None:
+        self._check_loop(node)
+
+    def _check_loop(self, loop: cst.CSTNode) -> None:
+        calls = calls_in(loop.body)
+        period = next((p for p in (self._step_period(c, loop) for c in calls if is_optimizer_step(c)) if p is not None), None)
+        if period is None or is_foreign(self.ctx) or self._unconditional_clear(loop):
+            return
+        for call in calls:
+            if not is_backward(call, self.ctx) or is_delegated_backward(call) or method_name(call) != "backward":
+                continue
+            if self._conditional(call, loop) or self._in_accumulate_context(call):
+                continue
+            loss = backward_loss(call)
+            if loss is not None and self._raw_loss(loss, loop, call):
+                n = self.ctx.code(period).strip()
+                self.report(call, message=f"gradient accumulation: the optimizer steps every `{n}` iterations but the loss is not divided by `{n}` before `.backward()`")
+
+    def _step_period(self, step: cst.Call, loop: cst.CSTNode) -> cst.BaseExpression | None:
+        child: cst.CSTNode = step
+        for ancestor in self.ctx.dataflow.ancestors(step):
+            if ancestor is loop:
+                return None
+            if isinstance(ancestor, cst.If) and child is ancestor.body:
+                period = accumulation_period(ancestor.test)
+                has_else_step = ancestor.orelse is not None and any(is_optimizer_step(c) for c in calls_in(ancestor.orelse))
+                return None if has_else_step else period
+            child = ancestor
+        return None
+
+    def _conditional(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """True when ``node`` sits under an ``if``/nested loop/``try`` handler inside ``loop``."""
+        for ancestor in self.ctx.dataflow.ancestors(node):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, (cst.If, cst.Else, cst.For, cst.While, cst.ExceptHandler, cst.IfExp)):
+                return True
+        return True
+
+    def _unconditional_clear(self, loop: cst.CSTNode) -> bool:
+        return any(clears_grads(node) and not self._conditional(node, loop) for node in walk(loop.body))
+
+    def _in_accumulate_context(self, node: cst.CSTNode) -> bool:
+        for ancestor in self.ctx.dataflow.ancestors(node):
+            if isinstance(ancestor, cst.With) and any("accumulate" in self.ctx.code(item.item) for item in ancestor.items):
+                return True
+        return False
+
+    def _raw_loss(self, loss: cst.BaseExpression, loop: cst.CSTNode, backward: cst.Call) -> bool:
+        """True when ``loss`` comes from a forward pass through assignments with no scaling."""
+        flow = self.ctx.dataflow
+        if has_scaling(loss):
+            return False
+        order = list(walk(loop.body))
+        end = next(i for i, node in enumerate(order) if node is backward)
+        pending = set(names_in(loss))
+        found_source = self._is_source(loss)
+        for node in reversed(order[:end]):
+            if isinstance(node, cst.AugAssign):
+                targets, value = set(targets_of(node.target)), node.value
+                if targets & pending and not isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+                    return False
+            elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+                raw_targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                targets, value = {n for t in raw_targets for n in targets_of(t)}, node.value
+            else:
+                continue
+            if not targets & pending:
+                continue
+            if has_scaling(value) or not (flow.value(value).attached or self._loss_like_call(value)):
+                return False
+            found_source = found_source or self._is_source(value)
+            if not isinstance(node, cst.AugAssign):
+                pending -= targets
+            pending |= set(names_in(value))
+        return found_source
+
+    def _loss_like_call(self, expr: cst.BaseExpression) -> bool:
+        """``crit(out, y)``/``ce_loss(...)``: a call named like a loss function whose body
+        (when defined in this file) does not scale."""
+        if not isinstance(expr, cst.Call):
+            return False
+        name = (dotted_name(expr.func) or "").split(".")[-1].lower()
+        if "crit" not in name and "loss" not in name:
+            return False
+        local = self.ctx.dataflow.functions.get(name)
+        return local is None or not has_scaling(local.body)
+
+    def _is_source(self, expr: cst.CSTNode) -> bool:
+        flow = self.ctx.dataflow
+        for node in walk(expr):
+            if isinstance(node, cst.Call) and (flow.is_forward_call(node) or LOSS_FUNCTION.match(self.ctx.qualified(node.func) or "")):
+                return True
+        return False

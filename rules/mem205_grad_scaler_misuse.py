@@ -1,0 +1,159 @@
+"""MEM205 grad-scaler-misuse."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from memlint.lint.diagnostic import Severity
+from memlint.lint.rule import Rule
+from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, is_foreign, method_name, walk
+
+GRAD_SCALERS = frozenset({
+    "torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler",
+    "torch.cuda.amp.grad_scaler.GradScaler",
+})
+AUTOCASTS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast_mode.autocast"})
+_FP16 = frozenset({"torch.float16", "torch.half"})
+#: Any of these in the file means the loss is (or may be) scaled by something: stay silent.
+_SCALING_WORDS = ("GradScaler", "scaler", "scale_loss", "loss_scale", "Scaler", "deepspeed", "apex")
+
+
+def is_false(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "False"
+
+
+def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    return next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
+
+
+class GradScalerMisuse(Rule):
+    """## What it does
+    Reports two halves of a broken mixed-precision setup:
+
+    - a `GradScaler` (`torch.amp.GradScaler`, `torch.cuda.amp.GradScaler`,
+      `torch.GradScaler`) whose `scale(loss)` is used in a file that never
+      uses `autocast`: reported at the `GradScaler(...)` call;
+    - float16 `autocast` (`torch.autocast("cuda")`, `torch.cuda.amp.autocast()`,
+      or `dtype=torch.float16`) in a function that calls `.backward()` on the
+      loss directly, in a file with no loss scaler at all: reported at the
+      `.backward()` call.
+
+    ## Why is this bad?
+    Without autocast the model runs in float32: the scaler only multiplies
+    and divides the loss, gains nothing and hides that mixed precision is
+    off (the memory saving the code was written for never happens). The
+    reverse is worse: float16 gradients below ~6e-8 flush to zero, so
+    without loss scaling small gradients vanish and training stalls or
+    diverges. bfloat16 has float32's range and needs no scaler.
+
+    ## Example
+    ```python
+    with torch.autocast("cuda"):
+        loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.autocast("cuda"):
+        loss = criterion(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    ```
+
+    ## Known problems
+    The analysis is per file: a scaler built in one module and passed to a
+    training loop in another is only judged where its `scale(...)` is
+    called, and any mention of a scaler (`scaler`, `GradScaler`, DeepSpeed
+    or apex loss scaling) anywhere in the file silences the second half.
+    An autocast whose dtype or device comes from a variable is not known to
+    be float16 and is not reported; neither is `enabled=False`.
+
+    ## References
+    - [Automatic Mixed Precision package: gradient scaling](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
+    - [CUDA Automatic Mixed Precision examples](https://pytorch.org/docs/stable/notes/amp_examples.html)
+    """
+
+    CODE = "MEM205"
+    NAME = "grad-scaler-misuse"
+    MESSAGE = "`GradScaler` is used but nothing runs under `autocast`: the model trains in float32"
+    SEVERITY = Severity.WARNING
+    TRIGGERS = ("GradScaler", "autocast")
+    VALID = (
+        "import torch\nscaler = torch.amp.GradScaler('cuda')\ndef step(model, x, opt):\n    with torch.autocast('cuda'):\n        loss = model(x)\n    scaler.scale(loss).backward()\n    scaler.step(opt)\n",
+        "import torch\ndef step(model, x, opt):\n    with torch.autocast('cuda', dtype=torch.bfloat16):\n        loss = model(x)\n    loss.backward()\n    opt.step()\n",
+        "import torch\ndef step(model, x, opt, dtype):\n    with torch.autocast('cuda', dtype=dtype):\n        loss = model(x)\n    loss.backward()\n",
+        "import torch\ndef evaluate(model, x):\n    with torch.autocast('cuda'):\n        return model(x)\n",
+        "import torch\nfrom jax import GradScaler\ns = GradScaler()\n",
+    )
+    INVALID = (
+        "import torch\nscaler = torch.cuda.amp.GradScaler()  # expect: MEM205\ndef step(model, x, opt):\n    loss = model(x)\n    scaler.scale(loss).backward()\n    scaler.step(opt)\n",
+        "import torch\ndef step(model, x, opt):\n    with torch.autocast('cuda'):\n        loss = model(x)\n    loss.backward()  # expect: MEM205\n    opt.step()\n",
+        "from torch.cuda.amp import autocast\ndef step(model, x, y, opt, crit):\n    with autocast():\n        out = model(x)\n        loss = crit(out, y)\n    loss.backward()  # expect: MEM205\n",
+        "import torch as T\ndef step(model, x, opt):\n    with T.amp.autocast(device_type='cuda', dtype=T.float16):\n        loss = model(x).loss\n    loss.backward()  # expect: MEM205\n",
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        if is_foreign(self.ctx):
+            return
+        calls = calls_in(node) + [c for f in self.ctx.dataflow.functions.values() for c in calls_in(f)]
+        scalers = [c for c in calls if self.ctx.qualified(c.func) in GRAD_SCALERS]
+        if scalers and "autocast" not in self.ctx.source and self._scaler_used(calls):
+            for call in scalers:
+                if not self._disabled(call):
+                    self.report(call)
+        if not any(word in self.ctx.source for word in _SCALING_WORDS):
+            self._check_unscaled(node)
+
+    def _scaler_used(self, calls: list[cst.Call]) -> bool:
+        """True when some ``x.scale(loss)`` is backpropagated on a forward result of this file."""
+        for call in calls:
+            if method_name(call) == "backward" and isinstance(call.func, cst.Attribute):
+                receiver = call.func.value
+                if isinstance(receiver, cst.Call) and method_name(receiver) == "scale":
+                    loss = backward_loss(call)
+                    if loss is not None and self.ctx.dataflow.value(loss).attached:
+                        return True
+        return False
+
+    def _disabled(self, call: cst.Call) -> bool:
+        enabled = keyword(call, "enabled")
+        return enabled is not None and is_false(enabled)
+
+    def _check_unscaled(self, module: cst.Module) -> None:
+        for unit in [module, *(function.body for function in self.ctx.dataflow.functions.values())]:
+            fp16 = [n for n in walk(unit) if isinstance(n, cst.With) and any(self._fp16_autocast(i.item) for i in n.items)]
+            if not fp16:
+                continue
+            for call in calls_in(unit):
+                if method_name(call) == "backward" and not is_delegated_backward(call):
+                    receiver = call.func.value
+                    if isinstance(receiver, cst.Call):
+                        continue
+                    self.report(call, message="`.backward()` on an unscaled float16 `autocast` loss: small gradients underflow to zero (use a `GradScaler`)")
+
+    def _fp16_autocast(self, expr: cst.BaseExpression) -> bool:
+        if not isinstance(expr, cst.Call):
+            return False
+        qualified = self.ctx.qualified(expr.func)
+        if qualified not in AUTOCASTS:
+            return False
+        enabled = keyword(expr, "enabled")
+        if enabled is not None and is_false(enabled):
+            return False
+        dtype = keyword(expr, "dtype")
+        if dtype is not None:
+            return self.ctx.qualified(dtype) in _FP16
+        if qualified == "torch.cuda.amp.autocast":
+            positional = [a.value for a in expr.args if a.keyword is None]
+            return len(positional) < 2 and not (positional and is_false(positional[0]))
+        device = keyword(expr, "device_type")
+        positional = [a.value for a in expr.args if a.keyword is None]
+        if device is None and positional:
+            device = positional[0]
+            if len(positional) > 1:
+                return self.ctx.qualified(positional[1]) in _FP16
+        return isinstance(device, cst.SimpleString) and device.evaluated_value == "cuda"

@@ -1,0 +1,121 @@
+"""MEM206 deprecated-amp-api."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from memlint.lint.diagnostic import Severity
+from memlint.lint.names import dotted_name
+from memlint.lint.rule import Rule
+
+#: Deprecated name -> (device string, new attribute under ``torch.amp``), per torch 2.4's deprecation warnings.
+DEPRECATED = {
+    "torch.cuda.amp.autocast": ("cuda", "autocast"),
+    "torch.cuda.amp.GradScaler": ("cuda", "GradScaler"),
+    "torch.cpu.amp.autocast": ("cpu", "autocast"),
+    "torch.cpu.amp.GradScaler": ("cpu", "GradScaler"),
+}
+#: ``torch.cuda.amp.autocast(enabled, dtype, cache_enabled)``: positional order of the old signature.
+_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+
+
+class DeprecatedAmpApi(Rule):
+    """## What it does
+    Reports calls of the deprecated device-specific AMP aliases
+    `torch.cuda.amp.autocast(...)`, `torch.cuda.amp.GradScaler(...)` (and
+    their `torch.cpu.amp` twins), however they are imported, including as
+    decorators.
+
+    ## Why is this bad?
+    Since PyTorch 2.4 these aliases emit a `FutureWarning` on every call
+    (an `autocast` in a training step warns every step) and they are slated
+    for removal. `torch.amp.autocast("cuda", ...)` and
+    `torch.amp.GradScaler("cuda", ...)` are the same objects with the device
+    made explicit.
+
+    ## Example
+    ```python
+    scaler = torch.cuda.amp.GradScaler()
+    with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+        loss = model(x)
+    ```
+
+    ## Use instead
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.amp.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x)
+    ```
+
+    ## Fix safety
+    The fix is safe: it calls the documented replacement with the device
+    string first and every other argument kept (positional `autocast`
+    arguments become keywords, since the new signature starts with the
+    device). It spells `torch` the way the file imports it (`import torch
+    as T` gives `T.amp.autocast`). A name imported with `from torch.cuda.amp
+    import autocast` is rewritten only when the file also imports `torch`
+    itself (the now unused import is left for the user to remove); there is
+    no fix otherwise, nor for calls with `*args`.
+
+    ## Known problems
+    Only calls are reported: a bare reference such as
+    `functools.partial(torch.cuda.amp.autocast, ...)` is not.
+
+    ## References
+    - [Automatic Mixed Precision package (torch.amp)](https://pytorch.org/docs/stable/amp.html)
+    - [PyTorch 2.4 release notes: torch.cuda.amp deprecation](https://github.com/pytorch/pytorch/releases/tag/v2.4.0)
+    """
+
+    CODE = "MEM206"
+    NAME = "deprecated-amp-api"
+    MESSAGE = "deprecated AMP alias: use `torch.amp` with the device type"
+    SEVERITY = Severity.INFO
+    FIX_TITLE = "Use `torch.amp` with an explicit device type"
+    TRIGGERS = ("amp",)
+    VALID = (
+        "import torch\nwith torch.amp.autocast('cuda'):\n    pass\n",
+        "import torch\nscaler = torch.amp.GradScaler('cuda')\n",
+        "import torch\nwith torch.autocast(device_type='cuda', dtype=torch.bfloat16):\n    pass\n",
+        "from apex import amp\nmodel, opt = amp.initialize(model, opt)\nwith amp.autocast():\n    pass\n",
+        "import torch\nctx = torch.cuda.amp\n",
+    )
+    INVALID = (
+        "import torch\nwith torch.cuda.amp.autocast():  # expect: MEM206\n    pass\n",
+        "import torch as T\nscaler = T.cuda.amp.GradScaler(init_scale=1024)  # expect: MEM206\n",
+        "from torch.cuda.amp import autocast, GradScaler\nscaler = GradScaler()  # expect: MEM206\n",
+        "from torch.cuda import amp\nclass M:\n    @amp.autocast()  # expect: MEM206\n    def forward(self, x):\n        return x\n",
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.ctx.qualified(node.func)
+        if qualified not in DEPRECATED:
+            return
+        device, attr = DEPRECATED[qualified]
+        new = qualified.replace(f".{device}.amp.", ".amp.")
+        self.report(node, message=f"`{qualified}` is deprecated: use `{new}(\"{device}\", ...)`", fix=self._fix(node, device, attr))
+
+    def _torch_spelling(self, func: cst.BaseExpression) -> str | None:
+        """How this file names the ``torch`` module at ``func``, or None if it cannot."""
+        dotted = dotted_name(func) or ""
+        head = dotted.split(".")[0]
+        if self.ctx.imports.aliases.get(head) == "torch":
+            return head
+        return next((alias for alias, target in sorted(self.ctx.imports.aliases.items()) if target == "torch"), None)
+
+    def _fix(self, node: cst.Call, device: str, attr: str):
+        torch_name = self._torch_spelling(node.func)
+        if torch_name is None or any(arg.star == "*" for arg in node.args):
+            return None
+        args = []
+        for index, arg in enumerate(node.args):
+            if arg.keyword is None and not arg.star and attr == "autocast":
+                if index >= len(_AUTOCAST_POSITIONAL):
+                    return None
+                arg = arg.with_changes(keyword=cst.Name(_AUTOCAST_POSITIONAL[index]), equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            args.append(arg)
+        device_arg = cst.Arg(value=cst.SimpleString(f'"{device}"'))
+        if args:
+            device_arg = device_arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new_func = cst.parse_expression(f"{torch_name}.amp.{attr}")
+        return self.replacement(node, node.with_changes(func=new_func, args=[device_arg, *args]), safe=True)

@@ -1,0 +1,108 @@
+"""MEM301 no-mixed-precision."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from memlint.lint.diagnostic import Severity
+from memlint.lint.rule import Rule
+from memlint.rules._training import calls_in, is_backward, is_foreign, is_optimizer_step, loops_in, method_name, walk
+
+#: Any of these in the file means precision is (or may be) handled: autocast, a low-precision
+#: model or dtype, apex/DeepSpeed, or a framework flag (Accelerate, Lightning, HF TrainingArguments).
+_PRECISION_HINTS = re.compile(
+    r"autocast|GradScaler|\.half\(|bfloat16|float16|\bhalf\b|\bfp16\b|\bbf16\b|mixed_precision|precision\s*=|"
+    r"\bamp\b|deepspeed|\bfp8\b|float8|torch_dtype",
+)
+#: Evidence that the loop runs on CUDA: ``.cuda()``, a ``"cuda"`` string, ``torch.cuda`` use.
+_CUDA = re.compile(r"\.cuda\(|[\"']cuda|torch\.cuda\.is_available|device_count\(")
+
+
+class NoMixedPrecision(Rule):
+    """## What it does
+    Reports, once per file, a CUDA training loop (a loop with `.backward()`
+    and an optimizer step, in a file that moves work to CUDA with `.cuda()`,
+    `"cuda"` devices or `torch.cuda.is_available()`) when nothing in the file
+    enables lower precision: no `autocast`, no `.half()`/`.bfloat16()` model
+    or float16/bfloat16 dtype, no framework flag (`Accelerator(mixed_precision=...)`,
+    `Trainer(precision=...)`, `fp16=True`/`bf16=True`), no apex or DeepSpeed.
+    The finding is at the `.backward()` call of the first such loop.
+
+    ## Why is this bad?
+    In float32 every activation saved for backward takes 4 bytes per element;
+    autocast keeps most of them in 2 bytes, which typically cuts activation
+    memory by 30-50% and lets a larger batch fit (and Tensor Cores run 2-8x
+    faster). This is an opportunity, not a bug: some models need float32.
+
+    ## Example
+    ```python
+    model = model.cuda()
+    for x, y in loader:
+        loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+
+    ## Use instead
+    ```python
+    model = model.cuda()
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = criterion(model(x.cuda()), y.cuda())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+
+    ## Known problems
+    The check is per file and textual about precision: any mention of a
+    precision setting (even a comment containing `fp16`) silences it, and a
+    training loop whose precision is configured in another module is
+    reported (suppress with `# noqa: MEM301`).
+
+    ## References
+    - [Automatic Mixed Precision recipe](https://pytorch.org/tutorials/recipes/recipes/amp_recipe.html)
+    - [torch.amp](https://pytorch.org/docs/stable/amp.html)
+    """
+
+    CODE = "MEM301"
+    NAME = "no-mixed-precision"
+    MESSAGE = "CUDA training loop in float32: `torch.autocast` (bf16/fp16) typically cuts activation memory 30-50%"
+    SEVERITY = Severity.INFO
+    TRIGGERS = ("backward",)
+    VALID = (
+        "import torch\nmodel = model.cuda()\nfor x in loader:\n    with torch.autocast('cuda'):\n        loss = model(x.cuda())\n    loss.backward()\n    opt.step()\n",
+        "import torch\nmodel = model.cuda().bfloat16()\nfor x in loader:\n    loss = model(x.cuda())\n    loss.backward()\n    opt.step()\n",
+        "from accelerate import Accelerator\nacc = Accelerator(mixed_precision='bf16')\nfor x in loader:\n    acc.backward(model(x))\n    optimizer.step()\n    device = 'cuda'\n",
+        "import torch\nfor x in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n",
+        "import torch\nmodel = model.cuda()\nfor x in loader:\n    loss = model(x.cuda())\n    loss.backward()\n",
+    )
+    INVALID = (
+        "import torch\nmodel = model.cuda()\nfor x in loader:\n    loss = model(x.cuda())\n    loss.backward()  # expect: MEM301\n    opt.step()\n",
+        "import torch\ndef train(model, loader, optimizer):\n    device = torch.device('cuda')\n    model.to(device)\n    while True:\n        x = next(loader).to(device)\n        model(x).sum().backward()  # expect: MEM301\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        "import torch as T\nclass Trainer:\n    def fit(self):\n        dev = 'cuda' if T.cuda.is_available() else 'cpu'\n        for b in self.loader:\n            self.log_step(b)\n            loss = self.model(b.to(dev))\n            loss.backward()  # expect: MEM301\n            self.optim.step()\n",
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        source = self.ctx.source
+        if not _CUDA.search(source) or _PRECISION_HINTS.search(source) or is_foreign(self.ctx):
+            return
+        units = [node, *(f.body for f in self.ctx.dataflow.functions.values())]
+        first = None
+        for unit in units:
+            for loop in loops_in(unit):
+                calls = calls_in(loop.body)
+                backwards = [c for c in calls if is_backward(c, self.ctx)]
+                if backwards and any(is_optimizer_step(c) for c in calls):
+                    first = self._earlier(first, backwards[0])
+                    break
+        if first is not None:
+            self.report(first)
+
+    def _earlier(self, current: cst.Call | None, candidate: cst.Call) -> cst.Call:
+        if current is None:
+            return candidate
+        return candidate if self.ctx.span(candidate)[0] < self.ctx.span(current)[0] else current

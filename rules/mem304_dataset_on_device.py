@@ -1,0 +1,199 @@
+"""MEM304 dataset-on-device."""
+
+import re
+
+import libcst as cst
+
+from memlint.lint.dataflow import MODEL_NAME, Tri, targets_of
+from memlint.lint.diagnostic import Severity
+from memlint.lint.names import dotted_name
+from memlint.lint.patterns import is_dataset_class, names_in
+from memlint.lint.rule import Rule
+
+TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
+#: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
+CONVERSIONS = frozenset({"to", "cuda", "float", "long", "half", "double", "int", "bfloat16", "contiguous", "pin_memory", "clone", "requires_grad_"})
+#: Names that hold a model, an optimiser or configuration, not data.
+NOT_DATA = re.compile(r"(?:model|net|module|optim|optimizer|scaler|device|mean|std|weight|weights|mask|kernel|embedding|embeddings|table|lut)s?$", re.IGNORECASE)
+
+
+class DatasetOnDevice(Rule):
+    """## What it does
+    Reports whole-dataset tensors moved to the accelerator up front: in the
+    `__init__` of a `torch.utils.data.Dataset` subclass (or a class whose
+    name ends in `Dataset`), passed to `TensorDataset(...)`, or assigned
+    before a loop that then walks over them batch by batch
+    (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`).
+
+    ## Why is this bad?
+    The dataset then occupies accelerator memory for the whole run, next
+    to the model, its gradients, the optimiser state and the activations.
+    It works on small data and runs out of memory when the dataset grows;
+    a `DataLoader` with `pin_memory=True` and a per-batch `.to(device,
+    non_blocking=True)` overlaps the copies with compute at a fraction of
+    the memory.
+
+    ## Example
+    ```python
+    class SeqDataset(Dataset):
+        def __init__(self, seqs, device):
+            self.x = torch.as_tensor(seqs).to(device)
+    ```
+
+    ## Use instead
+    ```python
+    class SeqDataset(Dataset):
+        def __init__(self, seqs):
+            self.x = torch.as_tensor(seqs)
+
+    for x in DataLoader(SeqDataset(seqs), batch_size=64, pin_memory=True):
+        x = x.to(device, non_blocking=True)
+    ```
+
+    ## Known problems
+    A dataset small enough to stay on the device on purpose (a common speed
+    trick for MNIST-sized data) is reported too; suppress it with
+    `# noqa: MEM304`. Small constant tensors built from literals
+    (normalisation means, masks) and attributes named like models, devices
+    or statistics are not reported. Whether a value is on the accelerator
+    is inferred from `.cuda()`, `.to(device)` and `device=` in the same
+    file.
+
+    ## References
+    - [torch.utils.data](https://pytorch.org/docs/stable/data.html)
+    - [CUDA semantics: use pinned memory buffers](https://pytorch.org/docs/stable/notes/cuda.html#use-pinned-memory-buffers)
+    """
+
+    CODE = "MEM304"
+    NAME = "dataset-on-device"
+    MESSAGE = "a whole dataset is moved to the accelerator up front: it occupies device memory for the whole run"
+    SEVERITY = Severity.WARNING
+    TRIGGERS = ("cuda", ".to(", "device")
+    VALID = (
+        "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __init__(self, x):\n        self.x = torch.as_tensor(x)\n    def __getitem__(self, i):\n        return self.x[i]\n",
+        "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __init__(self, x, device):\n        self.x = x\n        self.mean = torch.tensor([0.5, 0.5, 0.5]).to(device)\n",
+        "import torch\ndef train(model, loader, device):\n    model = model.to(device)\n    for x, y in loader:\n        x = x.to(device)\n        model(x)\n",
+        "import torch\nX = torch.tensor(data).cuda()\nprint(X.sum())\n",
+    )
+    INVALID = (
+        "import torch\nfrom torch.utils.data import Dataset as D\nclass Seqs(D):\n    def __init__(self, seqs, device='cuda'):\n        self.x = torch.as_tensor(seqs).to(device)  # expect: MEM304\n",
+        "import torch\nclass ImageDataset:\n    def __init__(self, images):\n        data = torch.from_numpy(images).float()\n        self.images = data.cuda()  # expect: MEM304\n",
+        "import torch\nX_train = torch.tensor(data).cuda()  # expect: MEM304\ndef train(model, bs):\n    for i in range(0, len(X_train), bs):\n        model(X_train[i:i + bs])\n",
+        "import torch\nfrom torch.utils.data import TensorDataset, DataLoader\ndef make(x, y, device):\n    ds = TensorDataset(torch.as_tensor(x).to(device), torch.as_tensor(y).to(device))  # expect: MEM304\n    return DataLoader(ds, batch_size=32)\n",
+    )
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1:
+            return
+        target = node.targets[0].target
+        flow = self.ctx.dataflow
+        if not self._is_data_on_device(node.value) or flow.enclosing_loops(node):
+            return
+        function = flow.scope_node(node)
+        name = dotted_name(target)
+        if name is None or NOT_DATA.search(name) or MODEL_NAME.match(name.split(".")[-1]):
+            return
+        if name.startswith("self."):
+            if isinstance(function, cst.FunctionDef) and function.name.value == "__init__" and self._in_dataset_class(function):
+                self.report(node)
+            return
+        if "." not in name and self._iterated_in_batches(name, node, function):
+            self.report(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified(node.func) not in TENSOR_DATASETS:
+            return
+        if any(self._is_data_on_device(arg.value) for arg in node.args):
+            self.report(node)
+
+    def _is_data_on_device(self, expr: cst.BaseExpression) -> bool:
+        value = self.ctx.dataflow.value(expr)
+        if value.device is not Tri.YES or value.is_model:
+            return False
+        if isinstance(expr, (cst.ListComp, cst.List, cst.Tuple)):
+            return True
+        return value.is_tensor_like and not _from_literals(expr, self.ctx)
+
+    def _in_dataset_class(self, function: cst.FunctionDef) -> bool:
+        klass = next((a for a in self.ctx.dataflow.ancestors(function) if isinstance(a, cst.ClassDef)), None)
+        return klass is not None and is_dataset_class(klass, self.ctx)
+
+    def _iterated_in_batches(self, name: str, node: cst.Assign, function: cst.CSTNode) -> bool:
+        """A later loop slices ``name`` by the loop variable, iterates it, or it feeds a TensorDataset."""
+        finder = _BatchUse(name, self.ctx)
+        function.visit(finder)
+        return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] for use in finder.uses)
+
+
+def _from_literals(expr: cst.BaseExpression, ctx) -> bool:
+    """The tensor is built by a torch factory from literal numbers/lists only (a constant, not data)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in CONVERSIONS:
+        expr = expr.func.value
+    if not isinstance(expr, cst.Call):
+        return False
+    qualified = ctx.qualified(expr.func) or ""
+    if not qualified.startswith("torch."):
+        return False
+    positional = [arg.value for arg in expr.args if arg.keyword is None]
+    return all(_literal(arg) for arg in positional)
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.UnaryOperation):
+        return _literal(node.expression)
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return all(_literal(element.value) for element in node.elements)
+    return False
+
+
+class _BatchUse(cst.CSTVisitor):
+    """Loops that walk a tensor in batches (slices by a loop variable, ``for b in X.split(n)``), and TensorDataset(X)."""
+
+    def __init__(self, name: str, ctx) -> None:
+        self.name = name
+        self.ctx = ctx
+        self.uses: list[cst.CSTNode] = []
+        self._loop_names: list[set[str]] = []
+
+    def visit_For(self, node: cst.For) -> None:
+        if _iterates_tensor(node.iter, self.name):
+            self.uses.append(node)
+        assigned = _AssignedNames()
+        node.body.visit(assigned)
+        self._loop_names.append(set(targets_of(node.target)) | assigned.names)
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self._loop_names.pop()
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if not self._loop_names or dotted_name(node.value) != self.name:
+            return
+        loop_names = set().union(*self._loop_names)
+        for element in node.slice:
+            if names_in(element) & loop_names:
+                self.uses.append(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualified(node.func) in TENSOR_DATASETS and any(dotted_name(arg.value) == self.name for arg in node.args):
+            self.uses.append(node)
+
+
+class _AssignedNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self.names.update(targets_of(node.target))
+
+
+def _iterates_tensor(iterable: cst.BaseExpression, name: str) -> bool:
+    if dotted_name(iterable) == name:
+        return True
+    return (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Attribute)
+        and iterable.func.attr.value in ("split", "chunk", "tensor_split", "unbind")
+        and dotted_name(iterable.func.value) == name
+    )

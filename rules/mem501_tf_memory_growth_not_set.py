@@ -1,0 +1,136 @@
+"""MEM501 tf-memory-growth-not-set."""
+
+import re
+
+import libcst as cst
+
+from memlint.lint.dataflow import call_method_name
+from memlint.lint.diagnostic import Severity
+from memlint.lint.rule import Rule
+
+#: Any of these in the file means GPU memory allocation was configured (or the GPU hidden).
+CONFIGURED = re.compile(
+    r"set_memory_growth|set_logical_device_configuration|set_virtual_device_configuration|"
+    r"TF_FORCE_GPU_ALLOW_GROWTH|allow_growth|per_process_gpu_memory_fraction|TF_GPU_ALLOCATOR|"
+    r"set_visible_devices\(\s*\[\s*\]|CUDA_VISIBLE_DEVICES[\"']\]\s*=\s*[\"'](?:-1)?[\"']"
+)
+#: Keras 3 running on another backend does not use TensorFlow's allocator.
+OTHER_BACKEND = re.compile(r"KERAS_BACKEND[\"']\]?\s*[=,]\s*[\"'](?:torch|jax|numpy)[\"']")
+#: Calls that build or load a Keras model: a ``.fit`` in the file is then Keras training.
+KERAS_BUILDER = re.compile(r"^(?:tensorflow\.)?keras\.(?:(?:models\.)?(?:Sequential|Model|load_model)|applications\.\w+|Input)")
+TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"})
+#: Methods of a Keras ``Model`` subclass that the framework calls: training code defined, not run, here.
+FRAMEWORK_HOOKS = frozenset({"train_step", "test_step", "fit", "compute_loss"})
+
+
+class TfMemoryGrowthNotSet(Rule):
+    """## What it does
+    Reports, once per file, a TensorFlow/Keras training script (it imports
+    `tensorflow` or `keras` and calls `.fit(...)`, `.compile(...)` or uses
+    `tf.GradientTape`) that never calls
+    `tf.config.experimental.set_memory_growth(gpu, True)`, never sets a
+    memory limit with `tf.config.set_logical_device_configuration`, and
+    never sets `TF_FORCE_GPU_ALLOW_GROWTH`. The finding is placed on the
+    first `.fit(...)` call (else the first tape or compile).
+
+    ## Why is this bad?
+    By default TensorFlow maps nearly all of every visible GPU's memory
+    when it first touches the device, whatever the model needs. Other
+    processes on the same GPU (a second experiment, a PyTorch job, a
+    notebook) then fail to allocate, and `nvidia-smi` shows the GPU as
+    full, which hides the real footprint.
+
+    ## Example
+    ```python
+    import tensorflow as tf
+
+    model = tf.keras.Sequential([...])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(x, y, epochs=10)
+    ```
+
+    ## Use instead
+    ```python
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+
+    model = tf.keras.Sequential([...])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(x, y, epochs=10)
+    ```
+
+    ## Known problems
+    The setting may live in another module of the program (or in the
+    environment of the job); the rule only sees this file, which is why it
+    is informational. `train_step`/`test_step` overrides of a Keras model
+    define training code rather than run it and do not count. Keras 3 files
+    that select the torch or JAX backend are not reported.
+
+    ## References
+    - [Use a GPU: limiting GPU memory growth](https://www.tensorflow.org/guide/gpu#limiting_gpu_memory_growth)
+    - [tf.config.experimental.set_memory_growth](https://www.tensorflow.org/api_docs/python/tf/config/experimental/set_memory_growth)
+    """
+
+    CODE = "MEM501"
+    NAME = "tf-memory-growth-not-set"
+    MESSAGE = "TensorFlow training without `set_memory_growth`: TensorFlow reserves nearly all GPU memory at start"
+    SEVERITY = Severity.INFO
+    TRIGGERS = ("tensorflow", "keras")
+    VALID = (
+        "import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)\nmodel = tf.keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y)\n",
+        "import os\nos.environ['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'\nimport tensorflow as tf\nmodel = tf.keras.Sequential([])\nmodel.fit(x, y)\n",
+        "from sklearn.linear_model import LinearRegression\nimport tensorflow as tf\nLinearRegression().fit(x, y)\n",
+        "import tensorflow as tf\nclass M(tf.keras.Model):\n    def train_step(self, data):\n        with tf.GradientTape() as tape:\n            loss = self.compiled_loss(data[1], self(data[0]))\n        return {}\n",
+    )
+    INVALID = (
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y, epochs=3)  # expect: MEM501\n",
+        "import keras\nmodel = keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')  # expect: MEM501\n",
+        "import tensorflow as tf\ndef step(model, opt, x, y):\n    with tf.GradientTape() as tape:  # expect: MEM501\n        loss = tf.reduce_mean((model(x) - y) ** 2)\n    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n",
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._fit: cst.CSTNode | None = None
+        self._other: cst.CSTNode | None = None
+        self._builds_keras = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._in_framework_hook():
+            return
+        method = call_method_name(node)
+        if method == "fit" and node.args:
+            self._fit = self._fit or node
+        elif self._other is None and (self._is_keras_compile(node, method) or self.ctx.qualified(node.func) in TAPES):
+            self._other = node
+        elif not self._builds_keras and KERAS_BUILDER.match(self.ctx.qualified(node.func) or ""):
+            self._builds_keras = True
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        if any(KERAS_BUILDER.match(self.ctx.qualified(base.value) or "") for base in node.bases):
+            self._builds_keras = True
+
+    def _is_keras_compile(self, call: cst.Call, method: str | None) -> bool:
+        """``model.compile(...)`` on an object (not ``re.compile``/``torch.compile``)."""
+        if method != "compile" or not call.args:
+            return False
+        head = (self.ctx.qualified(call.func) or "").split(".")[0]
+        return head not in self.ctx.imports.aliases.values()
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        evidence = self._other is not None or self._builds_keras
+        site = (self._fit or self._other) if evidence else None
+        if site is None or not (self.ctx.imports.imports_module("tensorflow") or self.ctx.imports.imports_module("keras")):
+            return
+        if CONFIGURED.search(self.ctx.source) or OTHER_BACKEND.search(self.ctx.source):
+            return
+        self.report(site)
+
+    def _in_framework_hook(self) -> bool:
+        function = self.ctx.enclosing(cst.FunctionDef)
+        return function is not None and function.name.value in FRAMEWORK_HOOKS
+
+
+def _has_keyword(call: cst.Call, names: tuple[str, ...]) -> bool:
+    return any(arg.keyword is not None and arg.keyword.value in names for arg in call.args)

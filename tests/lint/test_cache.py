@@ -1,0 +1,255 @@
+"""The results cache (memlint/lint/cache.py): hits, keys, layout, robustness."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memlint.config import Config, parse_table
+from memlint.lint import cache
+from memlint.lint.registry import resolve_selection
+from memlint.lint.runner import Job, lint_jobs, options_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+SOURCES = {
+    "load.py": "import torch\nstate = torch.load('ckpt.pt')\nother = torch.load('b.pt', map_location='cpu')\n",
+    "quiet.py": "import os\nprint(os.getcwd())\n",
+    "broken.py": "import torch\nx = torch.load(\n",
+    "suppressed.py": "import torch\nstate = torch.load('a.pt')  # noqa: MEM303\n",
+}
+
+
+def make_tree(root: Path) -> list[str]:
+    paths = []
+    for name, text in SOURCES.items():
+        (root / name).write_text(text, encoding="utf-8")
+        paths.append(str(root / name))
+    return paths
+
+
+def jobs_for(paths: list[str], config: Config | None = None) -> list[Job]:
+    config = config or Config()
+    enabled = resolve_selection(config.select, config.ignore, config.extend_select)
+    return [Job(path, options_for(path, enabled, config)) for path in paths]
+
+
+def cache_args(directory: Path, jobs: int | None = 1) -> argparse.Namespace:
+    return argparse.Namespace(cache_dir=str(directory), jobs=jobs)
+
+
+def summary(results) -> list[tuple]:
+    return [(r.path, r.diagnostics, r.error, r.parsed, r.internal_errors) for r in results]
+
+
+class CountingLinter:
+    """Wraps runner.lint_jobs to record how many files each call linted."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, jobs, jobs_limit=None):
+        self.calls.append(len(jobs))
+        return lint_jobs(jobs, jobs_limit)
+
+
+@pytest.fixture
+def counting(monkeypatch) -> CountingLinter:
+    linter = CountingLinter()
+    monkeypatch.setattr(cache, "lint_jobs", linter)
+    return linter
+
+
+def entries(directory: Path) -> list[Path]:
+    return sorted(directory.glob(f"{cache.FORMAT_VERSION}/*/*.json"))
+
+
+def test_second_run_is_served_from_the_cache_with_identical_results(tmp_path, counting):
+    paths = make_tree(tmp_path)
+    jobs = jobs_for(paths)
+    uncached = lint_jobs(jobs, 1)
+    first = cache.lint_jobs_cached(jobs, cache_args(tmp_path / "c"), Config())
+    second = cache.lint_jobs_cached(jobs, cache_args(tmp_path / "c"), Config())
+    assert summary(first) == summary(uncached) == summary(second)
+    assert counting.calls == [len(paths), 0]
+    assert any(r.diagnostics for r in second)  # the comparison covered real findings
+
+
+def test_cache_directory_is_tagged_and_git_ignored(tmp_path):
+    cache.lint_jobs_cached(jobs_for(make_tree(tmp_path)), cache_args(tmp_path / "c"), Config())
+    tag = (tmp_path / "c" / "CACHEDIR.TAG").read_text()
+    assert tag.startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    assert (tmp_path / "c" / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert len(entries(tmp_path / "c")) == len(SOURCES)
+
+
+def test_an_edited_file_is_the_only_miss(tmp_path, counting):
+    paths = make_tree(tmp_path)
+    args = cache_args(tmp_path / "c")
+    cache.lint_jobs_cached(jobs_for(paths), args, Config())
+    Path(paths[1]).write_text("import torch\ntorch.load('x')\n", encoding="utf-8")
+    results = cache.lint_jobs_cached(jobs_for(paths), args, Config())
+    assert counting.calls == [len(paths), 1]
+    assert [d.code for d in results[1].diagnostics] == ["MEM303"]
+
+
+def test_a_copied_file_hits_and_reports_its_own_path(tmp_path, counting):
+    paths = make_tree(tmp_path)
+    args = cache_args(tmp_path / "c")
+    cache.lint_jobs_cached(jobs_for(paths), args, Config())
+    copy = tmp_path / "copy_of_load.py"
+    copy.write_bytes(Path(paths[0]).read_bytes())
+    (result,) = cache.lint_jobs_cached(jobs_for([str(copy)]), args, Config())
+    assert counting.calls == [len(paths), 0]
+    assert result.diagnostics and {d.path for d in result.diagnostics} == {str(copy)}
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        {"ignore": ["MEM303"]},
+        {"per-file-ignores": {"load.py": ["MEM303"]}},
+        {"target-gpu": "A100-80GB"},
+    ],
+)
+def test_configuration_changes_miss(tmp_path, counting, table):
+    paths = make_tree(tmp_path)
+    args = cache_args(tmp_path / "c")
+    cache.lint_jobs_cached(jobs_for(paths), args, Config())
+    changed = parse_table(table, tmp_path / "pyproject.toml")
+    results = cache.lint_jobs_cached(jobs_for(paths, changed), args, changed)
+    assert counting.calls == [len(paths), len(paths)]
+    assert summary(results) == summary(lint_jobs(jobs_for(paths, changed), 1))
+
+
+def test_settings_fingerprint_covers_version_and_rule_sources(monkeypatch):
+    base = cache.settings_fingerprint(Config())
+    monkeypatch.setattr(cache, "__version__", "999.0")
+    bumped = cache.settings_fingerprint(Config())
+    monkeypatch.setattr(cache, "_code_fingerprint", lambda: "edited rule")
+    assert len({base, bumped, cache.settings_fingerprint(Config())}) == 3
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"", b"{", b"\xff\xfe\x00binary", b"[]", b'{"parsed": true}', b'{"parsed": 1, "diagnostics": []}',
+     b'{"parsed": true, "diagnostics": [["MEM303", "n", "nonsense", "m", 1, 1, 1, 2, null]]}',
+     b'{"parsed": true, "diagnostics": [["MEM303", "n", "warning", "m", "1", 1, 1, 2, null]]}',
+     b'{"parsed": true, "diagnostics": [[1, 2, 3]]}'],
+)
+def test_corrupt_entries_are_ignored_and_rebuilt(tmp_path, counting, garbage):
+    paths = make_tree(tmp_path)
+    args = cache_args(tmp_path / "c")
+    expected = summary(cache.lint_jobs_cached(jobs_for(paths), args, Config()))
+    for entry in entries(tmp_path / "c"):
+        entry.write_bytes(garbage)
+    assert summary(cache.lint_jobs_cached(jobs_for(paths), args, Config())) == expected
+    assert counting.calls == [len(paths), len(paths)]
+    for entry in entries(tmp_path / "c"):
+        json.loads(entry.read_bytes())  # rewritten whole
+    assert summary(cache.lint_jobs_cached(jobs_for(paths), args, Config())) == expected
+    assert counting.calls[-1] == 0
+
+
+def test_unreadable_entry_is_a_miss(tmp_path, counting):
+    paths = make_tree(tmp_path)
+    args = cache_args(tmp_path / "c")
+    expected = summary(cache.lint_jobs_cached(jobs_for(paths), args, Config()))
+    for entry in entries(tmp_path / "c"):
+        entry.unlink()
+        entry.mkdir()  # open() fails with IsADirectoryError
+    assert summary(cache.lint_jobs_cached(jobs_for(paths), args, Config())) == expected
+
+
+def test_unusable_cache_directory_is_not_fatal(tmp_path):
+    paths = make_tree(tmp_path)
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the cache directory should be")
+    results = cache.lint_jobs_cached(jobs_for(paths), cache_args(blocker), Config())
+    assert summary(results) == summary(lint_jobs(jobs_for(paths), 1))
+
+
+def test_unreadable_files_and_crashes_are_not_cached(tmp_path, counting):
+    paths = make_tree(tmp_path) + [str(tmp_path / "missing.py")]
+    args = cache_args(tmp_path / "c")
+    first = cache.lint_jobs_cached(jobs_for(paths), args, Config())
+    assert first[-1].error and "cannot read" in first[-1].error
+    assert len(entries(tmp_path / "c")) == len(SOURCES)
+
+
+def test_default_directory_is_the_project_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    no_option = argparse.Namespace(cache_dir=None)
+    assert cache.cache_dir(no_option, Config()) == tmp_path / ".memlint_cache"
+    project = tmp_path / "project"
+    configured = parse_table({}, project / "pyproject.toml")
+    assert cache.cache_dir(no_option, configured) == project / ".memlint_cache"
+    relative = parse_table({"cache-dir": "build/lint-cache"}, project / "pyproject.toml")
+    assert cache.cache_dir(no_option, relative) == project / "build" / "lint-cache"
+    explicit = argparse.Namespace(cache_dir=str(tmp_path / "elsewhere"))
+    assert cache.cache_dir(explicit, relative) == tmp_path / "elsewhere"
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_cli_warm_run_does_not_import_libcst_or_rules(tmp_path):
+    paths = make_tree(tmp_path)
+    command = ["-X", "importtime", "-m", "memlint", "check", "--format", "concise", "--cache-dir", "c", *paths]
+    cold = _run(command, tmp_path)
+    warm = _run(command, tmp_path)
+    assert "libcst" in cold.stderr  # the measurement would see the import
+    imported = [line for line in warm.stderr.splitlines() if "libcst" in line or "memlint.rules.mem" in line]
+    assert imported == []
+    assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)
+    assert "MEM303" in warm.stdout
+
+
+def test_cli_no_cache_writes_nothing_and_cache_dir_option_is_used(tmp_path):
+    paths = make_tree(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.memlint]\n")
+    _run(["-m", "memlint", "check", "--no-cache", *paths], tmp_path)
+    assert not (tmp_path / ".memlint_cache").exists()
+    _run(["-m", "memlint", "check", *paths], tmp_path)
+    assert entries(tmp_path / ".memlint_cache")
+    _run(["-m", "memlint", "check", "--cache-dir", str(tmp_path / "other"), *paths], tmp_path)
+    assert entries(tmp_path / "other")
+
+
+def test_concurrent_runs_leave_only_whole_entries(tmp_path):
+    paths = make_tree(tmp_path)
+    for index in range(30):  # more distinct files, so the runs overlap in time
+        (tmp_path / f"extra_{index}.py").write_text(f"import torch\nx{index} = torch.load('{index}.pt')\n")
+    command = [sys.executable, "-m", "memlint", "check", "--format", "json", "--cache-dir", "c", "."]
+    processes = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    outputs = [process.communicate(timeout=120)[0] for process in processes]
+    assert len({output for output in outputs}) == 1 and outputs[0]
+    assert not [p for p in (tmp_path / "c").rglob("*.tmp")]
+    for entry in entries(tmp_path / "c"):
+        cache.decode_result(json.loads(entry.read_bytes()), "x.py")
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=120)
+    assert again.stdout == outputs[0]
+
+
+@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root can write anywhere")
+def test_read_only_cache_directory_is_not_fatal(tmp_path):
+    paths = make_tree(tmp_path)
+    directory = tmp_path / "c"
+    cache.lint_jobs_cached(jobs_for(paths[:1]), cache_args(directory), Config())
+    for folder in (directory, *directory.rglob("*")):
+        if folder.is_dir():
+            folder.chmod(0o555)
+    try:
+        results = cache.lint_jobs_cached(jobs_for(paths), cache_args(directory), Config())
+    finally:
+        for folder in (directory, *directory.rglob("*")):
+            if folder.is_dir():
+                folder.chmod(0o755)
+    assert summary(results) == summary(lint_jobs(jobs_for(paths), 1))

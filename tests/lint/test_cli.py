@@ -1,0 +1,121 @@
+"""The command line: rule/rules commands, no files, stdin, exit codes, formats,
+and that linting never imports torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from memlint.lint.registry import all_rules
+
+from .helpers import REPO, cases_dir, run_memlint
+
+BUGGY = "import torch\nstate = torch.load('ckpt.pt')\n"
+
+
+def test_rule_page_in_terminal():
+    proc = run_memlint("rule", "MEM303")
+    assert proc.returncode == 0
+    assert "load-without-map-location" in proc.stdout
+    assert "What it does" in proc.stdout and "Fix safety" in proc.stdout
+    assert "##" not in proc.stdout  # rendered, not raw Markdown
+    assert run_memlint("rule", "mem303").stdout == proc.stdout
+
+
+def test_unknown_rule_is_one_line_exit_2():
+    proc = run_memlint("rule", "MEM999")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "memlint: error: unknown rule 'MEM999' (see `memlint rules`)"
+    assert proc.stdout == ""
+
+
+def test_rules_table_and_json():
+    rules = all_rules()
+    table = run_memlint("rules")
+    assert table.returncode == 0
+    for rule in rules:
+        row = next(line for line in table.stdout.splitlines() if rule.CODE in line)
+        assert rule.NAME in row and rule.SEVERITY.value in row
+        assert ("on" if rule.DEFAULT_ENABLED else "off") in row.split()
+    records = json.loads(run_memlint("rules", "--format", "json").stdout)
+    assert [r["code"] for r in records] == [rule.CODE for rule in rules]
+    for record, rule in zip(records, rules):
+        assert record["fixable"] == (rule.FIX_TITLE is not None)
+        assert record["default_enabled"] == rule.DEFAULT_ENABLED
+
+
+def test_no_files_is_exit_0_with_note(tmp_path):
+    proc = run_memlint(cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.stderr.strip() == "memlint: no files to check"
+
+
+def test_stdin_with_stdin_filename():
+    proc = run_memlint("check", "-", "--stdin-filename", "pkg/train.py", stdin=BUGGY.encode())
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("pkg/train.py:2:9: MEM303 ")
+    plain = run_memlint("-", stdin=BUGGY.encode())
+    assert plain.stdout.startswith("-:2:9: MEM303 ")
+
+
+def test_stdin_filename_applies_per_file_ignores(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.memlint]\nper-file-ignores = { "scripts/*" = ["MEM303"] }\n')
+    ignored = run_memlint("check", "-", "--stdin-filename", "scripts/a.py", "--config", str(tmp_path / "pyproject.toml"),
+                          stdin=BUGGY.encode(), cwd=tmp_path)
+    assert ignored.returncode == 0 and ignored.stdout == ""
+
+
+def test_exit_codes(tmp_path):
+    clean = tmp_path / "clean.py"
+    clean.write_text("import torch\nstate = torch.load('a', map_location='cpu')\n")
+    buggy = tmp_path / "buggy.py"
+    buggy.write_text(BUGGY)
+    assert run_memlint(str(clean)).returncode == 0
+    assert run_memlint(str(buggy)).returncode == 1
+    assert run_memlint("--exit-zero", str(buggy)).returncode == 0
+    assert run_memlint(str(buggy), "--format", "nope").returncode == 2
+
+
+def test_default_format_is_concise_when_piped(tmp_path):
+    buggy = tmp_path / "buggy.py"
+    buggy.write_text(BUGGY)
+    proc = run_memlint(str(buggy))
+    assert proc.stdout.strip() == f"{buggy}:2:9: MEM303 `torch.load` without `map_location` restores tensors onto the GPU they were saved from"
+
+
+def test_full_format_through_cli(tmp_path):
+    buggy = tmp_path / "buggy.py"
+    buggy.write_text(BUGGY)
+    proc = run_memlint("--format", "full", str(buggy))
+    assert "2 | state = torch.load('ckpt.pt')" in proc.stdout
+    assert proc.stdout.rstrip().endswith("1 more with --unsafe-fixes")
+
+
+def test_statistics(tmp_path):
+    buggy = tmp_path / "buggy.py"
+    buggy.write_text(BUGGY + "again = torch.load('b')\n")
+    proc = run_memlint("--statistics", str(buggy))
+    assert proc.stdout.split() == ["2", "MEM303", "[*]", "load-without-map-location"]
+
+
+def test_lint_run_never_imports_torch():
+    targets = [str(REPO / "fixtures")]
+    cases = cases_dir()
+    if cases is not None:
+        targets.append(str(cases))
+    shared = REPO.parent / "shared" / "cases"
+    if shared.is_dir():
+        targets.append(str(shared))
+    code = (
+        "import sys\n"
+        "from memlint.cli import main\n"
+        f"rc = main(['check', '--no-cache', '--select', 'ALL', '--format', 'json', *{targets!r}])\n"
+        "assert rc in (0, 1), rc\n"
+        "leaked = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+        "print('LEAKED', leaked, file=sys.stderr)\n"
+        "sys.exit(3 if leaked else 0)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["summary"]["files"] > 10

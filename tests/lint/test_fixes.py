@@ -1,0 +1,243 @@
+"""--fix, --unsafe-fixes and --diff: edits, rounds, re-parse guard, safe writes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+
+import libcst as cst
+import pytest
+
+from memlint.check import CheckRun
+from memlint.cli import main
+from memlint.lint import fixes
+from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
+from memlint.lint.engine import LintOptions, lint_source
+from memlint.lint.rule import Rule
+
+from .helpers import run_memlint
+
+BUGGY = "import torch\n\ndef resume(path):\n    state = torch.load(path)\n    return state\n"
+FIXED = 'import torch\n\ndef resume(path):\n    state = torch.load(path, map_location="cpu")\n    return state\n'
+
+
+class RenameCall(Rule):
+    """Test rule: every call of ``old_api(...)`` becomes ``new_api(...)`` (safe fix)."""
+
+    CODE = "MEM991"
+    NAME = "old-api-call"
+    MESSAGE = "old_api is deprecated"
+    SEVERITY = Severity.INFO
+    FIX_TITLE = "Call new_api"
+    TRIGGERS = ("old_api",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "old_api":
+            self.report(node, fix=self.replacement(node, node.with_changes(func=cst.Name("new_api")), safe=True))
+
+
+class BreakSyntax(Rule):
+    """Test rule whose fix produces a syntax error."""
+
+    CODE = "MEM992"
+    NAME = "breaks-syntax"
+    MESSAGE = "bad"
+    SEVERITY = Severity.WARNING
+    FIX_TITLE = "Break it"
+    TRIGGERS = ("breakme",)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == "breakme":
+            self.report(node, fix=self.replacement(node, "breakme(", safe=True))
+
+
+def _fix(title="t", *edits, safe=True) -> Fix:
+    return Fix(title, Applicability.SAFE if safe else Applicability.UNSAFE, tuple(Edit(*e) for e in edits))
+
+
+# --- text edits ---------------------------------------------------------------
+
+
+def test_apply_fixes_applies_non_overlapping_and_skips_overlapping():
+    text = "abc = 1\nxyz = 2\n"
+    first = _fix("a", (1, 1, 1, 4, "ABC"))
+    overlapping = _fix("b", (1, 2, 1, 3, "B"))
+    second_line = _fix("c", (2, 1, 2, 4, "XYZ"), (2, 7, 2, 8, "3"))
+    new, applied = fixes.apply_fixes(text, [first, overlapping, second_line])
+    assert (new, applied) == ("ABC = 1\nXYZ = 3\n", 2)
+
+
+def test_apply_fixes_insertions_at_one_point_are_not_both_applied():
+    new, applied = fixes.apply_fixes("f(x)\n", [_fix("a", (1, 4, 1, 4, ", 1")), _fix("b", (1, 4, 1, 4, ", 2"))])
+    assert (new, applied) == ("f(x, 1)\n", 1)
+
+
+def test_edit_offsets_follow_crlf_and_cr_line_breaks():
+    text = "a = 1\r\nb = 2\rc = 3\n"
+    assert fixes.line_offsets(text) == [0, 7, 13, 19]
+    new, _ = fixes.apply_fixes(text, [_fix("x", (3, 1, 3, 2, "C")), _fix("y", (2, 5, 2, 6, "9"))])
+    assert new == "a = 1\r\nb = 9\rC = 3\n"
+
+
+def test_multiline_edit_and_end_of_text():
+    text = "x = (\n  1,\n)\n"
+    new, applied = fixes.apply_fixes(text, [_fix("m", (1, 5, 3, 2, "(1,)"))])
+    assert (new, applied) == ("x = (1,)\n", 1)
+    new, _ = fixes.apply_fixes("x\n", [_fix("end", (2, 1, 2, 1, "y\n"))])
+    assert new == "x\ny\n"
+
+
+# --- rounds with a registered fake rule -----------------------------------------
+
+
+def test_nested_fixes_overlap_then_converge_in_later_rounds(register_rule):
+    register_rule(RenameCall)
+    source = "old_api(old_api(old_api(1)))\n"
+    options = LintOptions(enabled=frozenset({"MEM991"}))
+    diagnostics = lint_source("n.py", source.encode(), options).diagnostics
+    assert len(diagnostics) == 3
+    outcome = fixes.fix_text("n.py", source, options, unsafe=False, diagnostics=diagnostics)
+    assert outcome.fixed == "new_api(new_api(new_api(1)))\n"
+    assert outcome.fixed_count == 3
+    assert outcome.remaining == []
+
+
+def test_cli_fix_with_fake_rule_reports_remaining_only(register_rule, tmp_path, capsys):
+    register_rule(RenameCall)
+    path = tmp_path / "a.py"
+    path.write_text("old_api(1)\nx = old_api\n", encoding="utf-8")
+    code = main(["check", "--select", "MEM991", "--format", "concise", "--fix", str(path)])
+    out, err = capsys.readouterr()
+    assert path.read_text() == "new_api(1)\nx = old_api\n"
+    assert "Fixed 1 problem" in err
+    assert out == "" and code == 0
+
+
+def test_fix_that_breaks_syntax_is_not_written(register_rule, tmp_path, capsys):
+    register_rule(BreakSyntax)
+    path = tmp_path / "b.py"
+    path.write_text("breakme = 1\n", encoding="utf-8")
+    code = main(["check", "--select", "MEM992", "--format", "concise", "--fix", str(path)])
+    out, err = capsys.readouterr()
+    assert path.read_text() == "breakme = 1\n"
+    assert "fixes would break the file" in err and str(path) in err
+    assert "MEM992" in out and code == 2
+
+
+def test_file_changed_on_disk_is_not_overwritten(register_rule, tmp_path, monkeypatch):
+    register_rule(RenameCall)
+    path = tmp_path / "c.py"
+    path.write_text("old_api(1)\n", encoding="utf-8")
+    options = LintOptions(enabled=frozenset({"MEM991"}))
+    result = lint_source(str(path), path.read_bytes(), options)
+    run = CheckRun(results=[result], options={str(path): options})
+    real_fix_text = fixes.fix_text
+
+    def edit_meanwhile(*args, **kwargs):
+        outcome = real_fix_text(*args, **kwargs)
+        path.write_text("old_api(2)  # edited by someone else\n", encoding="utf-8")
+        return outcome
+
+    monkeypatch.setattr(fixes, "fix_text", edit_meanwhile)
+    fixes.apply_fixes_to_run(run, argparse.Namespace(unsafe_fixes=False, diff=False, fix=True))
+    assert path.read_text() == "old_api(2)  # edited by someone else\n"
+    assert any("skipped: changed on disk" in note for note in run.notes)
+    assert run.fixed == 0 and run.diagnostics == result.diagnostics
+
+
+# --- MEM303's unsafe fix through the real CLI -----------------------------------
+
+
+def test_fix_without_unsafe_leaves_unsafe_fix(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(BUGGY)
+    proc = run_memlint("check", "--fix", "--format", "concise", str(path))
+    assert path.read_text() == BUGGY
+    assert proc.returncode == 1 and "MEM303" in proc.stdout
+    assert "Fixed" not in proc.stderr
+
+
+def test_unsafe_fix_applied_atomically_keeping_mode(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(BUGGY)
+    os.chmod(path, 0o640)
+    inode = path.stat().st_ino
+    proc = run_memlint("check", "--fix", "--unsafe-fixes", "--format", "concise", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert path.read_text() == FIXED
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert path.stat().st_ino != inode  # replaced by a new file (rename), not rewritten in place
+    assert "Fixed 1 problem" in proc.stderr and proc.stdout == ""
+    assert [p.name for p in tmp_path.iterdir()] == ["train.py"]  # no temporary file left
+
+
+def test_diff_prints_unified_diff_and_writes_nothing(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(BUGGY)
+    proc = run_memlint("check", "--diff", "--unsafe-fixes", "train.py", cwd=tmp_path)
+    assert path.read_text() == BUGGY
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("--- a/train.py\n+++ b/train.py\n")
+    absolute = run_memlint("check", "--diff", "--unsafe-fixes", str(path))
+    assert absolute.stdout.startswith(f"--- {path}\n+++ {path}\n")
+    assert '-    state = torch.load(path)\n+    state = torch.load(path, map_location="cpu")\n' in proc.stdout
+    assert "Would fix 1 problem" in proc.stderr
+    path.write_text(FIXED)
+    assert run_memlint("check", "--diff", "--unsafe-fixes", str(path)).returncode == 0
+
+
+def test_stdin_fix_writes_fixed_source_to_stdout(tmp_path):
+    proc = run_memlint("check", "-", "--stdin-filename", "train.py", "--fix", "--unsafe-fixes", stdin=BUGGY.encode())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == FIXED
+    untouched = run_memlint("check", "-", "--fix", stdin=BUGGY.encode())
+    assert untouched.stdout == BUGGY  # only an unsafe fix: source echoed unchanged
+    assert "MEM303" in untouched.stderr and untouched.returncode == 1
+
+
+def test_fix_keeps_encoding_crlf_and_follows_symlink(tmp_path):
+    real = tmp_path / "real.py"
+    source = "# -*- coding: latin-1 -*-\r\nimport torch\r\nname = 'café'\r\nstate = torch.load(name)\r\n"
+    real.write_bytes(source.encode("latin-1"))
+    link = tmp_path / "link.py"
+    link.symlink_to(real)
+    proc = run_memlint("check", "--fix", "--unsafe-fixes", str(link))
+    assert proc.returncode == 0, proc.stderr
+    assert link.is_symlink()
+    expected = source.replace("torch.load(name)", 'torch.load(name, map_location="cpu")').encode("latin-1")
+    assert real.read_bytes() == expected
+
+
+def test_fix_round_trip_on_many_mem303_calls(tmp_path):
+    path = tmp_path / "many.py"
+    body = "import torch\n" + "".join(f"s{i} = torch.load(torch.load('f{i}'))\n" for i in range(5))
+    path.write_text(body)
+    proc = run_memlint("check", "--fix", "--unsafe-fixes", str(path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fixed = path.read_text()
+    assert fixed.count('map_location="cpu"') == 10
+    cst.parse_module(fixed)
+    assert "Fixed 10 problems" in proc.stderr
+    assert run_memlint("check", "--fix", "--unsafe-fixes", str(path)).returncode == 0
+    assert path.read_text() == fixed
+
+
+def test_is_applicable():
+    assert not fixes.is_applicable(None, True)
+    assert fixes.is_applicable(_fix("s"), False)
+    assert not fixes.is_applicable(_fix("u", safe=False), False)
+    assert fixes.is_applicable(_fix("u", safe=False), True)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write into a read-only directory")
+def test_unwritable_directory_is_one_error_line(tmp_path):
+    path = tmp_path / "ro" / "train.py"
+    path.parent.mkdir()
+    path.write_text(BUGGY)
+    os.chmod(path.parent, 0o555)
+    try:
+        proc = run_memlint("check", "--fix", "--unsafe-fixes", str(path))
+    finally:
+        os.chmod(path.parent, 0o755)
+    assert proc.returncode == 2 and "cannot write fixes" in proc.stderr and "Traceback" not in proc.stderr

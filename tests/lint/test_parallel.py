@@ -1,0 +1,126 @@
+"""Equal results: serial and parallel, with and without the cache (issue 7).
+
+The corpus is real: the lint fixtures, the shared real-world cases and a
+generated set with syntax errors, undecodable bytes, suppressions and
+per-file ignores, so that the process pool is used (more files to parse
+than runner.PARALLEL_THRESHOLD).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memlint.config import Config, parse_table
+from memlint.lint import cache, runner
+from memlint.lint.engine import lint_source, precheck
+from memlint.lint.files import collect_files
+from memlint.lint.registry import resolve_selection
+from memlint.lint.runner import Job, lint_jobs, options_for, worker_count
+
+REPO = Path(__file__).resolve().parents[2]
+
+GENERATED = {
+    "load_{i}.py": "import torch\n\ndef f(p):\n    return torch.load(p{i})\n",
+    "loop_{i}.py": (
+        "import torch\n\ndef train(model, loader, opt):\n    total = 0\n    for x, y in loader:\n"
+        "        loss = model(x).sum() + {i}\n        loss.backward()\n        total += loss\n    return total\n"
+    ),
+    "quiet_{i}.py": "import os\nVALUE = {i}\n",
+    "broken_{i}.py": "import torch\nx = torch.load(({i}\n",
+    "noqa_{i}.py": "import torch\nx = torch.load('a{i}')  # noqa\n",
+}
+
+
+def build_corpus(root: Path, copies: int = 8) -> list[str]:
+    for i in range(copies):
+        for name, text in GENERATED.items():
+            (root / name.format(i=i)).write_text(text.format(i=i if i % 2 else ""), encoding="utf-8")
+    (root / "latin1.py").write_bytes(b"import torch\nx = 'caf\xe9'\ntorch.load(x)\n")
+    (root / "ignored_here.py").write_text("import torch\ntorch.load('x')\n", encoding="utf-8")
+    paths = collect_files([str(root)], Config()).files
+    for folder in (REPO / "fixtures" / "lint", REPO / "fixtures" / "cases"):
+        if folder.is_dir():
+            paths += collect_files([str(folder)], Config()).files
+    return paths
+
+
+def make_jobs(paths: list[str], root: Path) -> tuple[list[Job], Config]:
+    config = parse_table({"per-file-ignores": {"ignored_here.py": ["MEM303"]}}, root / "pyproject.toml")
+    enabled = resolve_selection(None, [], [])
+    return [Job(path, options_for(path, enabled, config)) for path in paths], config
+
+
+def summary(results) -> list[tuple]:
+    return [(r.path, r.diagnostics, r.error, r.parsed, r.internal_errors) for r in results]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    jobs, config = make_jobs(build_corpus(root), root)
+    return root, jobs, config
+
+
+def test_corpus_uses_the_pool(corpus):
+    _, jobs, _ = corpus
+    pending = [precheck(job.path, runner.read_job(job), job.options)[1] for job in jobs]
+    assert sum(p is not None for p in pending) >= runner.PARALLEL_THRESHOLD
+    assert worker_count(len(pending), None) >= 1
+
+
+def test_serial_parallel_cached_and_uncached_results_are_identical(corpus, tmp_path):
+    _, jobs, config = corpus
+    serial = summary(lint_jobs(jobs, 1))
+    parallel = summary(lint_jobs(jobs, 2))
+    args_serial = argparse.Namespace(cache_dir=str(tmp_path / "serial"), jobs=1)
+    args_parallel = argparse.Namespace(cache_dir=str(tmp_path / "parallel"), jobs=2)
+    cold_serial = summary(cache.lint_jobs_cached(jobs, args_serial, config))
+    cold_parallel = summary(cache.lint_jobs_cached(jobs, args_parallel, config))
+    warm_serial = summary(cache.lint_jobs_cached(jobs, args_serial, config))
+    warm_parallel = summary(cache.lint_jobs_cached(jobs, args_parallel, config))
+    one_by_one = [
+        (job.path, *rest)
+        for job in jobs
+        for _, *rest in summary([lint_source(job.path, Path(job.path).read_bytes(), job.options)])
+    ]
+    assert serial == parallel == cold_serial == cold_parallel == warm_serial == warm_parallel == one_by_one
+    codes = {d.code for _, diagnostics, *_ in serial for d in diagnostics}
+    assert {"MEM001", "MEM303"} <= codes  # the comparison covered findings and syntax errors
+    assert [path for path, *_ in serial] == [job.path for job in jobs]  # job order kept
+
+
+def test_unreadable_file_in_a_parallel_run_stays_in_place(corpus, tmp_path):
+    _, jobs, _ = corpus
+    missing = Job(str(tmp_path / "gone.py"), jobs[0].options)
+    mixed = jobs[:5] + [missing] + jobs[5:]
+    results = lint_jobs(mixed, 2)
+    assert results[5].path == missing.path and "cannot read" in results[5].error
+    assert summary(results[:5] + results[6:]) == summary(lint_jobs(jobs, 2))
+
+
+@pytest.mark.parametrize(
+    ("n_files", "limit", "cpus", "expected"),
+    [(5, None, 2, 1), (100, 1, 2, 1), (100, None, 2, 2), (100, 8, 2, 2), (100, None, 16, 16), (30, None, 64, 30)],
+)
+def test_worker_count(monkeypatch, n_files, limit, cpus, expected):
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda _pid: set(range(cpus)), raising=False)
+    assert worker_count(n_files, limit) == expected
+
+
+def test_cli_output_is_identical_serial_parallel_cached(corpus, tmp_path):
+    root, _, _ = corpus
+    (root / "pyproject.toml").write_text('[tool.memlint]\nper-file-ignores = { "ignored_here.py" = ["MEM303"] }\n')
+    base = [sys.executable, "-m", "memlint", "check", "--format", "json", str(root)]
+    runs = [
+        base + ["--no-cache", "--jobs", "1"],
+        base + ["--no-cache", "--jobs", "2"],
+        base + ["--cache-dir", str(tmp_path / "c")],
+        base + ["--cache-dir", str(tmp_path / "c")],
+    ]
+    outputs = [subprocess.run(command, capture_output=True, timeout=300).stdout for command in runs]
+    assert outputs[0] and len(set(outputs)) == 1

@@ -1,0 +1,88 @@
+"""Replay every record in fixtures/validation/: re-run the estimator on CPU, check the bounds.
+
+Bounds come from fixtures/validation/bounds.json (rendered in docs/accuracy.md).
+A record with an unknown schema_version fails here; it is never skipped.
+"""
+
+import json
+import os
+
+import pytest
+from conftest import ROOT
+
+from memlint.estimate.api import EstimateOptions, estimate
+from memlint.estimate.workload import load_workload
+from memlint.validate.accuracy import NUMBERS, bound_for, load_bounds, record_files, relative_error
+from memlint.validate.cpu import estimate_tensor_peak
+from memlint.validate.record import check_record
+
+FILES = record_files()
+
+
+def _records(device):
+    out = []
+    for path in FILES:
+        record = json.loads(path.read_text())
+        env = record.get("environment") if isinstance(record, dict) else None
+        if isinstance(env, dict) and env.get("device") == device:
+            out.append(pytest.param(path, id=path.relative_to(ROOT).as_posix()))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _cwd():
+    old = os.getcwd()
+    os.chdir(ROOT)
+    yield
+    os.chdir(old)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.relative_to(ROOT).as_posix()) for p in FILES])
+def test_record_is_valid(path):
+    record = json.loads(path.read_text())
+    check_record(record)  # raises on an unknown schema_version or a malformed record
+    assert record["outcome"] in ("measured", "oom"), f"{path.name}: outcome {record['outcome']!r} is not replayable"
+
+
+def test_cpu_records_exist():
+    assert _records("cpu"), "fixtures/validation/ holds no CPU records to replay"
+
+
+def _options(record) -> EstimateOptions:
+    options = dict(record["workload"]["options"])
+    return EstimateOptions(**options)
+
+
+@pytest.mark.parametrize("path", _records("cpu"))
+def test_replay_cpu_record(path):
+    record = json.loads(path.read_text())
+    check_record(record)
+    workload = record["workload"]
+    options = _options(record)
+    estimated = estimate_tensor_peak(load_workload(workload["target"], workload["inputs"], options.batch_size), options)
+    bounds = load_bounds()
+    for number in NUMBERS["cpu"]:
+        measured = record["measured"][number]
+        bound, _ = bound_for(bounds, "cpu", number, workload["target"], options.precision)
+        error = relative_error(estimated, measured)
+        assert abs(error) <= bound, f"{number}: estimated {estimated}, measured {measured} ({error:+.2%} > {bound:.0%})"
+
+
+@pytest.mark.parametrize("path", _records("cuda"))
+def test_replay_cuda_record(path):
+    record = json.loads(path.read_text())
+    check_record(record)
+    if record["outcome"] == "oom":
+        pytest.skip("out-of-memory record: nothing to compare number by number")
+    workload = record["workload"]
+    options = _options(record)
+    options.gpu = record["estimated"]["gpu"]  # the catalog entry the GPU resolved to when recorded
+    result = estimate(load_workload(workload["target"], workload["inputs"], options.batch_size), options)
+    bounds = load_bounds()
+    for number in NUMBERS["cuda"]:
+        measured = record["measured"][number]
+        if measured is None:
+            continue
+        bound, _ = bound_for(bounds, "cuda", number, workload["target"], options.precision)
+        error = relative_error(getattr(result, number), measured)
+        assert abs(error) <= bound, f"{number}: estimated {getattr(result, number)}, measured {measured} ({error:+.2%})"
