@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from memlint.lint.names import dotted_name
+from memlint.lint.walk import children as syntactic_children
 
 #: Nodes whose bodies run at another time (a nested function, a class body).
 SCOPE_TYPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -33,7 +34,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        children = [child for child in current.children if not isinstance(child, SCOPE_TYPES)]
+        children = [child for child in syntactic_children(current) if not isinstance(child, SCOPE_TYPES)]
         stack.extend(reversed(children))
 
 

@@ -7,6 +7,7 @@ import libcst as cst
 from memlint.lint.diagnostic import Severity
 from memlint.lint.patterns import collection_target, names_in, with_method
 from memlint.lint.rule import Rule
+from memlint.lint.walk import visit as walk_visit
 
 #: Lightning-style hooks run once per batch: a ``self.<list>`` they append to
 #: outlives the "iteration" even though no loop is visible.
@@ -129,7 +130,7 @@ class TensorCollectedWithGraph(Rule):
 
 def _assignments(function: cst.CSTNode):
     collector = _Assignments()
-    function.visit(collector)
+    walk_visit(function, collector)
     return collector.pairs
 
 
@@ -145,7 +146,7 @@ class _Assignments(cst.CSTVisitor):
 
 def _backward_mentions(function: cst.CSTNode, container: str) -> bool:
     finder = _BackwardOf(container)
-    function.visit(finder)
+    walk_visit(function, finder)
     return finder.found
 
 

@@ -9,6 +9,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import collection_target, leaf_values, names_in, outlives_iteration, with_method
 from memlint.lint.rule import Rule
+from memlint.lint.walk import visit as walk_visit
 
 #: Loops over these iterate a model's parts, not data: bounded by the model's depth.
 MODULE_ITERABLE = re.compile(r"(?:^|\.|_)(?:layers?|blocks?|heads?|modules|children|stages?|levels?|scales?|experts?)$", re.IGNORECASE)
@@ -99,6 +100,8 @@ class DeviceTensorCollectedInLoop(Rule):
         if target is None:
             return
         container, values = target
+        if not container.startswith("self.") and not _in_loop(self.ctx.stack):
+            return  # cheap check first: the dataflow analyses the whole function
         flow = self.ctx.dataflow
         if not values or not outlives_iteration(flow, container, node):
             return
@@ -113,8 +116,11 @@ class DeviceTensorCollectedInLoop(Rule):
         """The container cannot grow with the number of iterations."""
         flow = self.ctx.dataflow
         loops = flow.enclosing_loops(node)
-        if isinstance(node, cst.Assign) and not _key_varies(node.targets[0].target, loops):
-            return True
+        if isinstance(node, cst.Assign):
+            if not _key_varies(node.targets[0].target, loops):
+                return True
+            if not _bound_to_dict(container, flow.scope_node(node), self.ctx):
+                return True  # `t[i] = v` into a tensor or an unknown object: written in place
         if any(_iterates_model_parts(loop) or _small_literal_range(loop) for loop in loops[:1]):
             return True
         if loops and _shrunk_in(loops[0], container):
@@ -128,8 +134,44 @@ class DeviceTensorCollectedInLoop(Rule):
         return self.replacement(leaf, with_method(leaf, "cpu"), safe=False)
 
 
+def _in_loop(stack: list[cst.CSTNode]) -> bool:
+    for ancestor in reversed(stack):
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return False
+    return False
+
+
 def _stores_device_tensor(value) -> bool:
     return value.device is Tri.YES and value.graph is not Tri.YES and not value.is_model
+
+
+DICT_FACTORIES = frozenset({"dict", "collections.defaultdict", "collections.OrderedDict", "collections.Counter"})
+
+
+def _bound_to_dict(container: str, function: cst.CSTNode, ctx) -> bool:
+    """``container`` is visibly a dict: bound to ``{}``/``dict()``/``defaultdict(...)``
+    in the function (or, for ``self.x``, anywhere in the file)."""
+    finder = _DictBinding(container, ctx)
+    (ctx.module if container.startswith("self.") else function).visit(finder)
+    return finder.found
+
+
+class _DictBinding(cst.CSTVisitor):
+    def __init__(self, container: str, ctx) -> None:
+        self.container = container
+        self.ctx = ctx
+        self.found = False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if not any(self.container in targets_of(target.target) for target in node.targets):
+            return
+        value = node.value
+        if isinstance(value, (cst.Dict, cst.DictComp)):
+            self.found = True
+        elif isinstance(value, cst.Call) and self.ctx.qualified(value.func) in DICT_FACTORIES:
+            self.found = True
 
 
 def _key_varies(target: cst.BaseExpression, loops: list[cst.CSTNode]) -> bool:
@@ -152,7 +194,7 @@ def _key_varies(target: cst.BaseExpression, loops: list[cst.CSTNode]) -> bool:
 def _names_bound_per_iteration(loop: cst.CSTNode) -> set[str]:
     names = set(targets_of(loop.target)) if isinstance(loop, cst.For) else set()
     collector = _AssignedNames()
-    loop.body.visit(collector)
+    walk_visit(loop.body, collector)
     return names | collector.names
 
 
@@ -198,7 +240,7 @@ def _small_literal_range(loop: cst.CSTNode) -> bool:
 def _shrunk_in(loop: cst.CSTNode, container: str) -> bool:
     """The loop empties, pops from, deletes from or rebinds the container."""
     finder = _ShrinkFinder(container)
-    loop.body.visit(finder)
+    walk_visit(loop.body, finder)
     return finder.found
 
 
@@ -224,7 +266,7 @@ class _ShrinkFinder(cst.CSTVisitor):
 def _bounded_deque(function: cst.CSTNode, container: str, ctx) -> bool:
     """``container = deque(..., maxlen=...)`` somewhere in the function or class."""
     finder = _DequeFinder(container, ctx)
-    (ctx.module if container.startswith("self.") else function).visit(finder)
+    walk_visit((ctx.module if container.startswith("self.") else function), finder)
     return finder.found
 
 

@@ -9,6 +9,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import contains_training_step
 from memlint.lint.rule import Rule
+from memlint.lint.walk import visit as walk_visit
 
 EVAL_FUNCTION = re.compile(
     r"(?:^|_)(?:valid|validate|validation|eval|evaluate|evaluation|predict|prediction|predictions|"
@@ -122,7 +123,7 @@ class InferenceWithoutNoGrad(Rule):
 
     def _all_callers_disable_grad(self, function: cst.FunctionDef) -> bool:
         finder = _CallsOf(function.name.value)
-        self.ctx.module.visit(finder)
+        walk_visit(self.ctx.module, finder)
         return bool(finder.calls) and all(self.ctx.dataflow.grad_disabled(call) for call in finder.calls)
 
 
@@ -137,7 +138,7 @@ def _nested_in_function(call: cst.Call, function: cst.FunctionDef, flow) -> bool
 
 def _first_eval_call(function: cst.FunctionDef) -> cst.Call | None:
     finder = _EvalCall()
-    function.body.visit(finder)
+    walk_visit(function.body, finder)
     return finder.call
 
 

@@ -4,11 +4,12 @@ import re
 
 import libcst as cst
 
-from memlint.lint.dataflow import Tri, targets_of
+from memlint.lint.dataflow import MODEL_NAME, Tri, targets_of
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import contains_training_step, names_in
 from memlint.lint.rule import Rule
+from memlint.lint.walk import visit as walk_visit
 
 #: Helpers named like these cut the graph (``repackage_hidden`` in PyTorch's word-language-model example).
 DETACH_HELPER = re.compile(r"repackage|detach", re.IGNORECASE)
@@ -93,17 +94,18 @@ class HiddenStateNotDetached(Rule):
         if len(node.targets) != 1 or not isinstance(node.value, cst.Call):
             return
         carried = self._carried_names(node.targets[0].target, node.value)
-        if not carried:
-            return
+        if not carried or not (_in_loop(self.ctx.stack) or all(name.startswith("self.") for name in carried)):
+            return  # cheap syntactic checks first: the dataflow below analyses the whole function
         flow = self.ctx.dataflow
-        if flow.grad_disabled(node) or not self._produces_graph(node.value):
+        if flow.grad_disabled(node) or flow.value(node.value).is_model or not self._produces_graph(node.value):
             return
         loop = self._carrying_loop(carried, node)
         if loop is not None:
             if self._is_training_or_rollout(loop) and not self._cut_in(loop, carried, node):
                 self._report(node, carried)
         elif all(name.startswith("self.") for name in carried) and not flow.enclosing_loops(node):
-            if not self._self_state_reset(carried, node):
+            # across calls of a method: only a direct module call (`self.rnn(x, self.hidden)`) counts
+            if flow.is_forward_call(node.value) and not self._self_state_reset(carried, node):
                 self._report(node, carried)
 
     def _report(self, node: cst.Assign, carried: list[str]) -> None:
@@ -115,7 +117,8 @@ class HiddenStateNotDetached(Rule):
         passed = set()
         for arg in call.args:
             passed |= _bare_names(arg.value)
-        return [name for name in bound if name in passed]
+        # a model re-wrapped in a loop (`model = wrap(model)`) is not recurrent state
+        return [name for name in bound if name in passed and not MODEL_NAME.match(name.split(".")[-1])]
 
     def _produces_graph(self, call: cst.Call) -> bool:
         flow = self.ctx.dataflow
@@ -147,7 +150,7 @@ class HiddenStateNotDetached(Rule):
     def _cut_in(self, loop: cst.CSTNode, carried: list[str], recurrent: cst.Assign) -> bool:
         """The loop detaches, repackages or re-initialises one of the carried names."""
         finder = _CutFinder(set(carried), recurrent, self.ctx.dataflow)
-        loop.body.visit(finder)
+        walk_visit(loop.body, finder)
         return finder.found
 
     def _self_state_reset(self, carried: list[str], recurrent: cst.Assign) -> bool:
@@ -156,8 +159,18 @@ class HiddenStateNotDetached(Rule):
         if klass is None:
             return True
         finder = _CutFinder(set(carried), recurrent, self.ctx.dataflow, skip_init=True)
-        klass.body.visit(finder)
+        walk_visit(klass.body, finder)
         return finder.found
+
+
+def _in_loop(stack: list[cst.CSTNode]) -> bool:
+    """True when the traversal stack has a loop inside the innermost function."""
+    for ancestor in reversed(stack):
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return False
+    return False
 
 
 def _bare_names(expr: cst.BaseExpression) -> set[str]:
@@ -224,7 +237,7 @@ def _detaches(function: cst.FunctionDef) -> bool:
 
 def _contains_detach(node: cst.CSTNode) -> bool:
     finder = _DetachCall()
-    node.visit(finder)
+    walk_visit(node, finder)
     return finder.found
 
 

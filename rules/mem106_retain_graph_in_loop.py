@@ -5,6 +5,7 @@ import libcst as cst
 from memlint.lint.dataflow import call_method_name, is_true_literal, keyword_arg
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.walk import visit as walk_visit
 
 #: Positional index of ``retain_graph`` in each backward-like callable.
 RETAIN_POSITION = {"torch.autograd.backward": 2, "torch.autograd.grad": 3}
@@ -113,7 +114,7 @@ class RetainGraphInLoop(Rule):
         """A backward after ``call`` in the loop body that does not retain the graph."""
         start = self.ctx.span(call)[1]
         finder = _BackwardCalls(self)
-        loop.body.visit(finder)
+        walk_visit(loop.body, finder)
         return any(other is not call and self.ctx.span(other)[0] >= start and not self._retains(other) for other in finder.calls)
 
 

@@ -7,6 +7,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import leaf_values
 from memlint.lint.rule import Rule
+from memlint.lint.walk import visit as walk_visit
 
 #: Logging functions called on the module itself.
 MODULE_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics", "mlflow.tracking.fluent.log_metric"})
@@ -130,7 +131,7 @@ class TensorLoggedWithGraph(Rule):
         if self._writers is not None:
             return
         collector = _LoggerObjects(self.ctx)
-        self.ctx.module.visit(collector)
+        walk_visit(self.ctx.module, collector)
         self._writers = collector.writers
         self._runs = collector.runs
 
@@ -156,7 +157,7 @@ def _argument(call: cst.Call, index: int, keyword: str) -> list[cst.BaseExpressi
 def _dict_values_of(name: str, function: cst.CSTNode, ctx, before: cst.CSTNode) -> list[cst.BaseExpression]:
     collector = _DictStores(name, ctx.span(before)[0])
     collector.ctx = ctx
-    function.visit(collector)
+    walk_visit(function, collector)
     return collector.values
 
 

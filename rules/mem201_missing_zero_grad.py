@@ -4,7 +4,10 @@ import libcst as cst
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
-from memlint.rules._training import calls_in, clears_grads, is_backward, is_foreign, is_optimizer_step, reaches
+from memlint.rules._training import (
+    calls_in, clears_grads, is_backward, is_foreign, is_optimizer_step, local_callees, method_name, positional_args,
+    reaches, receiver_name, walk,
+)
 
 
 class MissingZeroGrad(Rule):
@@ -38,6 +41,9 @@ class MissingZeroGrad(Rule):
         loss.backward()
         optimizer.step()
     ```
+
+    With several optimizers (GANs), an optimizer that is stepped but never
+    cleared while the others are is reported too.
 
     ## Known problems
     A conditional `zero_grad` anywhere in the loop counts as clearing
@@ -88,6 +94,37 @@ class MissingZeroGrad(Rule):
             self._claimed.update(id(step) for step in steps)  # an inner loop already decided
             return
         self._claimed.update(id(step) for step in steps)
-        if reaches(loop.body, clears_grads, self.ctx.dataflow.functions) or is_foreign(self.ctx):
+        if is_foreign(self.ctx):
             return
-        self.report(steps[0])
+        if not reaches(loop.body, clears_grads, self.ctx.dataflow.functions):
+            self.report(steps[0])
+            return
+        uncleared = self._uncleared_optimizers(loop, steps)
+        if uncleared:
+            self.report(uncleared[0], message=f"`{self._stepped(uncleared[0])}` is stepped in this loop but never cleared (only other optimizers are): its gradients accumulate")
+
+    @staticmethod
+    def _stepped(step: cst.Call) -> str:
+        """Last name of the optimizer a step call updates (``opt_g`` for ``scaler.step(self.opt_g)``)."""
+        receiver = receiver_name(step.func.value) or ""
+        if "scaler" in receiver.lower() and positional_args(step):
+            receiver = receiver_name(positional_args(step)[0]) or ""
+        return receiver.split(".")[-1]
+
+    def _uncleared_optimizers(self, loop: cst.CSTNode, steps: list[cst.Call]) -> list[cst.Call]:
+        """Steps of optimizers never cleared, when every clear in the loop is ``<other optimizer>.zero_grad()``."""
+        stepped = {self._stepped(step) for step in steps}
+        if len(stepped) < 2:
+            return []
+        cleared = set()
+        for node in walk(loop.body):
+            if not clears_grads(node):
+                continue
+            is_zero_grad = isinstance(node, cst.Call) and method_name(node) == "zero_grad"
+            name = (receiver_name(node.func.value) or "").split(".")[-1] if is_zero_grad else ""
+            if name not in stepped:
+                return []  # a model, a p.grad loop, or an alias: cannot tell which gradients it clears
+            cleared.add(name)
+        if local_callees(loop.body, self.ctx.dataflow.functions):
+            return []
+        return [step for step in steps if self._stepped(step) not in cleared]

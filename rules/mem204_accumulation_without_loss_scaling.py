@@ -186,7 +186,10 @@ class AccumulationWithoutLossScaling(Rule):
                 continue
             if not targets & pending:
                 continue
-            if has_scaling(value) or not (flow.value(value).attached or self._loss_like_call(value)):
+            if not (flow.value(value).attached or self._loss_like_call(value)):
+                pending -= targets  # an input (a batch, a target): not part of the loss's scaling
+                continue
+            if has_scaling(value):
                 return False
             found_source = found_source or self._is_source(value)
             if not isinstance(node, cst.AugAssign):

@@ -105,8 +105,19 @@ class GradScalerMisuse(Rule):
             for call in scalers:
                 if not self._disabled(call):
                     self.report(call)
-        if not any(word in self.ctx.source for word in _SCALING_WORDS):
+        identifiers = " ".join(self._identifiers(node))
+        if not any(word in identifiers for word in _SCALING_WORDS):
             self._check_unscaled(node)
+
+    def _identifiers(self, module: cst.Module) -> set[str]:
+        """Every name and attribute name of the code (comments and strings excluded)."""
+        found: set[str] = set()
+        for node in walk(module):
+            if isinstance(node, cst.Name):
+                found.add(node.value)
+        for function in self.ctx.dataflow.functions.values():
+            found.update(n.value for n in walk(function) if isinstance(n, cst.Name))
+        return found
 
     def _scaler_used(self, calls: list[cst.Call]) -> bool:
         """True when some ``x.scale(loss)`` is backpropagated on a forward result of this file."""

@@ -100,7 +100,8 @@ class DeprecatedAmpApi(Rule):
         head = dotted.split(".")[0]
         if self.ctx.imports.aliases.get(head) == "torch":
             return head
-        return next((alias for alias, target in sorted(self.ctx.imports.aliases.items()) if target == "torch"), None)
+        aliases = sorted(alias for alias, target in self.ctx.imports.aliases.items() if target == "torch")
+        return "torch" if "torch" in aliases else next(iter(aliases), None)
 
     def _fix(self, node: cst.Call, device: str, attr: str):
         torch_name = self._torch_spelling(node.func)

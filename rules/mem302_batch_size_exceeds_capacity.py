@@ -6,8 +6,9 @@ from memlint.lint.rule import Rule
 # The examples carry an estimate comment block naming a tiny model (an MLP
 # fixture, ~0.4 GiB with Adam at batch 32) and an explicit ``capacity=`` so
 # that they are decidable anywhere; they run through the full `memlint check`
-# path (tests/integrate/test_mem302.py), not the lint-only example harness.
-_HEADER = ("# memlint: estimate target=fixtures/models/mlp.py:build capacity={capacity} reserve=0%\n"
+# path (tests/integrate/test_integrate.py::test_needs_estimate_rule_examples), not the lint-only example harness.
+_HEADER = ("# memlint: estimate target=fixtures/models/mlp.py:build capacity={capacity} reserve=0%"
+           " advise=false\n"
            "import torch\nfrom torch.utils.data import DataLoader\n")
 
 

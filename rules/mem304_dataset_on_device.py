@@ -9,6 +9,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import is_dataset_class, names_in
 from memlint.lint.rule import Rule
+from memlint.lint.walk import visit as walk_visit
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
@@ -85,25 +86,29 @@ class DatasetOnDevice(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1:
             return
-        target = node.targets[0].target
-        flow = self.ctx.dataflow
-        if not self._is_data_on_device(node.value) or flow.enclosing_loops(node):
-            return
-        function = flow.scope_node(node)
-        name = dotted_name(target)
+        name = dotted_name(node.targets[0].target)
         if name is None or NOT_DATA.search(name) or MODEL_NAME.match(name.split(".")[-1]):
             return
         if name.startswith("self."):
-            if isinstance(function, cst.FunctionDef) and function.name.value == "__init__" and self._in_dataset_class(function):
+            function = self.ctx.enclosing(cst.FunctionDef)
+            if function is None or function.name.value != "__init__" or not self._in_dataset_class(function):
+                return
+            if self._is_data_on_device(node.value) and not self.ctx.dataflow.enclosing_loops(node):
                 self.report(node)
             return
-        if "." not in name and self._iterated_in_batches(name, node, function):
+        # a plain name: cheap syntactic checks before the dataflow analyses the function
+        if "." in name or isinstance(node.value, (cst.Name, cst.Attribute)) or not _moves_to_device(node.value):
+            return
+        flow = self.ctx.dataflow
+        if not self._is_data_on_device(node.value) or flow.enclosing_loops(node):
+            return
+        if self._iterated_in_batches(name, node, flow.scope_node(node)):
             self.report(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualified(node.func) not in TENSOR_DATASETS:
             return
-        if any(self._is_data_on_device(arg.value) for arg in node.args):
+        if any(_moves_to_device(arg.value) and self._is_data_on_device(arg.value) for arg in node.args):
             self.report(node)
 
     def _is_data_on_device(self, expr: cst.BaseExpression) -> bool:
@@ -121,8 +126,27 @@ class DatasetOnDevice(Rule):
     def _iterated_in_batches(self, name: str, node: cst.Assign, function: cst.CSTNode) -> bool:
         """A later loop slices ``name`` by the loop variable, iterates it, or it feeds a TensorDataset."""
         finder = _BatchUse(name, self.ctx)
-        function.visit(finder)
+        walk_visit(function, finder)
         return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] for use in finder.uses)
+
+
+def _moves_to_device(expr: cst.BaseExpression) -> bool:
+    """``expr`` contains ``.cuda()``, ``.to(...)`` or a ``device=`` argument."""
+    finder = _DeviceMove()
+    walk_visit(expr, finder)
+    return finder.found
+
+
+class _DeviceMove(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("cuda", "to"):
+            self.found = True
+        elif any(arg.keyword is not None and arg.keyword.value == "device" for arg in node.args):
+            self.found = True
+        return not self.found
 
 
 def _from_literals(expr: cst.BaseExpression, ctx) -> bool:
@@ -161,7 +185,7 @@ class _BatchUse(cst.CSTVisitor):
         if _iterates_tensor(node.iter, self.name):
             self.uses.append(node)
         assigned = _AssignedNames()
-        node.body.visit(assigned)
+        walk_visit(node.body, assigned)
         self._loop_names.append(set(targets_of(node.target)) | assigned.names)
 
     def leave_For(self, original_node: cst.For) -> None:

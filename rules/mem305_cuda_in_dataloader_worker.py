@@ -7,6 +7,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import is_dataset_class
 from memlint.lint.rule import Rule
+from memlint.lint.walk import visit as walk_visit
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 WORKER_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})
@@ -88,7 +89,7 @@ class CudaInDataloaderWorker(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._loaders = _DataLoaderCalls(self.ctx)
-        node.visit(self._loaders)
+        walk_visit(node, self._loaders)
         reported: set[cst.CSTNode] = set()
         for function in self._worker_functions(node):
             for call in self._cuda_calls(function, depth=0, seen=set()):
@@ -132,7 +133,7 @@ class CudaInDataloaderWorker(Rule):
             return []
         seen.add(function)
         finder = _CudaWork(self, function)
-        function.body.visit(finder)
+        walk_visit(function.body, finder)
         calls = list(finder.calls)
         for helper in finder.helpers:
             calls.extend(self._cuda_calls(helper, depth + 1, seen))
@@ -251,7 +252,7 @@ def _num_workers_zero(call: cst.Call) -> bool:
 
 def _classes(module: cst.Module) -> list[cst.ClassDef]:
     collector = _ClassCollector()
-    module.visit(collector)
+    walk_visit(module, collector)
     return collector.classes
 
 
@@ -280,17 +281,17 @@ def _bindings(owner: cst.CSTNode, function, name: str) -> list[cst.BaseExpressio
     ``self.x``, anywhere in ``owner`` (the method's class)."""
     finder = _Bindings(name)
     if name.startswith("self."):
-        owner.visit(finder)
+        walk_visit(owner, finder)
         return finder.values
     if isinstance(function, cst.FunctionDef):
         params = function.params
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             if param.name.value == name and param.default is not None:
                 finder.values.append(param.default)
-        function.body.visit(finder)
+        walk_visit(function.body, finder)
     for statement in owner.body:
         if isinstance(statement, cst.SimpleStatementLine):
-            statement.visit(finder)
+            walk_visit(statement, finder)
     return finder.values
 
 

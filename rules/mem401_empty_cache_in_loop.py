@@ -9,7 +9,7 @@ import libcst as cst
 from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
 from memlint.lint.rule import Rule
 from memlint.rules._training import (
-    LOOP_TYPES, calls_in, has_modulo, is_backward, is_optimizer_step, local_callees, walk,
+    LOOP_TYPES, has_modulo, is_backward, is_optimizer_step, local_callees, method_name, walk,
 )
 
 EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"})
@@ -25,6 +25,8 @@ PER_STEP_HOOKS = frozenset({
 _COARSE_TARGET = re.compile(r"epoch|\bep\b|model|ckpt|checkpoint|config|cfg|trial|fold|seed|experiment|\brun\b|file|path|name", re.I)
 #: A loop over batches or steps.
 _STEP_TARGET = re.compile(r"batch|loader|\bstep|\biter|sample|\bdata\b|inputs", re.I)
+#: Model methods that run a whole inference step.
+_INFERENCE_METHODS = frozenset({"generate", "predict", "sample", "infer", "encode", "decode", "embed"})
 #: Guards that make a flush occasional or a reaction to memory pressure.
 _MEMORY_GUARD = re.compile(r"memory_allocated|memory_reserved|mem_get_info|max_memory|memory_stats|oom|OutOfMemory", re.I)
 
@@ -168,6 +170,8 @@ class EmptyCacheInLoop(Rule):
             if skip_loops and any(isinstance(a, LOOP_TYPES) and a is not body for a in self._ancestors_within(node, body)):
                 continue
             if is_backward(node, self.ctx) or is_optimizer_step(node) or flow.is_forward_call(node):
+                return True
+            if method_name(node) in _INFERENCE_METHODS and flow.value(node.func.value).is_model:
                 return True
         return False
 

@@ -126,11 +126,12 @@ class CudnnBenchmarkWithDynamicShapes(Rule):
         return isinstance(node, cst.Call) and (self.ctx.qualified(node.func) or "").startswith(_RANDOM_MODULES)
 
     def _random_names(self, bodies) -> set[str]:
-        """Names assigned from an expression containing a random call (one level)."""
+        """Names assigned from a random call, or from names so assigned (three steps deep)."""
+        assignments = [node for body in bodies for node in walk(body) if isinstance(node, cst.Assign)]
         names: set[str] = set()
-        for body in bodies:
-            for node in walk(body):
-                if isinstance(node, cst.Assign) and any(self._is_random_call(n) for n in walk(node.value)):
+        for _ in range(3):
+            for node in assignments:
+                if any(self._is_random_call(n) for n in walk(node.value)) or names_in(node.value) & names:
                     names.update(name for target in node.targets for name in targets_of(target.target))
         return names
 

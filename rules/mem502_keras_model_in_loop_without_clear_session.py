@@ -7,6 +7,7 @@ import libcst as cst
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.diagnostic import Severity
+from memlint.lint.walk import visit as walk_visit
 
 #: Calls that create a new Keras model (and new graph/layer state in the global session).
 KERAS_MODEL = re.compile(
@@ -119,7 +120,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
         if _clears_session(function.body, self.ctx):
             return False
         finder = _Calls()
-        function.body.visit(finder)
+        walk_visit(function.body, finder)
         return any(self._builds_model(inner, depth + 1, seen) for inner in finder.calls)
 
     def _local_keras_class(self, name: str) -> bool:
@@ -131,7 +132,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
 
 def _clears_session(node: cst.CSTNode, ctx) -> bool:
     finder = _Calls()
-    node.visit(finder)
+    walk_visit(node, finder)
     return any(CLEAR_SESSION.match(ctx.qualified(call.func) or "") for call in finder.calls)
 
 

@@ -144,13 +144,15 @@ def estimate_script(path: str, source: str, settings: EstimateConfig, advise: bo
         line = settings.comment_line
         outcome.batch_span = (line, 1, line, len(source.splitlines()[line - 1]) + 1)
     try:
-        _run_estimate(outcome, settings, values, advise or settings.get("advise", False))
+        # advise: --advise or advise=true always; advise=false never; unset: only when it does not fit
+        _run_estimate(outcome, settings, values, True if advise else settings.get("advise"))
     except (TargetError, UsageError) as exc:
         outcome.error = str(exc)
     return outcome
 
 
-def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dict[str, Value], advise: bool) -> None:
+def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dict[str, Value],
+                  advise: bool | None) -> None:
     from memlint.estimate.advisor import advise as run_advisor
     from memlint.estimate.api import EstimateOptions, estimate, fits, resolve_capacity
     from memlint.estimate.workload import load_workload
@@ -184,44 +186,67 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
         return
     outcome.verdict = fits(outcome.estimate, outcome.capacity_bytes, reserve)
     if not outcome.verdict.fits or advise:
-        outcome.max_batch = largest_fitting_batch(
-            lambda b: fits(estimate(workload, replace(options, batch_size=b * accum)),
-                           outcome.capacity_bytes, reserve).fits,
-            micro, outcome.verdict.fits, MAX_BATCH_LIMIT // accum)
-        outcome.advice = run_advisor(workload, outcome.estimate, outcome.capacity_bytes, reserve,
-                                     settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE))
+        def probe(b: int) -> tuple[bool, int, int]:
+            verdict = fits(estimate(workload, replace(options, batch_size=b * accum)), outcome.capacity_bytes, reserve)
+            return verdict.fits, verdict.required_bytes, verdict.usable_bytes
+
+        v = outcome.verdict
+        outcome.max_batch = largest_fitting_batch(probe, micro, (v.fits, v.required_bytes, v.usable_bytes),
+                                                  MAX_BATCH_LIMIT // accum)
+        if advise is not False:
+            outcome.advice = run_advisor(workload, outcome.estimate, outcome.capacity_bytes, reserve,
+                                         settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE))
 
 
 def _source(settings: EstimateConfig, key: str) -> str:
     return f"config: {settings.settings[key].source}" if key in settings else "default"
 
 
-def largest_fitting_batch(ok, start: int, fits_at_start: bool, limit: int = MAX_BATCH_LIMIT) -> int:
-    """Largest b in [1, limit] with ok(b), searching from ``start`` (whose answer is known); 0 if none.
+def largest_fitting_batch(probe, start: int, start_result: tuple[bool, int, int], limit: int = MAX_BATCH_LIMIT) -> int:
+    """Largest b in [1, limit] whose estimate fits; 0 if none.  Every answer is a real trace.
 
-    Doubling (or halving) from ``start`` then bisection; assumes ok is monotone
-    (memory grows with the batch), every probe is a real trace.
+    probe(b) -> (fits, required_bytes, usable_bytes); ``start_result`` is probe(start), already known.
+    Memory is close to affine in the batch, so a second point gives a guess of the
+    limit by interpolation; the guess and its neighbour are traced, and plain
+    doubling/bisection over the remaining bracket handles what interpolation
+    missed (allocator rounding).  Assumes memory grows with the batch.
     """
-    if fits_at_start:
-        low, high = start, None
-        while low * 2 <= limit:
-            if ok(low * 2):
-                low *= 2
-            else:
-                high = low * 2
+    known: dict[int, tuple[bool, int, int]] = {start: start_result}
+
+    def ok(b: int) -> bool:
+        if b not in known:
+            known[b] = probe(b)
+        return known[b][0]
+
+    last = start
+    other = start // 2 if start >= 16 else start * 4  # far enough apart that rounding does not hide the slope
+    if 1 <= other <= limit:
+        ok(other)
+        (b1, (_, r1, usable)), (b2, (_, r2, _)) = sorted(known.items())[:2]
+        if r2 > r1:
+            guess = min(limit, max(1, b1 + int((usable - r1) * (b2 - b1) // (r2 - r1))))
+            last = guess
+            if ok(guess) and guess < limit:
+                last = guess + 1
+                ok(last)
+            elif not ok(guess) and guess > 1:
+                last = guess - 1
+                ok(last)
+    low = max((b for b, r in known.items() if r[0]), default=0)
+    high = min((b for b, r in known.items() if not r[0] and b > low), default=limit + 1)
+    step = 1  # gallop from the side of the last answer: distances 1, 2, 4, ... then bisect
+    if known[last][0]:
+        while (candidate := min(low + step, high - 1)) > low:
+            if not ok(candidate):
+                high = candidate
                 break
-        if high is None:
-            return low
+            low, step = candidate, step * 2
     else:
-        low, high = 0, start
-        probe = start // 2
-        while probe >= 1:
-            if ok(probe):
-                low = probe
+        while (candidate := max(high - step, low + 1)) < high:
+            if ok(candidate):
+                low = candidate
                 break
-            high, probe = probe, probe // 2
-        if low == 0:
-            return 0
+            high, step = candidate, step * 2
     while high - low > 1:
         mid = (low + high) // 2
         if ok(mid):

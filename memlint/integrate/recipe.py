@@ -32,6 +32,7 @@ from typing import Any
 import libcst as cst
 
 from memlint.lint.context import FileContext
+from memlint.lint.walk import visit as walk_visit
 
 _BATCH_NAME = re.compile(r"^(train_?)?(batch_?size|bs|batch)$", re.IGNORECASE)
 _ACCUM_NAME = re.compile(r"(grad(ient)?_?)?acc(um(ulation|ulate)?)?_?(steps|iters?|iterations)?$", re.IGNORECASE)
@@ -209,7 +210,7 @@ def _calls_step(body: cst.CSTNode) -> bool:
             if isinstance(node.func, cst.Attribute) and node.func.attr.value == "step":
                 found.append(node)
 
-    body.visit(Finder())
+    walk_visit(body, Finder())
     return bool(found)
 
 
@@ -221,7 +222,7 @@ def _modulo_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
             if isinstance(node.operator, cst.Modulo):
                 operands.append(node.right)
 
-    test.visit(Finder())
+    walk_visit(test, Finder())
     return operands
 
 
@@ -285,7 +286,7 @@ def extract_recipe(path: str, source: str) -> Recipe:
     module = cst.parse_module(source)
     ctx = FileContext(path, source, module)
     collected = _Collector(ctx)
-    module.visit(collected)
+    walk_visit(module, collected)
     resolver = _Resolver(collected)
     recipe = Recipe()
     recipe.batch_size = _batch_size(ctx, collected, resolver)

@@ -8,6 +8,11 @@ import libcst as cst
 
 from memlint.lint.diagnostic import Diagnostic, Edit
 from memlint.lint.names import ImportMap
+from memlint.lint.walk import traverse
+
+
+#: Below this size whole-module positions are cheap (a few ms) and exact.
+SMALL_FILE_CHARS = 20_000
 
 
 class FileContext:
@@ -43,12 +48,94 @@ class FileContext:
         wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
         return wrapper.resolve(PositionProvider)
 
+    @cached_property
+    def _function_lines(self) -> dict[cst.FunctionDef, tuple[int, int]] | None:
+        """(line, column) of the ``def`` keyword of every function (libcst's
+        positions of a FunctionDef start there too, after the decorators),
+        matched between libcst and CPython's ast by source order; None when
+        the two trees disagree (then only whole-module positions are used)."""
+        import ast
+
+        from memlint.lint.walk import walk
+
+        ours = [node for node in walk(self.module) if isinstance(node, cst.FunctionDef)]
+        theirs = sorted(
+            (n for n in ast.walk(ast.parse(self.source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        if len(ours) != len(theirs) or any(a.name.value != b.name for a, b in zip(ours, theirs)):
+            return None
+        return {
+            node: (other.lineno, other.col_offset)
+            for node, other in zip(ours, theirs)
+        }
+
+    def _outermost_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        found = None
+        parents = self.dataflow.parents
+        current = node
+        while current is not None:
+            if isinstance(current, cst.FunctionDef):
+                found = current
+            current = parents.get(current)
+        return found
+
+    def _positions_in_function(self, function: cst.FunctionDef):
+        """Positions of the nodes of one function, generated for that function
+        alone: libcst's PositionProvider over a whole 280 KB module took ~2 s
+        (transformers/modeling_utils.py), over one function milliseconds."""
+        cache = self.__dict__.setdefault("_function_position_cache", {})
+        found = cache.get(function)
+        if found is None:
+            from libcst.metadata import MetadataWrapper, PositionProvider
+
+            alone = function.with_changes(leading_lines=())
+            mini = cst.Module(body=[alone], default_indent=self.module.default_indent,
+                              default_newline=self.module.default_newline)
+            positions = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
+            found = cache[function] = (positions, positions[alone].start.line, alone)
+        return found
+
+    def _span_in_function(self, node: cst.CSTNode):
+        lines = self._function_lines
+        function = self._outermost_function(node) if lines is not None else None
+        if function is None or function not in lines:
+            return None
+        positions, mini_first_line, alone = self._positions_in_function(function)
+        code_range = positions.get(alone if node is function else node)
+        if code_range is None:
+            return None
+        shift = lines[function][0] - mini_first_line
+        mini_lines = _split_lines(self.__dict__.setdefault("_mini_code", {}).setdefault(alone, _mini_code(alone, self.module)))
+        file_lines = self._source_lines
+
+        def point(position) -> tuple[int, int] | None:
+            # The function was rendered dedented; a line's columns move by the
+            # indentation removed from it (none on a multi-line string's
+            # continuation lines, which the renderer leaves as they are).
+            mini_line = mini_lines[position.line - 1]
+            file_line = file_lines[position.line + shift - 1]
+            if not file_line.endswith(mini_line):
+                return None
+            return position.line + shift, position.column + len(file_line) - len(mini_line) + 1
+
+        start, end = point(code_range.start), point(code_range.end)
+        return None if start is None or end is None else (start, end)
+
+    @cached_property
+    def _source_lines(self) -> list[str]:
+        return _split_lines(self.source)
+
     def qualified(self, node: cst.BaseExpression) -> str | None:
         """Dotted name of ``node`` resolved through the imports, or None."""
         return self.imports.qualified(node)
 
     def span(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
         """1-based (line, col) start and exclusive end of ``node``."""
+        if "_positions" not in self.__dict__ and len(self.source) > SMALL_FILE_CHARS:
+            found = self._span_in_function(node)
+            if found is not None:
+                return found
         code_range = self._positions[node]
         return (
             (code_range.start.line, code_range.start.column + 1),
@@ -99,7 +186,7 @@ class _IndentFinder(cst.CSTVisitor):
     @classmethod
     def tokens_for(cls, module: cst.Module, target: cst.CSTNode) -> list[str]:
         finder = cls(module, target)
-        module.visit(finder)
+        traverse(module, finder.on_visit, finder.on_leave)
         return finder.found or []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -115,3 +202,14 @@ class _IndentFinder(cst.CSTVisitor):
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if isinstance(original_node, cst.IndentedBlock) and self.found is None:
             self.stack.pop()
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines as libcst counts them (``\\n``, ``\\r\\n`` or ``\\r``), without their ends."""
+    import re
+
+    return re.split(r"\r\n|\r|\n", text)
+
+
+def _mini_code(function: cst.FunctionDef, module: cst.Module) -> str:
+    return cst.Module(body=[function], default_indent=module.default_indent, default_newline=module.default_newline).code

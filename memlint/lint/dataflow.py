@@ -58,6 +58,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from memlint.lint.names import dotted_name
+from memlint.lint.walk import children as syntactic_children, parent_map, visit as walk_visit
 
 
 class Tri(enum.Enum):
@@ -107,7 +108,9 @@ PLAIN = Value(Tri.NO, Tri.NO)  # a Python number, string, numpy array...
 DETACHED_ON_CPU = Value(Tri.NO, Tri.NO, is_tensor_like=True)
 
 MODEL_NAME = re.compile(
-    r"^(?:model|net|network|module|encoder|decoder|backbone|head|classifier|generator|discriminator|"
+    r"^(?!(?:get|build|make|create|load|init|set|to|from|is|has|save|compute|prepare|configure|setup|resize|"
+    r"tie|freeze|unfreeze|apply|register|num|n|use|with|wrap|unwrap)_)"
+    r"(?:model|net|network|module|encoder|decoder|backbone|head|classifier|generator|discriminator|"
     r"critic|actor|policy|agent_net|cell|rnn|lstm|gru|transformer|unet|vae|autoencoder|criterion|"
     r"loss_fn|lossfn|loss_func|loss_function|loss_module|teacher|student|ema_model|ddp_model|"
     r"[a-z0-9_]*_(?:model|net|encoder|decoder|head|criterion|backbone|cell|lstm|rnn|gru)|"
@@ -221,9 +224,7 @@ class Dataflow:
     def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
         """Child -> parent map of the whole module (built once, on demand)."""
         if self._parents is None:
-            collector = _ParentCollector()
-            self.ctx.module.visit(collector)
-            self._parents = collector.parents
+            self._parents = parent_map(self.ctx.module)
         return self._parents
 
     def ancestors(self, node: cst.CSTNode):
@@ -258,7 +259,7 @@ class Dataflow:
         """Functions and methods defined in this file, by name (last wins)."""
         if self._functions is None:
             collector = _FunctionCollector()
-            self.ctx.module.visit(collector)
+            walk_visit(self.ctx.module, collector)
             self._functions = collector.functions
         return self._functions
 
@@ -338,21 +339,6 @@ class Dataflow:
         return scope
 
 
-class _ParentCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        self._stack: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._stack:
-            self.parents[node] = self._stack[-1]
-        self._stack.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._stack.pop()
-
-
 class _FunctionCollector(cst.CSTVisitor):
     def __init__(self) -> None:
         self.functions: dict[str, cst.FunctionDef] = {}
@@ -381,7 +367,7 @@ class _BoundNames(cst.CSTVisitor):
 
 def _names_bound_in(node: cst.CSTNode) -> set[str]:
     collector = _BoundNames()
-    node.visit(collector)
+    walk_visit(node, collector)
     return collector.names
 
 
@@ -553,7 +539,7 @@ class _Interpreter:
         elif isinstance(node, (cst.Del, cst.Global, cst.Nonlocal, cst.Pass, cst.Break, cst.Continue, cst.Import, cst.ImportFrom)):
             return
         else:
-            for child in node.children:
+            for child in syntactic_children(node):
                 if isinstance(child, cst.BaseExpression):
                     self.expr(child)
 
@@ -593,7 +579,7 @@ class _Interpreter:
 
     def _children_join(self, node: cst.CSTNode) -> Value:
         result = PLAIN
-        for child in node.children:
+        for child in syntactic_children(node):
             if isinstance(child, cst.BaseExpression):
                 result = _combine(result, self.expr(child))
             elif isinstance(child, cst.CSTNode):
@@ -911,7 +897,7 @@ def _device_of_expression(node: cst.BaseExpression) -> Tri:
 def _backward_receivers(body: cst.CSTNode) -> set[str]:
     """Names whose ``.backward()`` is called, directly or via a scaler/accelerator."""
     collector = _BackwardCollector()
-    body.visit(collector)
+    walk_visit(body, collector)
     return collector.names
 
 

@@ -248,7 +248,9 @@ def _run_rules(ctx, classes: list[type]) -> list[str]:
     previous = sys.getrecursionlimit()
     sys.setrecursionlimit(max(previous, VISIT_RECURSION_LIMIT))
     try:
-        ctx.module.visit(dispatcher)
+        from memlint.lint.walk import traverse
+
+        traverse(ctx.module, dispatcher.on_visit, dispatcher.on_leave)
     except RecursionError:
         ctx.diagnostics.append(_syntax_error(ctx.path, 1, 1, "too deeply nested to analyse"))
     finally:

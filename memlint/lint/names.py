@@ -14,6 +14,7 @@ not imported resolves to itself, so a local ``load`` never becomes
 from __future__ import annotations
 
 import libcst as cst
+from memlint.lint.walk import visit as walk_visit
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
@@ -38,7 +39,7 @@ class ImportMap:
     def from_module(cls, module: cst.Module) -> "ImportMap":
         imports = cls()
         collector = _ImportCollector(imports.aliases)
-        module.visit(collector)
+        walk_visit(module, collector)
         return imports
 
     def qualify(self, dotted: str) -> str:

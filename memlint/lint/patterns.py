@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from memlint.lint.names import dotted_name
+from memlint.lint.walk import visit as walk_visit
 
 
 def with_method(node: cst.BaseExpression, method: str) -> cst.Call:
@@ -17,7 +18,7 @@ def with_method(node: cst.BaseExpression, method: str) -> cst.Call:
 def returned_names(function: cst.FunctionDef) -> set[str]:
     """Names that appear in the function's ``return``/``yield`` values."""
     collector = _ReturnedNames()
-    function.body.visit(collector)
+    walk_visit(function.body, collector)
     return collector.names
 
 
@@ -40,7 +41,7 @@ class _ReturnedNames(cst.CSTVisitor):
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every Name and dotted ``self.x`` read inside ``node``."""
     collector = _NamesIn()
-    node.visit(collector)
+    walk_visit(node, collector)
     return collector.names
 
 
@@ -60,7 +61,7 @@ class _NamesIn(cst.CSTVisitor):
 def contains_training_step(node: cst.CSTNode) -> bool:
     """True when ``node`` contains a ``.backward(...)`` or ``.step(...)`` call."""
     finder = _MethodCallFinder(frozenset({"backward", "step", "manual_backward"}))
-    node.visit(finder)
+    walk_visit(node, finder)
     return finder.found
 
 

@@ -78,10 +78,19 @@ def rows(records: list[dict]) -> list[dict]:
             options = record["workload"]["options"]
             out.append({"device": device, "target": record["workload"]["target"],
                         "precision": options["precision"], "optimizer": options["optimizer"],
-                        "batch_size": options["batch_size"], "checkpointing": options["checkpointing"],
+                        "batch_size": _batch(record), "checkpointing": options["checkpointing"],
                         "number": number, "measured": value, "estimated": estimated,
                         "error": relative_error(estimated, value)})
     return out
+
+
+def _batch(record: dict) -> int | None:
+    """The batch size run: the option, else dim 0 of the first recorded input (times grad_accum)."""
+    options = record["workload"]["options"]
+    shapes = record["workload"].get("input_shapes") or []
+    if options.get("batch_size"):
+        return options["batch_size"]
+    return shapes[0]["shape"][0] * options.get("grad_accum", 1) if shapes and shapes[0]["shape"] else None
 
 
 def _short(target: str) -> str:

@@ -188,15 +188,17 @@ def _pkg_version(name: str) -> str:
 
 def format_report(info: dict[str, str], n_files: int, corpus_bytes: int, lint: dict[str, Sample],
                   others: dict[str, Sample | None], single: dict[str, tuple[float, float]],
-                  load: tuple[float, float], repeat: int) -> str:
+                  load: tuple[float, float], repeat: int, stride: int = 1) -> str:
     """The Markdown section written between the markers."""
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    subset = f" --stride {stride}" if stride > 1 else ""
     lines = [
-        f"Measured {when} by `python tests/benchmarks/bench_lint.py --repeat {repeat}` "
+        f"Measured {when} by `python tests/benchmarks/bench_lint.py --repeat {repeat}{subset}` "
         f"(medians of {repeat} runs; load average {load[0]:.1f} before, {load[1]:.1f} after).",
         "",
         *(f"- {key}: {value}" for key, value in info.items()),
-        f"- corpus: {n_files} files, {corpus_bytes / 2**20:.1f} MiB (tests/benchmarks/corpus.txt)",
+        f"- corpus: {n_files} files, {corpus_bytes / 2**20:.1f} MiB (tests/benchmarks/corpus.txt"
+        + (f", every {stride}th file)" if stride > 1 else ")"),
         "",
         "| tool | run | wall | CPU (user+sys) | peak memory | output lines | wall vs memlint cold |",
         "|---|---|---:|---:|---:|---:|---:|",
@@ -283,12 +285,15 @@ def main() -> int:
     parser.add_argument("--single-runs", type=int, default=15, help="runs of each single-file case")
     parser.add_argument("--no-write", action="store_true", help="print the table; do not edit docs/performance.md")
     parser.add_argument("--skip-others", action="store_true", help="measure memlint only")
+    parser.add_argument("--stride", type=int, default=1,
+                        help="use every N-th corpus file (a quicker, still fixed, subset; default: all)")
     parser.add_argument("--others-json", type=Path, help="save TorchFix/Fixit samples here (or read them)")
     parser.add_argument("--reuse-others", action="store_true",
                         help="read TorchFix/Fixit samples from --others-json instead of re-measuring (minutes)")
     args = parser.parse_args()
 
     corpus, missing = load_corpus()
+    corpus = corpus[:: max(1, args.stride)]
     if missing:
         print(f"note: {len(missing)} corpus files missing here (different package versions?)", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="memlint-corpus-"))
@@ -303,7 +308,7 @@ def main() -> int:
         load_after = os.getloadavg()[0]
         section = format_report(
             machine(), len(files), sum(os.path.getsize(f) for f in files), lint, others, single,
-            (load_before, load_after), args.repeat,
+            (load_before, load_after), args.repeat, args.stride,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -253,3 +253,34 @@ def test_read_only_cache_directory_is_not_fatal(tmp_path):
             if folder.is_dir():
                 folder.chmod(0o755)
     assert summary(results) == summary(lint_jobs(jobs_for(paths), 1))
+
+
+def test_static_rule_index_matches_the_imported_rules():
+    # The warm path and the pre-filter use the index instead of importing
+    # the rules: it must say exactly what the classes say.
+    from memlint.lint.registry import all_rules, rule_index
+    from memlint.lint.rule import Rule
+
+    index = rule_index()
+    assert sorted(index) == [rule.CODE for rule in all_rules()]
+    for rule in all_rules():
+        info = index[rule.CODE]
+        assert info.module == rule.__module__
+        assert info.default_enabled == rule.DEFAULT_ENABLED
+        overridden = rule.is_triggered_by.__func__ is not Rule.is_triggered_by.__func__
+        assert info.triggers == (None if overridden else tuple(rule.TRIGGERS))
+
+
+def test_static_index_falls_back_to_import_for_computed_metadata(tmp_path):
+    from memlint.lint import registry
+
+    source = (
+        "from memlint.lint.rule import Rule\nNAMES = ('a', 'b')\n\n"
+        "class Computed(Rule):\n    CODE = 'MEM999'\n    TRIGGERS = tuple(NAMES)\n"
+    )
+    path = tmp_path / "mem999_computed.py"
+    path.write_text(source)
+    assert registry._static_infos(str(path), "memlint.rules.mem999_computed") is None
+    path.write_text(source.replace("tuple(NAMES)", "('a', 'b')"))
+    (info,) = registry._static_infos(str(path), "memlint.rules.mem999_computed")
+    assert (info.code, info.triggers, info.default_enabled) == ("MEM999", ("a", "b"), True)

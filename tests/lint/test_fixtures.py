@@ -1,10 +1,10 @@
 """Fixture harness over fixtures/lint/<CODE>/.
 
-- ``*.py`` (not ``*.out.py``): every ``# expect: CODE`` line is reported with
+- ``*.py`` (not the ``.in.py``/``.out.py`` fix pairs): every ``# expect: CODE`` line is reported with
   that code, ``# expect-none`` lines get no finding, and no finding of the
   folder's code appears on an unmarked line;
-- ``X.in.py`` / ``X.out.py`` pairs (``.out`` keeps ``.in``'s comments, markers included, and is
-  not checked for markers): applying every fix (unsafe ones too) to
+- ``X.in.py`` / ``X.out.py`` pairs (not checked for markers; ``.out`` keeps
+  ``.in``'s comments): applying every fix (unsafe ones too) to
   ``.in`` gives exactly ``.out``; the result parses, re-linting reports the
   folder's code on none of the changed lines, and fixing again changes nothing.
 
@@ -28,7 +28,7 @@ from .expectations import describe, lint_text, parse_expectations, reported_on
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures" / "lint"
 ALL = frozenset(rule_index())
-FILES = sorted(p for p in ROOT.glob("*/*.py") if not p.name.endswith(".out.py"))
+FILES = sorted(p for p in ROOT.glob("*/*.py") if not p.name.endswith((".in.py", ".out.py")))
 PAIRS = sorted(p for p in ROOT.glob("*/*.in.py"))
 
 

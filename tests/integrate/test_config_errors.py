@@ -1,0 +1,62 @@
+"""Invalid estimate configuration: one line on stderr naming the key (and file/line), exit 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from memlint.estimate import step
+from memlint.integrate import settings
+
+SCRIPT = "import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=8)\n"
+
+
+def test_choices_agree_with_the_estimator():
+    assert settings.OPTIMIZERS == step.OPTIMIZER_NAMES
+    assert settings.PRECISIONS == step.PRECISIONS
+
+
+@pytest.mark.parametrize(("line", "key"), [
+    ("# memlint: estimate target=m.py:f precision=fp8", "precision"),
+    ("# memlint: estimate target=m.py:f optimizer=lion", "optimizer"),
+    ("# memlint: estimate target=m.py:f batch-size=0", "batch-size"),
+    ("# memlint: estimate target=m.py:f gpu=B200-1TB", "gpu"),
+    ("# memlint: estimate target=m.py:f capacity=lots", "capacity"),
+    ("# memlint: estimate target=m.py:f reserve=150%", "reserve"),
+    ("# memlint: estimate target=m.py:f input=float32[B,x]", "input"),
+    ("# memlint: estimate target=m.py:f checkpointing=maybe", "checkpointing"),
+    ("# memlint: estimate target=m.py:f zero-stage=4", "zero-stage"),
+    ("# memlint: estimate target=m.py:f colour=blue", "colour"),
+])
+def test_comment_block_errors(tmp_path, memlint_run, line, key):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n" + line + "\n" + SCRIPT)
+    code, out, err = memlint_run(str(script), "--format", "concise")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"{script}:2" in lines[0] and f"'{key}'" in lines[0], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("toml", "key"), [
+    ('precision = "fp8"', "tool.memlint.estimate.precision"),
+    ('grad-accum = -1', "tool.memlint.estimate.grad-accum"),
+    ('input = [3]', "tool.memlint.estimate.input"),
+    ('files = "train.py"', "tool.memlint.estimate.files"),
+    ('targett = "m.py:f"', "tool.memlint.estimate.targett"),
+])
+def test_pyproject_errors(tmp_path, memlint_run, toml, key):
+    (tmp_path / "pyproject.toml").write_text(f'[tool.memlint.estimate]\ntarget = "m.py:f"\n{toml}\n')
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    code, out, err = memlint_run(str(script), "--format", "concise")
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and f"'{key}'" in lines[0] and "pyproject.toml" in lines[0], err
+
+
+def test_bad_target_is_one_line_error(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text("# memlint: estimate target=missing.py:build capacity=1GiB\n" + SCRIPT)
+    code, out, err = memlint_run(str(script), "--format", "concise")
+    assert code == 2
+    assert "missing.py" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

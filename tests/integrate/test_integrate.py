@@ -1,0 +1,235 @@
+"""`memlint train.py` with an estimate: provenance, MEM302 at the limit, advisor, JSON/SARIF, no torch without config."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from .conftest import MLP, REPO
+
+CAPACITY = "600MiB"
+
+
+def script_text(batch: int, capacity: str = CAPACITY, extra: str = "") -> str:
+    return textwrap.dedent(f"""\
+        # memlint: estimate target={MLP} capacity={capacity} reserve=0%
+        import torch
+        from torch.utils.data import DataLoader
+
+        BATCH_SIZE = {batch}
+        {extra}
+        def train(model, data):
+            loader = DataLoader(data, batch_size=BATCH_SIZE)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+        """)
+
+
+@pytest.fixture(scope="module")
+def limit():
+    """The largest batch that fits CAPACITY, by the estimator's own search, and the options used."""
+    from memlint.estimate.api import EstimateOptions, max_batch_size
+    from memlint.estimate.units import parse_bytes
+    from memlint.estimate.workload import load_workload
+
+    workload = load_workload(MLP)
+    options = EstimateOptions(optimizer="adam")
+    return max_batch_size(workload, options, parse_bytes(CAPACITY), reserve=0.0)
+
+
+def _mem302(out: str):
+    return [d for d in json.loads(out)["diagnostics"] if d["code"] == "MEM302"]
+
+
+def test_mem302_just_below_and_above_the_limit(tmp_path, memlint_run, limit):
+    assert limit > 1
+    ok = tmp_path / "ok.py"
+    ok.write_text(script_text(limit))
+    code, out, err = memlint_run(str(ok), "--format", "json", "--select", "MEM302")
+    assert code == 0 and not _mem302(out), err
+    document = json.loads(out)
+    assert document["estimates"][0]["verdict"]["fits"] is True
+
+    bad = tmp_path / "bad.py"
+    bad.write_text(script_text(limit + 1).replace("reserve=0%", "reserve=0% advise=false"))
+    code, out, err = memlint_run(str(bad), "--format", "json", "--select", "MEM302")
+    assert code == 1, err
+    [diagnostic] = _mem302(out)
+    assert (diagnostic["start_line"], diagnostic["start_col"]) == (5, 14)  # the literal of BATCH_SIZE
+    estimate = json.loads(out)["estimates"][0]
+    assert estimate["max_batch_size"] == limit
+    used = estimate["estimate"]["device_used"] / 2**30
+    assert f"{used:.2f} GiB" in diagnostic["message"] and f"{600 / 1024:.2f} GiB" in diagnostic["message"]
+    assert f"largest batch that fits is {limit}" in diagnostic["message"]
+
+
+def test_noqa_suppresses_mem302(tmp_path, memlint_run, limit):
+    bad = tmp_path / "bad.py"
+    bad.write_text(script_text(limit + 1).replace(f"= {limit + 1}", f"= {limit + 1}  # noqa: MEM302")
+                   .replace("reserve=0%", "reserve=0% advise=false"))
+    code, out, err = memlint_run(str(bad), "--format", "json", "--select", "MEM302")
+    assert code == 0 and not _mem302(out)
+
+
+def test_provenance_and_json(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text(script_text(8).replace("reserve=0%", "reserve=0% precision=amp-bf16"))
+    code, out, err = memlint_run(str(script), "--format", "json")
+    [entry] = json.loads(out)["estimates"]
+    recipe = entry["recipe"]
+    assert recipe["batch-size"] == {"value": 8, "source": "script line 5", "detail": "DataLoader(batch_size=...) <- constant BATCH_SIZE"}
+    assert recipe["optimizer"]["value"] == "adam" and recipe["optimizer"]["source"] == "script line 9"
+    assert recipe["precision"] == {"value": "amp-bf16", "source": "config: comment line 1"}
+    assert recipe["grad-accum"] == {"value": 1, "source": "default"}
+    assert recipe["set-to-none"]["source"] == "script line 11"
+    assert entry["path"] == str(script) and entry["target"] == MLP
+    assert entry["estimate"]["device_used"] > entry["estimate"]["peak_reserved"] >= entry["estimate"]["peak_allocated"] > 0
+    assert entry["verdict"]["capacity_bytes"] == 600 * 2**20
+
+
+def test_pyproject_table_and_precedence(tmp_path, memlint_run):
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(f"""\
+        [tool.memlint]
+        target-gpu = "A100-40GB"
+        [tool.memlint.estimate]
+        target = "{MLP}"
+        optimizer = "sgd"
+        grad-accum = 2
+        files = ["train*.py"]
+        """))
+    script = tmp_path / "train_a.py"
+    script.write_text(script_text(8).splitlines(keepends=True)[1:] and "".join(script_text(8).splitlines(keepends=True)[1:]))
+    other = tmp_path / "model.py"
+    other.write_text("import torch\nBATCH_SIZE = 4\nloss.backward()\n")
+    code, out, err = memlint_run(str(tmp_path), "--format", "json")
+    [entry] = json.loads(out)["estimates"]
+    assert entry["path"].endswith("train_a.py")
+    assert entry["recipe"]["optimizer"] == {"value": "sgd", "source": "config: pyproject.toml"}
+    assert entry["recipe"]["grad-accum"]["value"] == 2
+    assert entry["recipe"]["gpu"] == {"value": "A100-40GB", "source": "config: pyproject.toml (target-gpu)"}
+    assert entry["estimate"]["batch_size"] == 16 and entry["estimate"]["micro_batch"] == 8
+
+
+def test_advisor_ranking_matches_estimates_by_hand(tmp_path, memlint_run, limit):
+    from dataclasses import replace
+
+    from memlint.estimate.api import EstimateOptions, estimate, fits
+    from memlint.estimate.units import parse_bytes
+    from memlint.estimate.workload import load_workload
+
+    batch = 2 * limit
+    script = tmp_path / "train.py"
+    script.write_text(script_text(batch).replace("reserve=0%", "reserve=0% advise-world-size=4"))
+    code, out, err = memlint_run(str(script), "--format", "json")
+    advice = json.loads(out)["estimates"][0]["advice"]
+    workload = load_workload(MLP)
+    base_options = EstimateOptions(batch_size=batch, optimizer="adam")
+    base = estimate(workload, base_options).device_used
+    capacity = parse_bytes(CAPACITY)
+    by_hand = {
+        "amp-bf16": replace(base_options, precision="amp-bf16"),
+        "amp-fp16": replace(base_options, precision="amp-fp16"),
+        "checkpointing": replace(base_options, checkpointing=True),
+        "sgd-momentum": replace(base_options, optimizer="sgd-momentum"),
+        "sgd": replace(base_options, optimizer="sgd"),
+        "zero-1": replace(base_options, world_size=4, zero_stage=1),
+        "zero-2": replace(base_options, world_size=4, zero_stage=2),
+        "zero-3": replace(base_options, world_size=4, zero_stage=3),
+    }
+    expected = {}
+    for key, options in by_hand.items():
+        result = estimate(workload, options)
+        expected[key] = (result.device_used, fits(result, capacity, 0.0).fits)
+    accum = next(row for row in advice if row["remedy"] == "grad-accum")
+    for k in (2, 4, 8, 16, 32, 64):
+        if batch % k == 0:
+            result = estimate(workload, replace(base_options, grad_accum=k))
+            verdict = fits(result, capacity, 0.0).fits
+            if verdict or k * 2 > batch or batch % (k * 2):
+                break
+    expected["grad-accum"] = (result.device_used, verdict)
+    got = {row["remedy"]: (row["device_used"], row["fits"]) for row in advice}
+    assert got == expected
+    assert all(row["saved"] == base - row["device_used"] for row in advice)
+    ranking = sorted(expected, key=lambda key: (-(base - expected[key][0]), key))
+    assert [row["remedy"] for row in advice] == ranking
+
+
+def test_reports_show_the_estimate(tmp_path, memlint_run, limit, monkeypatch):
+    import io
+    from argparse import Namespace
+
+    import memlint.report
+
+    script = tmp_path / "train.py"
+    script.write_text(script_text(limit + 1))
+    runs = []
+    original = memlint.report.render
+    monkeypatch.setattr(memlint.report, "render", lambda run, args, stream=None: runs.append(run) or original(run, args))
+    code, out, err = memlint_run(str(script), "--format", "concise", "--select", "MEM302")
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{script}:5:14: MEM302 ")
+    assert lines[1].startswith(f"memory: {script}: batch {limit + 1}: device_used") and "does NOT fit" in lines[1]
+    assert any(line.startswith("  remedy 1: ") for line in lines)
+    [run] = runs  # the same run in the other formats (no second estimate)
+    for fmt in ("full", "sarif"):
+        stream = io.StringIO()
+        original(run, Namespace(format=fmt, statistics=False, unsafe_fixes=False, fix=False), stream)
+        out = stream.getvalue()
+        if fmt == "full":
+            assert "MEM302" in out and "Advisor" in out and "Training recipe" in out and "script line 5" in out
+        else:
+            sarif = json.loads(out)["runs"][0]
+            assert [r["ruleId"] for r in sarif["results"]] == ["MEM302"]
+            assert sarif["properties"]["estimates"][0]["max_batch_size"] == limit
+
+
+def test_silent_without_configuration_and_verbose_says_why(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text("".join(script_text(10**6).splitlines(keepends=True)[1:]))
+    code, out, err = memlint_run(str(script), "--format", "json", "--select", "MEM302", "--verbose")
+    assert code == 0 and not json.loads(out)["estimates"]
+    assert "MEM302 skipped: no estimate configured" in err
+
+
+def test_plain_lint_does_not_import_torch(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("".join(script_text(64).splitlines(keepends=True)[1:]))
+    probe = ("import sys\nfrom memlint.cli import main\ncode = main([sys.argv[1], '--no-cache', '--format', 'concise'])\n"
+             "print('torch' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", probe, str(script)], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=60)
+    assert result.stdout.strip().splitlines()[-1] == "False", result.stdout + result.stderr
+
+
+def _example_cases():
+    from memlint.lint.registry import all_rules
+
+    for rule in all_rules():
+        if getattr(rule, "NEEDS_ESTIMATE", False):
+            for i, source in enumerate(rule.INVALID):
+                yield pytest.param(rule.CODE, source, True, id=f"{rule.CODE}-invalid-{i}")
+            for i, source in enumerate(rule.VALID):
+                yield pytest.param(rule.CODE, source, False, id=f"{rule.CODE}-valid-{i}")
+
+
+@pytest.mark.parametrize(("code", "source", "invalid"), list(_example_cases()))
+def test_needs_estimate_rule_examples(tmp_path, memlint_run, code, source, invalid):
+    """The examples of rules with NEEDS_ESTIMATE, through the full `memlint check` path."""
+    script = tmp_path / "example.py"
+    script.write_text(source)
+    status, out, err = memlint_run(str(script), "--format", "json", "--select", code)
+    found = [d for d in json.loads(out)["diagnostics"] if d["code"] == code]
+    marked = [n for n, line in enumerate(source.splitlines(), 1) if f"# expect: {code}" in line]
+    if invalid:
+        assert [d["start_line"] for d in found] == marked, (out, err)
+    else:
+        assert not found, out

@@ -1,0 +1,69 @@
+"""Function-local positions (the fast path for big files) equal libcst's
+whole-module positions, node for node."""
+
+import libcst as cst
+import pytest
+
+from memlint.lint.context import SMALL_FILE_CHARS, FileContext
+from memlint.lint.walk import walk
+
+SOURCE = '''
+import torch
+
+
+class Trainer:
+    """Docstring.
+
+    Spanning lines.
+    """
+
+    @staticmethod
+    @torch.no_grad()
+    def evaluate(model, loader):
+        """A docstring
+        over lines."""
+        out = []
+        for x in loader:
+            out.append(model(x.cuda()))  # comment
+        return out
+
+    def fit(self, loader, opt):
+        def closure():
+            loss = self.model(
+                next(loader),
+            ).loss
+            return loss
+
+        for _ in range(3):
+            opt.step(closure)
+
+
+async def fetch(a, b):
+    return await a(b)
+'''
+
+
+def _compare(source: str, every: int = 1) -> int:
+    module = cst.parse_module(source)
+    ctx = FileContext("x.py", source, module)
+    checked = 0
+    for node in list(walk(module))[::every]:
+        fast = ctx._span_in_function(node)
+        if fast is None:
+            continue
+        whole = ctx._positions[node]
+        assert fast == ((whole.start.line, whole.start.column + 1), (whole.end.line, whole.end.column + 1)), ctx.code(node)
+        checked += 1
+    return checked
+
+
+def test_function_positions_match_whole_module_positions():
+    assert _compare(SOURCE) > 50
+
+
+def test_function_positions_on_a_real_large_file():
+    torch = pytest.importorskip("torch")
+    path = torch.__file__.replace("__init__.py", "_tensor.py")
+    source = open(path, encoding="utf-8").read()
+    assert len(source) > SMALL_FILE_CHARS
+    assert _compare(source, every=15) > 200
