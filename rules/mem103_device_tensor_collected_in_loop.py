@@ -7,12 +7,18 @@ import libcst as cst
 from memlint.lint.dataflow import Tri, root_name, targets_of
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
-from memlint.lint.patterns import collection_target, leaf_values, names_in, outlives_iteration, with_method
+from memlint.lint.patterns import collection_target, contains_training_step, leaf_values, names_in, outlives_iteration, with_method
 from memlint.lint.rule import Rule
 from memlint.lint.walk import visit as walk_visit
 
 #: Loops over these iterate a model's parts, not data: bounded by the model's depth.
-MODULE_ITERABLE = re.compile(r"(?:^|\.|_)(?:layers?|blocks?|heads?|modules|children|stages?|levels?|scales?|experts?)$", re.IGNORECASE)
+MODULE_ITERABLE = re.compile(
+    r"(?:^|\.|_)(?:layers?|blocks?|heads?|modules|children|stages?|levels?|scales?|experts?|params?|parameters|buffers|"
+    r"param_groups|weights|devices?|grouped_tensors)$",
+    re.IGNORECASE,
+)
+#: Keyed stores (``d.setdefault(k, v)``, ``d.update(...)``) overwrite per key: not growth by themselves.
+KEYED_METHODS = frozenset({"setdefault", "update"})
 #: Calls on the container inside the loop that keep it bounded.
 SHRINKING_METHODS = frozenset({"clear", "pop", "popleft", "popitem", "remove"})
 SMALL_RANGE = 16
@@ -100,6 +106,8 @@ class DeviceTensorCollectedInLoop(Rule):
         if target is None:
             return
         container, values = target
+        if isinstance(node, cst.Call) and node.func.attr.value in KEYED_METHODS:
+            return
         if not container.startswith("self.") and not _in_loop(self.ctx.stack):
             return  # cheap check first: the dataflow analyses the whole function
         flow = self.ctx.dataflow
@@ -107,7 +115,7 @@ class DeviceTensorCollectedInLoop(Rule):
             return
         if any(flow.value(value).graph is Tri.YES for value in values):
             return  # attached: MEM102's finding
-        leaves = [leaf for leaf in leaf_values(values) if _stores_device_tensor(flow.value(leaf))]
+        leaves = [leaf for leaf in leaf_values(values) if _stores_device_tensor(flow.value(leaf)) and _tensor_expression(leaf, flow)]
         if not leaves or self._bounded(container, node):
             return
         self.report(node, fix=self._fix(leaves))
@@ -123,6 +131,8 @@ class DeviceTensorCollectedInLoop(Rule):
                 return True  # `t[i] = v` into a tensor or an unknown object: written in place
         if any(_iterates_model_parts(loop) or _small_literal_range(loop) for loop in loops[:1]):
             return True
+        if loops and not _iteration_loop(loops[0]):
+            return True  # a loop over the items of one batch or structure: its outputs are the result
         if loops and _shrunk_in(loops[0], container):
             return True
         return _bounded_deque(flow.scope_node(node), container, self.ctx)
@@ -141,6 +151,17 @@ def _in_loop(stack: list[cst.CSTNode]) -> bool:
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
             return False
     return False
+
+
+#: Methods whose result is a tensor whatever the receiver is known to be.
+TENSOR_METHODS = frozenset({"cuda", "to", "detach", "clone", "contiguous", "float", "half", "bfloat16", "view", "reshape", "flatten", "squeeze", "unsqueeze"})
+
+
+def _tensor_expression(leaf: cst.BaseExpression, flow) -> bool:
+    """The stored value is a tensor (not an object built from tensors, e.g. ``Sample(x, device=d)``)."""
+    if flow.value(leaf).is_tensor_like:
+        return True
+    return isinstance(leaf, cst.Call) and isinstance(leaf.func, cst.Attribute) and leaf.func.attr.value in TENSOR_METHODS
 
 
 def _stores_device_tensor(value) -> bool:
@@ -215,14 +236,35 @@ class _AssignedNames(cst.CSTVisitor):
 def _iterates_model_parts(loop: cst.CSTNode) -> bool:
     if not isinstance(loop, cst.For):
         return False
-    iterable = loop.iter
-    while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed", "list") and iterable.args:
-        iterable = iterable.args[0].value
+    return _model_parts(loop.iter)
+
+
+def _model_parts(iterable: cst.BaseExpression) -> bool:
+    if isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed", "list", "sorted"):
+        return any(_model_parts(arg.value) for arg in iterable.args if arg.keyword is None)
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
-        if iterable.func.attr.value in ("children", "modules", "named_children", "named_modules", "parameters", "named_parameters", "items", "values"):
+        if iterable.func.attr.value in ("children", "modules", "named_children", "named_modules", "parameters", "named_parameters", "buffers", "items", "values"):
+            if iterable.func.attr.value not in ("items", "values"):
+                return True
             iterable = iterable.func.value
     name = dotted_name(iterable)
-    return name is not None and bool(MODULE_ITERABLE.search(name))
+    return name is not None and (bool(MODULE_ITERABLE.search(name)) or "param" in name.lower() or name.endswith(("_per_rank", "_per_device")))
+
+
+#: Iterables of training/evaluation/optimisation loops.
+ITERATION_NAME = re.compile(r"(?:loader|batches|dataset|data|iterator|stream|episodes?|steps|iters|iterations|epochs)$", re.IGNORECASE)
+
+
+def _iteration_loop(loop: cst.CSTNode) -> bool:
+    """A loop whose iteration count grows with the run: a `while`, a loop with
+    a training step, or one over a loader/steps-like iterable."""
+    if isinstance(loop, cst.While) or contains_training_step(loop.body):
+        return True
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and iterable.args and dotted_name(iterable.func) in ("enumerate", "tqdm", "tqdm.tqdm", "iter", "range", "zip"):
+        iterable = iterable.args[-1].value if dotted_name(iterable.func) == "range" else iterable.args[0].value
+    name = dotted_name(iterable)
+    return name is not None and bool(ITERATION_NAME.search(name))
 
 
 def _small_literal_range(loop: cst.CSTNode) -> bool:

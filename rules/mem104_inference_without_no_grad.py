@@ -87,14 +87,16 @@ class InferenceWithoutNoGrad(Rule):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = self.ctx.dataflow
+        named_eval = bool(EVAL_FUNCTION.search(node.name.value))
+        eval_call = None if named_eval else _first_eval_call(node)
+        if not named_eval and eval_call is None:
+            return  # not an evaluation context: skip the dataflow analysis
         if flow.decorated_no_grad(node) or self._lightning_hook(node):
             return
         scope = flow.scope(node)
         forward = [call for call in scope.forward_calls if not self._is_loss_call(call) and not _nested_in_function(call, node, flow)]
         if not forward or contains_training_step(node.body) or scope.backward_names:
             return
-        named_eval = bool(EVAL_FUNCTION.search(node.name.value))
-        eval_call = None if named_eval else _first_eval_call(node)
         for call in forward:
             if flow.grad_disabled(call):
                 continue

@@ -49,6 +49,9 @@ class RetainGraphInLoop(Rule):
     ## Known problems
     A later backward of the same iteration is assumed to use the retained
     graph (and free it); whether it really shares the graph is not checked.
+    A loop that builds no graph itself (no forward pass in its body: the
+    same graph, built before the loop, is backpropagated once per output or
+    per repetition) needs `retain_graph=True` and is not reported.
     `retain_graph=<variable>` is not reported. `create_graph=True` (which
     retains too) is not reported: higher-order gradients need it.
 
@@ -85,7 +88,16 @@ class RetainGraphInLoop(Rule):
             return
         if any(self._later_releasing_backward(loop, node) for loop in loops):
             return
+        if not self._builds_graph_in(loops[0]):
+            return  # one graph built before the loop, backpropagated repeatedly: retaining is required
         self.report(node)
+
+    def _builds_graph_in(self, loop: cst.CSTNode) -> bool:
+        """The loop body runs a forward pass (or creates a grad-requiring tensor)."""
+        forward = set(self.ctx.dataflow.scope(loop).forward_calls)
+        finder = _AllCalls()
+        loop.body.visit(finder)
+        return any(call in forward or keyword_arg(call, "requires_grad") is not None for call in finder.calls)
 
     def _backward_kind(self, call: cst.Call) -> str | None:
         """``"method"`` for ``x.backward(...)``, the qualified name for the autograd functions."""
@@ -129,3 +141,11 @@ class _BackwardCalls(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.rule._backward_kind(node) is not None:
             self.calls.append(node)
+
+
+class _AllCalls(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)

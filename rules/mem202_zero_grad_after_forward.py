@@ -98,7 +98,7 @@ class ZeroGradAfterForward(Rule):
             self.report(node)
 
     def _forward_feeds_later_backward(self, zero_grad: cst.Call, unit: cst.CSTNode) -> bool:
-        flow = self.ctx.dataflow
+        """True when a forward before ``zero_grad`` reaches the loss of the next ``.backward()``."""
         order = list(walk(unit))
         index = {id(node): i for i, node in enumerate(order)}
         position = index.get(id(zero_grad))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from memlint.lint.walk import walk as walk_all
+
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, is_foreign, method_name, walk
@@ -99,25 +101,16 @@ class GradScalerMisuse(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         if is_foreign(self.ctx):
             return
-        calls = calls_in(node) + [c for f in self.ctx.dataflow.functions.values() for c in calls_in(f)]
+        everything = list(walk_all(node))  # module level, classes and every function, once
+        calls = [n for n in everything if isinstance(n, cst.Call)]
         scalers = [c for c in calls if self.ctx.qualified(c.func) in GRAD_SCALERS]
         if scalers and "autocast" not in self.ctx.source and self._scaler_used(calls):
             for call in scalers:
                 if not self._disabled(call):
                     self.report(call)
-        identifiers = " ".join(self._identifiers(node))
+        identifiers = " ".join({n.value for n in everything if isinstance(n, cst.Name)})
         if not any(word in identifiers for word in _SCALING_WORDS):
             self._check_unscaled(node)
-
-    def _identifiers(self, module: cst.Module) -> set[str]:
-        """Every name and attribute name of the code (comments and strings excluded)."""
-        found: set[str] = set()
-        for node in walk(module):
-            if isinstance(node, cst.Name):
-                found.add(node.value)
-        for function in self.ctx.dataflow.functions.values():
-            found.update(n.value for n in walk(function) if isinstance(n, cst.Name))
-        return found
 
     def _scaler_used(self, calls: list[cst.Call]) -> bool:
         """True when some ``x.scale(loss)`` is backpropagated on a forward result of this file."""

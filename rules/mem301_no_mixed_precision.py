@@ -8,7 +8,7 @@ import libcst as cst
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
-from memlint.rules._training import calls_in, is_backward, is_foreign, is_optimizer_step, loops_in, method_name, walk
+from memlint.rules._training import calls_in, is_backward, is_foreign, is_optimizer_step, loops_in
 
 #: Any of these in the file means precision is (or may be) handled: autocast, a low-precision
 #: model or dtype, apex/DeepSpeed, or a framework flag (Accelerate, Lightning, HF TrainingArguments).

@@ -14,6 +14,8 @@ from memlint.lint.walk import visit as walk_visit
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
 CONVERSIONS = frozenset({"to", "cuda", "float", "long", "half", "double", "int", "bfloat16", "contiguous", "pin_memory", "clone", "requires_grad_"})
+#: Plain variables named like a dataset (``X_train``, ``inputs``, ``features``...): buffers and indices are not.
+DATA_NAME = re.compile(r"^[xyXY](?:_\w+)?$|data|train|test|val|inputs?$|features|labels|targets|images|samples|examples|tokens", re.IGNORECASE)
 #: Names that hold a model, an optimiser or configuration, not data.
 NOT_DATA = re.compile(r"(?:model|net|module|optim|optimizer|scaler|device|mean|std|weight|weights|mask|kernel|embedding|embeddings|table|lut)s?$", re.IGNORECASE)
 
@@ -97,8 +99,12 @@ class DatasetOnDevice(Rule):
                 self.report(node)
             return
         # a plain name: cheap syntactic checks before the dataflow analyses the function
+        if not DATA_NAME.search(name):
+            return
         if "." in name or isinstance(node.value, (cst.Name, cst.Attribute)) or not _moves_to_device(node.value):
             return
+        if not _converted_from_data(node.value, self.ctx):
+            return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
         flow = self.ctx.dataflow
         if not self._is_data_on_device(node.value) or flow.enclosing_loops(node):
             return
@@ -149,6 +155,19 @@ class _DeviceMove(cst.CSTVisitor):
         return not self.found
 
 
+#: torch functions that turn existing data into a tensor.
+DATA_CONVERSIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.load", "torch.stack", "torch.cat", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"})
+
+
+def _converted_from_data(expr: cst.BaseExpression, ctx) -> bool:
+    """``expr`` is a variable, or a data-conversion call, moved/cast with ``.to``/``.cuda``/..."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in CONVERSIONS:
+        expr = expr.func.value
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+        return True
+    return isinstance(expr, cst.Call) and ctx.qualified(expr.func) in DATA_CONVERSIONS
+
+
 def _from_literals(expr: cst.BaseExpression, ctx) -> bool:
     """The tensor is built by a torch factory from literal numbers/lists only (a constant, not data)."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in CONVERSIONS:
@@ -190,6 +209,9 @@ class _BatchUse(cst.CSTVisitor):
 
     def leave_For(self, original_node: cst.For) -> None:
         self._loop_names.pop()
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
+        return False  # `out[i:j] = ...` fills a buffer: not a read of batches
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if not self._loop_names or dotted_name(node.value) != self.name:

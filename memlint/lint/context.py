@@ -8,7 +8,6 @@ import libcst as cst
 
 from memlint.lint.diagnostic import Diagnostic, Edit
 from memlint.lint.names import ImportMap
-from memlint.lint.walk import traverse
 
 
 #: Below this size whole-module positions are cheap (a few ms) and exact.
@@ -122,6 +121,14 @@ class FileContext:
         start, end = point(code_range.start), point(code_range.end)
         return None if start is None or end is None else (start, end)
 
+    def _indent_tokens(self, node: cst.CSTNode) -> list[str]:
+        """Indentation tokens of the blocks enclosing ``node``, outermost first."""
+        tokens = []
+        for ancestor in self.dataflow.ancestors(node):
+            if isinstance(ancestor, cst.IndentedBlock):
+                tokens.append(self.module.default_indent if ancestor.indent is None else ancestor.indent)
+        return tokens[::-1]
+
     @cached_property
     def _source_lines(self) -> list[str]:
         return _split_lines(self.source)
@@ -161,7 +168,7 @@ class FileContext:
         state = CodegenState(
             default_indent=self.module.default_indent,
             default_newline=self.module.default_newline,
-            indent_tokens=_IndentFinder.tokens_for(self.module, old),
+            indent_tokens=self._indent_tokens(old),
         )
         new._codegen(state)
         return "".join(state.tokens)
@@ -172,36 +179,6 @@ class FileContext:
             if isinstance(node, types):
                 return node
         return None
-
-
-class _IndentFinder(cst.CSTVisitor):
-    """Finds the indentation tokens of the blocks enclosing one node."""
-
-    def __init__(self, module: cst.Module, target: cst.CSTNode) -> None:
-        self.module = module
-        self.target = target
-        self.stack: list[str] = []
-        self.found: list[str] | None = None
-
-    @classmethod
-    def tokens_for(cls, module: cst.Module, target: cst.CSTNode) -> list[str]:
-        finder = cls(module, target)
-        traverse(module, finder.on_visit, finder.on_leave)
-        return finder.found or []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.found is not None:
-            return False
-        if node is self.target:
-            self.found = list(self.stack)
-            return False
-        if isinstance(node, cst.IndentedBlock):
-            self.stack.append(self.module.default_indent if node.indent is None else node.indent)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        if isinstance(original_node, cst.IndentedBlock) and self.found is None:
-            self.stack.pop()
 
 
 def _split_lines(text: str) -> list[str]:

@@ -114,14 +114,49 @@ def _lint_pending_all(pending: list[Pending], jobs_limit: int | None) -> list[Fi
     # gaps, so both cores finish at about the same time.
     order = sorted(range(len(pending)), key=lambda i: -len(pending[i].source))
     chunksize = max(1, len(pending) // (workers * CHUNKS_PER_WORKER))
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
-        done = list(pool.map(lint_pending, [pending[i] for i in order], chunksize=chunksize))
+    ordered = [pending[i] for i in order]
+    chunks = [ordered[start:start + chunksize] for start in range(0, len(ordered), chunksize)]
+    done: list[FileResult] = []
+    for chunk, outcome in zip(chunks, _run_chunks(chunks, workers)):
+        done.extend(outcome if outcome is not None else [_lint_isolated(item) for item in chunk])
     results: list[FileResult | None] = [None] * len(pending)
     for i, result in zip(order, done):
         results[i] = result
     return results  # type: ignore[return-value]
+
+
+def _lint_chunk(chunk: list[Pending]) -> list[FileResult]:
+    return [lint_pending(item) for item in chunk]
+
+
+def _run_chunks(chunks: list[list[Pending]], workers: int) -> list[list[FileResult] | None]:
+    """Each chunk's results, or None for chunks lost when a worker died
+    (a crash in native code kills the whole pool)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    outcomes: list[list[FileResult] | None] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_context()) as pool:
+        futures = [pool.submit(_lint_chunk, chunk) for chunk in chunks]
+        for future in futures:
+            try:
+                outcomes.append(future.result())
+            except BrokenProcessPool:
+                outcomes.append(None)
+    return outcomes
+
+
+def _lint_isolated(item: Pending) -> FileResult:
+    """Lint one file in a process of its own, so that a crash names the file
+    and spares the others."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=_context()) as pool:
+            return pool.submit(_lint_chunk, [item]).result()[0]
+    except BrokenProcessPool:
+        return FileResult(path=item.path, error=f"{item.path}: the linter process crashed on this file; other files are unaffected")
 
 
 def worker_count(n_jobs: int, limit: int | None) -> int:

@@ -284,3 +284,15 @@ def test_static_index_falls_back_to_import_for_computed_metadata(tmp_path):
     path.write_text(source.replace("tuple(NAMES)", "('a', 'b')"))
     (info,) = registry._static_infos(str(path), "memlint.rules.mem999_computed")
     assert (info.code, info.triggers, info.default_enabled) == ("MEM999", ("a", "b"), True)
+
+
+def test_static_index_reads_metadata_placed_after_a_method(tmp_path):
+    from memlint.lint import registry
+
+    path = tmp_path / "mem998_late.py"
+    path.write_text(
+        "from memlint.lint.rule import Rule\n\nclass Late(Rule):\n    CODE = 'MEM998'\n\n"
+        "    def visit_Call(self, node):\n        pass\n\n    TRIGGERS = ('late',)\n    DEFAULT_ENABLED = False\n"
+    )
+    (info,) = registry._static_infos(str(path), "memlint.rules.mem998_late")
+    assert (info.triggers, info.default_enabled) == (("late",), False)

@@ -124,3 +124,33 @@ def test_lint_source_in_one_step_matches_the_runner(corpus):
     some = jobs[::4]
     direct = [lint_source(job.path, Path(job.path).read_bytes(), job.options) for job in some]
     assert summary(direct) == summary(lint_jobs(some, 1))
+
+
+def test_a_worker_crash_is_confined_to_its_file(tmp_path, monkeypatch):
+    """A native crash (simulated with os._exit in the worker) breaks the
+    process pool; the file that crashed is reported, the others still linted."""
+    import os
+
+    from memlint.lint import engine, runner
+
+    real = engine.lint_pending
+
+    def crashing(item):
+        if item.path.endswith("crash_07.py"):
+            os._exit(1)
+        return real(item)
+
+    monkeypatch.setattr(runner, "lint_pending", crashing)
+    paths = []
+    for i in range(runner.PARALLEL_THRESHOLD + 6):
+        path = tmp_path / f"crash_{i:02d}.py"
+        path.write_text("import torch\nstate = torch.load('x.pt')\n")
+        paths.append(path)
+    jobs = [runner.Job(str(p), engine.LintOptions(enabled=frozenset({"MEM303"}))) for p in paths]
+    results = runner.lint_jobs(jobs, jobs_limit=2)
+    assert [r.path for r in results] == [str(p) for p in paths]
+    crashed = [r for r in results if r.error]
+    assert [r.path for r in crashed] == [str(tmp_path / "crash_07.py")]
+    assert "crashed" in crashed[0].error
+    assert all(d.code == "MEM303" for r in results if not r.error for d in r.diagnostics)
+    assert sum(len(r.diagnostics) for r in results) == len(paths) - 1

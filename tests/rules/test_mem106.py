@@ -6,11 +6,11 @@ from _marks import assert_matches_markers, reported_lines
 CODE = "MEM106"
 
 REPORTED = {
-    "method_keyword": "def f(m, loader, opt):\n    for x in loader:\n        m(x).sum().backward(retain_graph=True)  # expect: MEM106\n        opt.step()\n",
-    "tensor_backward_positional": "def f(m, loader, g):\n    for x in loader:\n        m(x).backward(g, True)  # expect: MEM106\n",
-    "autograd_alias": "import torch.autograd as A\ndef f(m, loader, ps):\n    for x in loader:\n        A.backward(m(x).sum(), None, True)  # expect: MEM106\n",
-    "torch_autograd_grad_keyword": "import torch\ndef f(m, it, ps):\n    while True:\n        torch.autograd.grad(m(next(it)).sum(), ps, retain_graph=True)  # expect: MEM106\n",
-    "earlier_plain_backward_does_not_count": "def f(m, loader):\n    for x in loader:\n        a = m(x)\n        a.mean().backward()\n        a.sum().backward(retain_graph=True)  # expect: MEM106\n",
+    "method_keyword": "def f(model, loader, opt):\n    for x in loader:\n        model(x).sum().backward(retain_graph=True)  # expect: MEM106\n        opt.step()\n",
+    "tensor_backward_positional": "def f(model, loader, g):\n    for x in loader:\n        model(x).backward(g, True)  # expect: MEM106\n",
+    "autograd_alias": "import torch.autograd as A\ndef f(model, loader, ps):\n    for x in loader:\n        A.backward(model(x).sum(), None, True)  # expect: MEM106\n",
+    "torch_autograd_grad_keyword": "import torch\ndef f(model, it, ps):\n    while True:\n        torch.autograd.grad(model(next(it)).sum(), ps, retain_graph=True)  # expect: MEM106\n",
+    "earlier_plain_backward_does_not_count": "def f(model, loader):\n    for x in loader:\n        a = model(x)\n        a.mean().backward()\n        a.sum().backward(retain_graph=True)  # expect: MEM106\n",
     "lightning_manual_backward_in_loop": "def f(self, batches, opt):\n    for b in batches:\n        self.manual_backward(self.model(b).loss, retain_graph=True)  # expect: MEM106\n        opt.step()\n",
 }
 
