@@ -1,18 +1,11 @@
 """MEM102 tensor-collected-with-graph."""
 
-import re
-
 import libcst as cst
 
 from memlint.lint.diagnostic import Severity
-from memlint.lint.patterns import collection_target, names_in, with_method
+from memlint.lint.patterns import bound_to_dict, collection_target, names_in, outlives_iteration, with_method
 from memlint.lint.rule import Rule
 from memlint.lint.walk import visit as walk_visit
-
-#: Lightning-style hooks run once per batch: a ``self.<list>`` they append to
-#: outlives the "iteration" even though no loop is visible.
-PER_BATCH_HOOK = re.compile(r"^(?:training_step|validation_step|test_step|predict_step|on_\w+_batch_end)$")
-
 
 class TensorCollectedWithGraph(Rule):
     """## What it does
@@ -93,22 +86,14 @@ class TensorCollectedWithGraph(Rule):
             return
         container, values = target
         flow = self.ctx.dataflow
-        if flow.grad_disabled(node) or not self._outlives_iteration(container, node):
+        if flow.grad_disabled(node) or not outlives_iteration(flow, container, node):
             return
+        if isinstance(node, cst.Assign) and not bound_to_dict(container, flow.scope_node(node), self.ctx):
+            return  # `t[i] = v` writes into a tensor or an unknown object in place
         attached = [value for value in values if flow.is_attached(value)]
         if not attached or self._trained_on_later(container, node):
             return
         self.report(node, fix=self._fix(attached))
-
-    def _outlives_iteration(self, container: str, node: cst.CSTNode) -> bool:
-        flow = self.ctx.dataflow
-        loops = flow.enclosing_loops(node)
-        if loops:
-            return flow.defined_outside(container, loops[0])
-        if not container.startswith("self."):
-            return False
-        function = flow.scope_node(node)
-        return isinstance(function, cst.FunctionDef) and bool(PER_BATCH_HOOK.match(function.name.value))
 
     def _trained_on_later(self, container: str, node: cst.CSTNode) -> bool:
         """The container feeds a backward pass (stacked losses): collected on purpose."""

@@ -7,7 +7,15 @@ import libcst as cst
 from memlint.lint.dataflow import Tri, root_name, targets_of
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
-from memlint.lint.patterns import collection_target, contains_training_step, leaf_values, names_in, outlives_iteration, with_method
+from memlint.lint.patterns import (
+    bound_to_dict,
+    collection_target,
+    contains_training_step,
+    leaf_values,
+    names_in,
+    outlives_iteration,
+    with_method,
+)
 from memlint.lint.rule import Rule
 from memlint.lint.walk import visit as walk_visit
 
@@ -127,7 +135,7 @@ class DeviceTensorCollectedInLoop(Rule):
         if isinstance(node, cst.Assign):
             if not _key_varies(node.targets[0].target, loops):
                 return True
-            if not _bound_to_dict(container, flow.scope_node(node), self.ctx):
+            if not bound_to_dict(container, flow.scope_node(node), self.ctx):
                 return True  # `t[i] = v` into a tensor or an unknown object: written in place
         if any(_iterates_model_parts(loop) or _small_literal_range(loop) for loop in loops[:1]):
             return True
@@ -166,33 +174,6 @@ def _tensor_expression(leaf: cst.BaseExpression, flow) -> bool:
 
 def _stores_device_tensor(value) -> bool:
     return value.device is Tri.YES and value.graph is not Tri.YES and not value.is_model
-
-
-DICT_FACTORIES = frozenset({"dict", "collections.defaultdict", "collections.OrderedDict", "collections.Counter"})
-
-
-def _bound_to_dict(container: str, function: cst.CSTNode, ctx) -> bool:
-    """``container`` is visibly a dict: bound to ``{}``/``dict()``/``defaultdict(...)``
-    in the function (or, for ``self.x``, anywhere in the file)."""
-    finder = _DictBinding(container, ctx)
-    (ctx.module if container.startswith("self.") else function).visit(finder)
-    return finder.found
-
-
-class _DictBinding(cst.CSTVisitor):
-    def __init__(self, container: str, ctx) -> None:
-        self.container = container
-        self.ctx = ctx
-        self.found = False
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if not any(self.container in targets_of(target.target) for target in node.targets):
-            return
-        value = node.value
-        if isinstance(value, (cst.Dict, cst.DictComp)):
-            self.found = True
-        elif isinstance(value, cst.Call) and self.ctx.qualified(value.func) in DICT_FACTORIES:
-            self.found = True
 
 
 def _key_varies(target: cst.BaseExpression, loops: list[cst.CSTNode]) -> bool:

@@ -165,3 +165,32 @@ def is_dataset_class(klass: cst.ClassDef, ctx) -> bool:
         if qualified is not None and (qualified in DATASET_BASES or qualified.endswith("Dataset")):
             return True
     return False
+
+
+DICT_FACTORIES = frozenset({"dict", "collections.defaultdict", "collections.OrderedDict", "collections.Counter"})
+
+
+def bound_to_dict(container: str, function: cst.CSTNode, ctx) -> bool:
+    """``container`` is visibly a dict: bound to ``{}``/``dict()``/``defaultdict(...)``
+    in the function (or, for ``self.x``, anywhere in the file)."""
+    finder = _DictBinding(container, ctx)
+    walk_visit(ctx.module if container.startswith("self.") else function, finder)
+    return finder.found
+
+
+class _DictBinding(cst.CSTVisitor):
+    def __init__(self, container: str, ctx) -> None:
+        self.container = container
+        self.ctx = ctx
+        self.found = False
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        from memlint.lint.dataflow import targets_of
+
+        if not any(self.container in targets_of(target.target) for target in node.targets):
+            return
+        value = node.value
+        if isinstance(value, (cst.Dict, cst.DictComp)):
+            self.found = True
+        elif isinstance(value, cst.Call) and self.ctx.qualified(value.func) in DICT_FACTORIES:
+            self.found = True
