@@ -95,6 +95,7 @@ class DeviceTensorCollectedInLoop(Rule):
         "import torch\ndef f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x.cuda()))\n",
         "import torch\ndef f(self, x):\n    feats = []\n    with torch.no_grad():\n        for block in self.blocks:\n            x = block(x.cuda())\n            feats.append(x)\n    return feats\n",
         "import torch\nfrom collections import deque\ndef f(model, loader):\n    recent = deque(maxlen=10)\n    for x in loader:\n        recent.append(x.cuda())\n",
+        "import torch\n@torch.no_grad()\ndef f(model, loader):\n    losses = []\n    for x in loader:\n        losses.append(model(x.cuda()).loss)\n    return torch.stack(losses).mean().item()\n",
     )
     INVALID = (
         "import torch\ndef f(steps):\n    x = torch.zeros(3, device='cuda', requires_grad=True)\n    snaps = []\n    for _ in range(steps):\n        snaps.append(x.detach().clone())  # expect: MEM103\n",
@@ -123,7 +124,11 @@ class DeviceTensorCollectedInLoop(Rule):
             return
         if any(flow.value(value).graph is Tri.YES for value in values):
             return  # attached: MEM102's finding
-        leaves = [leaf for leaf in leaf_values(values) if _stores_device_tensor(flow.value(leaf)) and _tensor_expression(leaf, flow)]
+        leaves = [
+            leaf
+            for leaf in leaf_values(values)
+            if _stores_device_tensor(flow.value(leaf)) and _tensor_expression(leaf, flow) and not _scalar_like(leaf)
+        ]
         if not leaves or self._bounded(container, node):
             return
         self.report(node, fix=self._fix(leaves))
@@ -174,6 +179,26 @@ def _tensor_expression(leaf: cst.BaseExpression, flow) -> bool:
 
 def _stores_device_tensor(value) -> bool:
     return value.device is Tri.YES and value.graph is not Tri.YES and not value.is_model
+
+
+#: Reductions that leave a one-element tensor when called without a dim.
+SCALAR_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "norm", "prod", "std", "var", "amax", "amin"})
+
+
+def _scalar_like(expr: cst.BaseExpression) -> bool:
+    """A per-iteration scalar (a loss, a full reduction): 512 bytes per step in
+    the caching allocator, the accepted way to avoid a device sync per step."""
+    if isinstance(expr, cst.Attribute) and "loss" in expr.attr.value.lower():
+        return True
+    name = dotted_name(expr)
+    if name is not None and "loss" in name.split(".")[-1].lower():
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method in ("detach", "clone", "float", "double", "half", "bfloat16"):
+            return _scalar_like(expr.func.value)
+        return method in SCALAR_REDUCTIONS and not expr.args
+    return False
 
 
 def _key_varies(target: cst.BaseExpression, loops: list[cst.CSTNode]) -> bool:
