@@ -7,6 +7,7 @@ and crashing rules are reported and the other files' results still printed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from dataclasses import dataclass, field
 
@@ -79,6 +80,9 @@ def run_check(args: argparse.Namespace) -> int:
         args.fix = False
     config = load_config(args.config, config_start(args.paths))
     enabled = selection(args, config)
+    if not enabled:
+        print("memlint: warning: no rule is selected (check --select/--ignore and [tool.memlint]); nothing can be reported",
+              file=sys.stderr)
     run = CheckRun(diff_only=bool(args.diff))
     if args.paths == ["-"] or (not args.paths and args.stdin_filename):
         run.results.append(_lint_stdin(args, enabled, config, run))
@@ -112,7 +116,9 @@ def _lint_stdin(args: argparse.Namespace, enabled: frozenset[str], config: Confi
     options = options_for(path, enabled, config)
     run.stdin = data
     run.options[path] = options
-    return lint_source(path, data, options)
+    result = lint_source(path, data, options)
+    result.digest = hashlib.sha256(data).hexdigest()
+    return result
 
 
 def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) -> list[FileResult]:
@@ -121,7 +127,7 @@ def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) 
     except ImportError:
         cache = None
     if cache is None or args.no_cache or args.fix or args.diff:
-        return lint_jobs(jobs, args.jobs)
+        return lint_jobs(jobs, args.jobs, with_digests=bool(args.fix or args.diff))
     return cache.lint_jobs_cached(jobs, args, config)
 
 

@@ -174,6 +174,14 @@ def parse_table(table: dict, path: Path | None, prefix: str = "tool.memlint") ->
         if key in table and not isinstance(table[key], str):
             raise ConfigError(f"{where}: '{key_name(key)}' must be a string")
     config.target_gpu = table.get("target-gpu")
+    if config.target_gpu is not None and config.target_gpu.lower() != "auto":
+        from memlint.estimate.gpus import lookup_gpu  # the catalog only: no torch
+        from memlint.errors import UsageError
+
+        try:
+            lookup_gpu(config.target_gpu)
+        except UsageError as exc:
+            raise ConfigError(f"{where}: '{key_name('target-gpu')}': {exc}") from None
     config.cache_dir = table.get("cache-dir")
     estimate = table.get("estimate", {})
     if not isinstance(estimate, dict):

@@ -28,8 +28,11 @@ class SyntaxErrorRule(Rule):
     ```
 
     ## Known problems
-    The grammar is libcst's (Python 3.0-3.13 syntax); code that only a newer
-    interpreter accepts is reported as a syntax error.
+    A file is parsed only when it contains a trigger token of an enabled rule
+    (the pre-filter that keeps linting fast), so a file with none of them is
+    not checked for syntax; `memlint --select MEM001` parses every file.
+    The syntax accepted is that of the Python running memlint (CPython's own
+    parser checks each file first, then libcst's).
 
     ## References
     - [libcst parser](https://libcst.readthedocs.io/en/latest/parser.html)

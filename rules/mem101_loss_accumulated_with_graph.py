@@ -104,6 +104,8 @@ class LossAccumulatedWithGraph(Rule):
             self.report(node, fix=self.replacement(added, with_method(added, "detach"), safe=True))
 
     def _leaks(self, target: cst.BaseExpression, added: cst.BaseExpression, statement: cst.CSTNode) -> bool:
+        if isinstance(added, (cst.List, cst.Tuple, cst.Set, cst.ListComp, cst.SetComp, cst.Dict, cst.DictComp)):
+            return False  # `hist += [loss]` collects rather than sums: MEM102's finding
         flow = self.ctx.dataflow
         loops = flow.enclosing_loops(statement)
         if not loops or flow.grad_disabled(statement):

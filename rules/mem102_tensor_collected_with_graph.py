@@ -59,7 +59,7 @@ class TensorCollectedWithGraph(Rule):
     MESSAGE = "a graph-attached tensor is stored in a container that outlives the iteration: its autograd graph stays alive"
     SEVERITY = Severity.ERROR
     FIX_TITLE = "Add `.detach()` to the stored tensor"
-    TRIGGERS = ("append", "extend", "insert", ".add(", "] =", "appendleft", ".put(", "update", "setdefault")
+    TRIGGERS = ("+= [", "+=[", "append", "extend", "insert", ".add(", "] =", "appendleft", ".put(", "update", "setdefault")
     VALID = (
         "def f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x).detach().cpu())\n",
         "import torch\ndef f(model, loader):\n    outs = []\n    with torch.no_grad():\n        for x in loader:\n            outs.append(model(x))\n",
@@ -72,12 +72,16 @@ class TensorCollectedWithGraph(Rule):
         "def f(model, loader, crit):\n    hist = []\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        hist.append({'loss': loss, 'n': len(x)})  # expect: MEM102\n",
         "def f(model, loader):\n    cache = {}\n    for i, x in enumerate(loader):\n        cache[i] = model(x)  # expect: MEM102\n",
         "class M:\n    def training_step(self, batch, idx):\n        loss = self.model(batch).loss\n        self.step_outputs.append(loss)  # expect: MEM102\n        return loss\n",
+        "def f(model, loader, opt):\n    hist = []\n    for x in loader:\n        loss = model(x).sum()\n        hist += [loss]  # expect: MEM102\n        loss.backward()\n",
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        self._check(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._check(node)
 
     def _check(self, node: cst.CSTNode) -> None:

@@ -127,11 +127,18 @@ class DeviceTensorCollectedInLoop(Rule):
         leaves = [
             leaf
             for leaf in leaf_values(values)
-            if _stores_device_tensor(flow.value(leaf)) and _tensor_expression(leaf, flow) and not _scalar_like(leaf)
+            if _stores_device_tensor(flow.value(leaf)) and _tensor_expression(leaf, flow)
+            and not (_scalar_like(leaf) and self._evaluation_loop(node))
         ]
         if not leaves or self._bounded(container, node):
             return
         self.report(node, fix=self._fix(leaves))
+
+    def _evaluation_loop(self, node: cst.CSTNode) -> bool:
+        """The innermost loop around ``node`` does no training step: per-batch
+        scalars collected there are bounded by one pass over the data."""
+        loops = self.ctx.dataflow.enclosing_loops(node)
+        return bool(loops) and not contains_training_step(loops[0])
 
     def _bounded(self, container: str, node: cst.CSTNode) -> bool:
         """The container cannot grow with the number of iterations."""
@@ -186,8 +193,9 @@ SCALAR_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "norm", "prod", "std
 
 
 def _scalar_like(expr: cst.BaseExpression) -> bool:
-    """A per-iteration scalar (a loss, a full reduction): 512 bytes per step in
-    the caching allocator, the accepted way to avoid a device sync per step."""
+    """A per-iteration scalar (a loss, a full reduction): 512 bytes per batch in
+    the caching allocator; kept on the device during evaluation it avoids a
+    device sync per batch, the usual practice."""
     if isinstance(expr, cst.Attribute) and "loss" in expr.attr.value.lower():
         return True
     name = dotted_name(expr)

@@ -1,6 +1,7 @@
 """MEM104 inference-without-no-grad."""
 
 import re
+from functools import cached_property
 
 import libcst as cst
 
@@ -88,7 +89,7 @@ class InferenceWithoutNoGrad(Rule):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         flow = self.ctx.dataflow
         named_eval = bool(EVAL_FUNCTION.search(node.name.value))
-        eval_call = None if named_eval else _first_eval_call(node)
+        eval_call = None if named_eval or node not in self._functions_calling_eval else _first_eval_call(node)
         if not named_eval and eval_call is None:
             return  # not an evaluation context: skip the dataflow analysis
         if flow.decorated_no_grad(node) or self._lightning_hook(node):
@@ -106,6 +107,15 @@ class InferenceWithoutNoGrad(Rule):
                 return
             self.report(call)
             return
+
+    @cached_property
+    def _functions_calling_eval(self) -> set[cst.FunctionDef]:
+        """Functions (and their enclosing functions) that contain a ``.eval()`` call."""
+        found: set[cst.FunctionDef] = set()
+        for call in self.ctx.index.of_type(cst.Call):
+            if call_method_name(call) == "eval" and not call.args:
+                found.update(a for a in self.ctx.dataflow.ancestors(call) if isinstance(a, cst.FunctionDef))
+        return found
 
     def _is_loss_call(self, call: cst.Call) -> bool:
         name = dotted_name(call.func)

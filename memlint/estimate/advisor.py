@@ -13,7 +13,8 @@ Every remedy is applied for real in the traced step (through
 * ZeRO-1 / ZeRO-2 / ZeRO-3 (= FSDP full sharding) over N data-parallel ranks,
   per rank.
 
-Rows are ranked by the memory saved (device_used, bytes), largest first.
+Rows are ranked by the memory saved (device_used, bytes), largest first; ties by
+the peak_allocated saved.
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ COSTS = {
 
 @dataclass
 class Remedy:
-    """One advisor row: ``device_used`` and ``saved`` in bytes (saved may be negative)."""
+    """One advisor row, in bytes: ``device_used`` and ``saved`` (of device_used;
+    may be negative), and ``saved_allocated`` (of peak_allocated). The two
+    differ when the caching allocator's reserve, set by an earlier peak,
+    absorbs the memory a remedy frees: then allocated memory drops and
+    reserved memory does not."""
 
     key: str
     title: str
@@ -52,10 +57,11 @@ class Remedy:
     saved: int
     fits: bool | None
     cost: str
+    saved_allocated: int = 0
 
     def to_json(self) -> dict:
         return {"remedy": self.key, "title": self.title, "device_used": self.device_used, "saved": self.saved,
-                "fits": self.fits, "cost": self.cost}
+                "saved_allocated": self.saved_allocated, "fits": self.fits, "cost": self.cost}
 
 
 def candidate_remedies(base: Estimate, world_size: int = 8) -> list[tuple[str, str, EstimateOptions | list, str]]:
@@ -112,6 +118,7 @@ def advise(workload, base: Estimate, capacity_bytes: int | None = None, reserve:
             title = f"micro-batch {result.micro_batch} x {result.options.grad_accum} accumulation steps"
             cost = cost.format(k=result.options.grad_accum, micro=result.micro_batch)
         rows.append(Remedy(key, title, result.options, result.device_used, base.device_used - result.device_used,
-                           verdict.fits if verdict else None, cost))
-    rows.sort(key=lambda r: (-r.saved, r.key))
+                           verdict.fits if verdict else None, cost,
+                           saved_allocated=base.peak_allocated - result.peak_allocated))
+    rows.sort(key=lambda r: (-r.saved, -r.saved_allocated, r.key))
     return rows

@@ -383,8 +383,12 @@ def fits(result: Estimate, capacity_bytes: int, reserve: float = 0.10) -> Verdic
     )
 
 
+#: Where the largest-batch search stops; an answer equal to it means "at least".
+MAX_BATCH_SEARCH_LIMIT = 1 << 16
+
+
 def max_batch_size(workload, options: EstimateOptions, capacity_bytes: int, reserve: float = 0.10,
-                   limit: int = 1 << 16, progress=None) -> int:
+                   limit: int = MAX_BATCH_SEARCH_LIMIT, progress=None) -> int:
     """Largest batch size b (a multiple of grad_accum) whose estimate fits; 0 if even the smallest does not.
 
     Exponential search (1, 2, 4, ... micro-batches) then binary search -- every

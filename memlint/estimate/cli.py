@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 
@@ -105,9 +106,15 @@ def _run(args) -> int:
         parse_input_spec(spec)
     reserve = parse_fraction(args.reserve)
     name, capacity = resolve_capacity(args.gpu, args.capacity)
+    if args.capacity is not None and not capacity:
+        raise UsageError(f"--capacity {args.capacity!r}: must be more than 0 bytes")
     options = options_from_args(args)
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot!r}: the file name must end in .png or .svg")
+    if args.plot:
+        folder = os.path.dirname(os.path.abspath(args.plot))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise UsageError(f"--plot {args.plot!r}: the folder {folder!r} does not exist or is not writable")
     with _DelayedStatus(f"tracing {args.target} on the meta device...") as status:
         workload = load_workload(args.target, args.input, args.batch_size)
         result = estimate(workload, options)
@@ -124,4 +131,5 @@ def _run(args) -> int:
         report.render_table(result, verdict, best)
     if args.plot:
         report.plot_timeline(result, args.plot)
+        print(f"memlint: wrote the memory timeline to {args.plot}", file=sys.stderr)
     return 1 if verdict is not None and not verdict.fits else 0

@@ -57,7 +57,12 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
                       f"{verdict.reserve:.0%} reserve: headroom {verdict.headroom_bytes / GiB:+.2f} GiB "
                       f"({verdict.headroom_fraction:+.1%})")
     if max_batch is not None:
-        console.print(f"Largest batch size that fits: [bold]{max_batch}[/]")
+        from memlint.estimate.api import MAX_BATCH_SEARCH_LIMIT  # noqa: PLC0415
+
+        if max_batch >= MAX_BATCH_SEARCH_LIMIT:
+            console.print(f"Largest batch size that fits: [bold]at least {max_batch}[/] (the search stops there)")
+        else:
+            console.print(f"Largest batch size that fits: [bold]{max_batch}[/]")
 
 
 def render_json(result, verdict=None, max_batch: int | None = None) -> str:
@@ -65,6 +70,10 @@ def render_json(result, verdict=None, max_batch: int | None = None) -> str:
     document = result.to_json()
     document["verdict"] = verdict.to_json() if verdict is not None else None
     document["max_batch_size"] = max_batch
+    if max_batch is not None:
+        from memlint.estimate.api import MAX_BATCH_SEARCH_LIMIT  # noqa: PLC0415
+
+        document["max_batch_size_is_search_limit"] = max_batch >= MAX_BATCH_SEARCH_LIMIT
     return json.dumps(document, indent=2)
 
 

@@ -146,6 +146,8 @@ def _import_factory(target: str) -> Callable[[], Any]:
             module = importlib.import_module(where)
     except TargetError:
         raise
+    except SystemExit as exc:  # the target module ran `sys.exit()` on import
+        raise TargetError(f"cannot import {where!r} for target {target!r}: it called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001 - any import failure is the target's fault
         raise TargetError(f"cannot import {where!r} for target {target!r}: {_one_line(exc)}") from None
     factory = getattr(module, attr, None)
@@ -208,6 +210,8 @@ def load_workload(target: str, inputs: list[str] | tuple[str, ...] = (), batch_s
             result = factory()
     except (TargetError, UsageError):
         raise
+    except SystemExit as exc:
+        raise TargetError(f"factory {target!r} called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001
         raise TargetError(f"factory {target!r} raised {_one_line(exc)}") from None
     workload = _to_workload(result, target)

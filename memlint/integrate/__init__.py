@@ -17,7 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from memlint.errors import TargetError, UsageError
+from memlint.errors import ConfigError, TargetError, UsageError
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # recipe imports libcst (~0.35 s): only scripts with an estimate need it
@@ -55,8 +55,16 @@ def attach_estimates(run, args, config) -> None:
         source = _source_of(result.path, run)
         if source is None:
             continue
-        settings = script_config(result.path, source, table, config.path, config.target_gpu)
         enabled = _mem302_enabled(run, result.path)
+        if not enabled and not getattr(args, "advise", False):
+            if verbose and "memlint: estimate" in source:
+                run.notes.append(f"{result.path}: estimate skipped: MEM302 is not selected")
+            continue
+        try:
+            settings = script_config(result.path, source, table, config.path, config.target_gpu)
+        except ConfigError as exc:  # this script's comment block: the other files still report
+            run.errors.append(str(exc))
+            continue
         if settings is None:
             if verbose and enabled:
                 run.notes.append(f"{result.path}: MEM302 skipped: no estimate configured (add `# memlint: estimate "

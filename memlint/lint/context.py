@@ -29,8 +29,15 @@ class FileContext:
         self.diagnostics: list[Diagnostic] = []
 
     @cached_property
+    def index(self):
+        """:class:`memlint.lint.walk.NodeIndex` of the module (one walk, shared)."""
+        from memlint.lint.walk import NodeIndex
+
+        return NodeIndex(self.module)
+
+    @cached_property
     def imports(self) -> ImportMap:
-        return ImportMap.from_module(self.module)
+        return ImportMap.from_statements(self.index.of_type(cst.Import, cst.ImportFrom))
 
     @cached_property
     def dataflow(self):

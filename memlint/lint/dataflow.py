@@ -58,7 +58,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from memlint.lint.names import dotted_name
-from memlint.lint.walk import children as syntactic_children, parent_map, visit as walk_visit
+from memlint.lint.walk import children as syntactic_children, visit as walk_visit
 
 
 class Tri(enum.Enum):
@@ -224,7 +224,7 @@ class Dataflow:
     def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
         """Child -> parent map of the whole module (built once, on demand)."""
         if self._parents is None:
-            self._parents = parent_map(self.ctx.module)
+            self._parents = self.ctx.index.parents
         return self._parents
 
     def ancestors(self, node: cst.CSTNode):
@@ -258,9 +258,7 @@ class Dataflow:
     def functions(self) -> dict[str, cst.FunctionDef]:
         """Functions and methods defined in this file, by name (last wins)."""
         if self._functions is None:
-            collector = _FunctionCollector()
-            walk_visit(self.ctx.module, collector)
-            self._functions = collector.functions
+            self._functions = {node.name.value: node for node in self.ctx.index.of_type(cst.FunctionDef)}
         return self._functions
 
     # -- queries ---------------------------------------------------------
@@ -337,14 +335,6 @@ class Dataflow:
         finally:
             self._in_progress.discard(owner)
         return scope
-
-
-class _FunctionCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.functions: dict[str, cst.FunctionDef] = {}
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions[node.name.value] = node
 
 
 class _BoundNames(cst.CSTVisitor):

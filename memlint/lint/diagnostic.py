@@ -82,5 +82,6 @@ class FileResult:
     error: str | None = None
     parsed: bool = False
     internal_errors: list[str] = field(default_factory=list)
+    digest: str | None = None  # sha256 of the bytes linted (lets --fix detect a later change)
     #: a one-line remark that is not an error (e.g. a file too large to lint)
     note: str | None = None

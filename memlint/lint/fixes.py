@@ -302,7 +302,12 @@ def _fix_result(run, result: FileResult, unsafe: bool) -> FileFixes | None:
     options = run.options.get(result.path) if run.options else None
     if options is None:
         options = LintOptions(enabled=frozenset(d.code for d in result.diagnostics))
-    outcome = fix_text(result.path, text, options, unsafe, result.diagnostics, encoding)
+    diagnostics = result.diagnostics
+    if getattr(result, "digest", None) != _digest(data):
+        # The file changed since it was linted: positions of the earlier
+        # findings no longer apply, so lint the text that will be fixed.
+        diagnostics = lint_source(result.path, data, options).diagnostics
+    outcome = fix_text(result.path, text, options, unsafe, diagnostics, encoding)
     outcome.digest = _digest(data)
     return outcome
 

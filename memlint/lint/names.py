@@ -42,6 +42,18 @@ class ImportMap:
         walk_visit(module, collector)
         return imports
 
+    @classmethod
+    def from_statements(cls, statements) -> "ImportMap":
+        """The map of these ``Import``/``ImportFrom`` nodes, in source order."""
+        imports = cls()
+        collector = _ImportCollector(imports.aliases)
+        for statement in statements:
+            if isinstance(statement, cst.Import):
+                collector.visit_Import(statement)
+            else:
+                collector.visit_ImportFrom(statement)
+        return imports
+
     def qualify(self, dotted: str) -> str:
         """Map the first component of ``dotted`` through the aliases."""
         head, _, rest = dotted.partition(".")

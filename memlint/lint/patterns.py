@@ -86,7 +86,8 @@ def collection_target(node: cst.CSTNode) -> tuple[str, list[cst.BaseExpression]]
     - ``lst.append(v)`` / ``self.outs.extend(v)`` / ``buf.add(logits=v)`` /
       ``q.insert(0, v)`` -> (``"lst"``/``"self.outs"``/..., [v...]);
     - ``d[k] = v`` (an ``Assign`` whose single target is a subscript) ->
-      (``"d"``, [v]).
+      (``"d"``, [v]);
+    - ``lst += [v, w]`` -> (``"lst"``, [v, w]).
 
     Returns None for anything else. The container name is the root as
     :func:`memlint.lint.dataflow.root_name` computes it.
@@ -103,6 +104,13 @@ def collection_target(node: cst.CSTNode) -> tuple[str, list[cst.BaseExpression]]
         if node.func.attr.value == "insert" and len(values) >= 2:
             values = values[1:]
         return container, values
+    if (
+        isinstance(node, cst.AugAssign)
+        and isinstance(node.operator, cst.AddAssign)
+        and isinstance(node.value, (cst.List, cst.Tuple))
+    ):
+        container = root_name(node.target)  # `hist += [x]` extends `hist`
+        return (container, [element.value for element in node.value.elements]) if container is not None else None
     if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
         container = root_name(node.targets[0].target)
         return (container, [node.value]) if container is not None else None

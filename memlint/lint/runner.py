@@ -76,15 +76,20 @@ def lint_file(job: Job) -> FileResult:
     return lint_source(job.path, data, job.options)
 
 
-def lint_jobs(jobs: list[Job], jobs_limit: int | None = None) -> list[FileResult]:
-    """Lint every job, in parallel when many need parsing; results keep job order."""
+def lint_jobs(jobs: list[Job], jobs_limit: int | None = None, with_digests: bool = False) -> list[FileResult]:
+    """Lint every job, in parallel when many need parsing; results keep job order.
+
+    ``with_digests``: record the sha256 of the bytes linted in each result
+    (``--fix`` uses it to notice a file that changed after it was linted)."""
     results: list[FileResult | None] = [None] * len(jobs)
+    contents: list[bytes | None] = [None] * len(jobs)
     pending: list[tuple[int, Pending]] = []
     for position, job in enumerate(jobs):
         data = read_job(job)
         if isinstance(data, FileResult):
             results[position] = data
             continue
+        contents[position] = data
         result, parse = precheck(job.path, data, job.options)
         if parse is None:
             results[position] = result
@@ -93,6 +98,12 @@ def lint_jobs(jobs: list[Job], jobs_limit: int | None = None) -> list[FileResult
             pending.append((position, parse))
     for position, parsed in zip((p for p, _ in pending), _lint_pending_all([p for _, p in pending], jobs_limit)):
         results[position] = _merge(results[position], parsed)
+    if with_digests:
+        import hashlib
+
+        for result, data in zip(results, contents):
+            if result is not None and data is not None:
+                result.digest = hashlib.sha256(data).hexdigest()
     return results  # type: ignore[return-value]
 
 

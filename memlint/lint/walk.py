@@ -134,3 +134,32 @@ def parent_map(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
             parents[child] = node
             stack.append(child)
     return parents
+
+
+class NodeIndex:
+    """One pass over a module: every node in pre-order, each node's parent,
+    and the nodes grouped by type — so that rules and analyses that look for
+    "all imports", "all function definitions" or "the parent of X" do not
+    each walk the whole tree again."""
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        self.nodes: list[cst.CSTNode] = []
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._by_type: dict[type, list[cst.CSTNode]] = {}
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            self.nodes.append(node)
+            self._by_type.setdefault(type(node), []).append(node)
+            kids = children(node)
+            for child in kids:
+                self.parents[child] = node
+            stack.extend(reversed(kids))
+
+    def of_type(self, *types: type) -> list[cst.CSTNode]:
+        """Nodes of exactly these libcst classes, in source order."""
+        if len(types) == 1:
+            return self._by_type.get(types[0], [])
+        order = {id(node): i for i, node in enumerate(self.nodes)} if len(types) > 1 else {}
+        found = [node for kind in types for node in self._by_type.get(kind, [])]
+        return sorted(found, key=lambda node: order[id(node)])

@@ -76,11 +76,12 @@ def _advice_table(item, table_class):
     table = table_class(title="Advisor: remedies ranked by memory saved (each re-estimated)", title_justify="left",
                         show_edge=False)
     for column, justify in (("#", "right"), ("remedy", "left"), ("device_used", "right"), ("saved", "right"),
-                            ("fits", "left"), ("cost", "left")):
+                            ("allocated saved", "right"), ("fits", "left"), ("cost", "left")):
         table.add_column(column, justify=justify)
     for rank, row in enumerate(item.advice, start=1):
         fits = "-" if row.fits is None else ("yes" if row.fits else "no")
-        table.add_row(str(rank), row.title, _gib(row.device_used), _gib(row.saved), fits, row.cost)
+        table.add_row(str(rank), row.title, _gib(row.device_used), _gib(row.saved), _gib(row.saved_allocated), fits,
+                      row.cost)
     return table
 
 
@@ -95,5 +96,5 @@ def render_estimates_plain(run, stream) -> None:
         print(f"  recipe: {', '.join(parts)}", file=stream)
         for rank, row in enumerate(item.advice, start=1):
             fits = "" if row.fits is None else (" fits" if row.fits else " does not fit")
-            print(f"  remedy {rank}: {row.title}: {_gib(row.device_used)} (saves {_gib(row.saved)}){fits}; {row.cost}",
-                  file=stream)
+            print(f"  remedy {rank}: {row.title}: {_gib(row.device_used)} (saves {_gib(row.saved)}; "
+                  f"peak allocated -{_gib(row.saved_allocated)}){fits}; {row.cost}", file=stream)

@@ -81,6 +81,8 @@ def load_real_workload(target: str, inputs=(), batch_size: int | None = None, de
             result = factory()
     except (TargetError, UsageError):
         raise
+    except SystemExit as exc:
+        raise TargetError(f"factory {target!r} called sys.exit({exc.code!r}) on device {device!r}") from None
     except Exception as exc:  # noqa: BLE001 - any failure is the factory's
         raise TargetError(f"factory {target!r} raised {_one_line(exc)} on device {device!r}") from None
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module):

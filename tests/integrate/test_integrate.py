@@ -145,9 +145,12 @@ def test_advisor_ranking_matches_estimates_by_hand(tmp_path, memlint_run, limit)
         "zero-3": replace(base_options, world_size=4, zero_stage=3),
     }
     expected = {}
+    allocated = {}
+    base_allocated = estimate(workload, base_options).peak_allocated
     for key, options in by_hand.items():
         result = estimate(workload, options)
         expected[key] = (result.device_used, fits(result, capacity, 0.0).fits)
+        allocated[key] = result.peak_allocated
     accum = next(row for row in advice if row["remedy"] == "grad-accum")
     for k in (2, 4, 8, 16, 32, 64):
         if batch % k == 0:
@@ -156,10 +159,12 @@ def test_advisor_ranking_matches_estimates_by_hand(tmp_path, memlint_run, limit)
             if verdict or k * 2 > batch or batch % (k * 2):
                 break
     expected["grad-accum"] = (result.device_used, verdict)
+    allocated["grad-accum"] = result.peak_allocated
     got = {row["remedy"]: (row["device_used"], row["fits"]) for row in advice}
     assert got == expected
     assert all(row["saved"] == base - row["device_used"] for row in advice)
-    ranking = sorted(expected, key=lambda key: (-(base - expected[key][0]), key))
+    assert all(row["saved_allocated"] == base_allocated - allocated[row["remedy"]] for row in advice)
+    ranking = sorted(expected, key=lambda key: (-(base - expected[key][0]), -(base_allocated - allocated[key]), key))
     assert [row["remedy"] for row in advice] == ranking
 
 

@@ -241,3 +241,34 @@ def test_unwritable_directory_is_one_error_line(tmp_path):
     finally:
         os.chmod(path.parent, 0o755)
     assert proc.returncode == 2 and "cannot write fixes" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_fix_relints_a_file_that_changed_after_it_was_linted(tmp_path):
+    """A file edited between linting and fixing: the stale positions must not
+    be applied to the new text (that once replaced a line of code)."""
+    from memlint.check import CheckRun
+    from memlint.lint.engine import LintOptions
+    from memlint.lint.fixes import _fix_result
+    from memlint.lint.runner import Job, lint_jobs
+
+    path = tmp_path / "race.py"
+    original = (
+        "import torch\n\n\ndef train(model, loader, opt, criterion):\n"
+        "    for x, label in loader:\n"
+        "        outputs = model(x)\n"
+        "        loss = criterion(outputs, label)\n"
+        "        opt.zero_grad(set_to_none=False)\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+    )
+    path.write_text(original)
+    options = LintOptions(enabled=frozenset({"MEM203"}))
+    [result] = lint_jobs([Job(str(path), options)], with_digests=True)
+    assert [d.code for d in result.diagnostics] == ["MEM203"]
+    path.write_text("import os\n" + original)  # an editor saves while memlint runs
+    run = CheckRun(options={str(path): options})
+    outcome = _fix_result(run, result, unsafe=False)
+    fixed = outcome.fixed
+    assert "loss = criterion(outputs, label)" in fixed
+    assert fixed.count("opt.zero_grad()") == 1 and "set_to_none=False" not in fixed
+    assert fixed.startswith("import os\n")
