@@ -4,7 +4,7 @@ import libcst as cst
 
 from memlint.lint.dataflow import root_name
 from memlint.lint.diagnostic import Severity
-from memlint.lint.patterns import contains_training_step, returned_names, with_method
+from memlint.lint.patterns import carried_across_iterations, contains_training_step, returned_names, with_method
 from memlint.lint.rule import Rule
 
 
@@ -113,9 +113,10 @@ class LossAccumulatedWithGraph(Rule):
         if not flow.is_attached(added):
             return False
         name = root_name(target)
-        if name is None or not flow.defined_outside(name, loops[0]):
-            return False
-        return not self._intended_loss_sum(name, statement, loops[0])
+        loop = None if name is None else carried_across_iterations(flow, name, statement)
+        if loop is None:
+            return False  # re-created every iteration, or a sum over layers/heads/terms
+        return not self._intended_loss_sum(name, statement, loop)
 
     def _intended_loss_sum(self, name: str, statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
         """A loss built on purpose: the total is backpropagated, or returned

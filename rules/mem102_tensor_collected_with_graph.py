@@ -3,7 +3,14 @@
 import libcst as cst
 
 from memlint.lint.diagnostic import Severity
-from memlint.lint.patterns import bound_to_dict, collection_target, names_in, outlives_iteration, with_method
+from memlint.lint.patterns import (
+    bound_to_dict,
+    collection_target,
+    carried_across_iterations,
+    names_in,
+    outlives_iteration,
+    with_method,
+)
 from memlint.lint.rule import Rule
 from memlint.lint.walk import visit as walk_visit
 
@@ -92,6 +99,8 @@ class TensorCollectedWithGraph(Rule):
         flow = self.ctx.dataflow
         if flow.grad_disabled(node) or not outlives_iteration(flow, container, node):
             return
+        if flow.enclosing_loops(node) and carried_across_iterations(flow, container, node) is None:
+            return  # outputs of a loop over layers or items: bounded, usually the graph being built
         if isinstance(node, cst.Assign) and not bound_to_dict(container, flow.scope_node(node), self.ctx):
             return  # `t[i] = v` writes into a tensor or an unknown object in place
         attached = [value for value in values if flow.is_attached(value)]

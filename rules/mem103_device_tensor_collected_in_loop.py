@@ -9,6 +9,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import (
     bound_to_dict,
+    iteration_loop,
     collection_target,
     contains_training_step,
     leaf_values,
@@ -151,7 +152,7 @@ class DeviceTensorCollectedInLoop(Rule):
                 return True  # `t[i] = v` into a tensor or an unknown object: written in place
         if any(_iterates_model_parts(loop) or _small_literal_range(loop) for loop in loops[:1]):
             return True
-        if loops and not _iteration_loop(loops[0]):
+        if loops and not iteration_loop(loops[0]):
             return True  # a loop over the items of one batch or structure: its outputs are the result
         if loops and _shrunk_in(loops[0], container):
             return True
@@ -266,21 +267,6 @@ def _model_parts(iterable: cst.BaseExpression) -> bool:
 
 
 #: Iterables of training/evaluation/optimisation loops.
-ITERATION_NAME = re.compile(r"(?:loader|batches|dataset|data|iterator|stream|episodes?|steps|iters|iterations|epochs)$", re.IGNORECASE)
-
-
-def _iteration_loop(loop: cst.CSTNode) -> bool:
-    """A loop whose iteration count grows with the run: a `while`, a loop with
-    a training step, or one over a loader/steps-like iterable."""
-    if isinstance(loop, cst.While) or contains_training_step(loop.body):
-        return True
-    iterable = loop.iter
-    while isinstance(iterable, cst.Call) and iterable.args and dotted_name(iterable.func) in ("enumerate", "tqdm", "tqdm.tqdm", "iter", "range", "zip"):
-        iterable = iterable.args[-1].value if dotted_name(iterable.func) == "range" else iterable.args[0].value
-    name = dotted_name(iterable)
-    return name is not None and bool(ITERATION_NAME.search(name))
-
-
 def _small_literal_range(loop: cst.CSTNode) -> bool:
     if not isinstance(loop, cst.For):
         return False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from memlint.lint.names import dotted_name
@@ -202,3 +204,33 @@ class _DictBinding(cst.CSTVisitor):
             self.found = True
         elif isinstance(value, cst.Call) and self.ctx.qualified(value.func) in DICT_FACTORIES:
             self.found = True
+
+
+ITERATION_NAME = re.compile(r"(?:loader|batches|dataset|data|iterator|stream|episodes?|steps|iters|iterations|epochs)$", re.IGNORECASE)
+
+
+def iteration_loop(loop: cst.CSTNode) -> bool:
+    """A loop whose iteration count grows with the run: a `while`, a loop with
+    a training step, or one over a loader/steps-like iterable. Loops over a
+    model's layers, a batch's items or a fixed structure are not: what they
+    collect is bounded, and inside a forward pass it is the graph itself."""
+    if isinstance(loop, cst.While) or contains_training_step(loop.body):
+        return True
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and iterable.args and dotted_name(iterable.func) in ("enumerate", "tqdm", "tqdm.tqdm", "iter", "range", "zip"):
+        iterable = iterable.args[-1].value if dotted_name(iterable.func) == "range" else iterable.args[0].value
+    name = dotted_name(iterable)
+    return name is not None and bool(ITERATION_NAME.search(name))
+
+
+def carried_across_iterations(flow, name: str, node: cst.CSTNode) -> cst.CSTNode | None:
+    """The loop across whose iterations ``name`` (bound outside it) keeps what
+    ``node`` adds: the innermost enclosing :func:`iteration_loop` that ``name``
+    is bound outside of; None when ``name`` is re-created inside every such
+    loop (``flow`` is the file's :class:`memlint.lint.dataflow.Dataflow`)."""
+    for loop in flow.enclosing_loops(node):
+        if not flow.defined_outside(name, loop):
+            return None
+        if iteration_loop(loop):
+            return loop
+    return None
