@@ -108,7 +108,7 @@ PLAIN = Value(Tri.NO, Tri.NO)  # a Python number, string, numpy array...
 DETACHED_ON_CPU = Value(Tri.NO, Tri.NO, is_tensor_like=True)
 
 MODEL_NAME = re.compile(
-    r"^(?!(?:get|build|make|create|load|init|set|to|from|is|has|save|compute|prepare|configure|setup|resize|"
+    r"^(?!_*(?:get|build|make|create|load|init|set|to|from|is|has|save|compute|prepare|configure|setup|resize|"
     r"tie|freeze|unfreeze|apply|register|num|n|use|with|wrap|unwrap)_)"
     r"(?:model|net|network|module|encoder|decoder|backbone|head|classifier|generator|discriminator|"
     r"critic|actor|policy|agent_net|cell|rnn|lstm|gru|transformer|unet|vae|autoencoder|criterion|"
