@@ -188,7 +188,11 @@ def sdpa(func, args, kwargs, cc, choices=None):
     bound.update(kwargs)
     q, k, v = bound["query"], bound["key"], bound["value"]
     backend = choose_sdpa_backend(q, k, v, bound.get("attn_mask"), cc)
-    if backend != "math" and bound.get("enable_gqa") and k.shape[1] != q.shape[1]:
+    if backend == "efficient" and bound.get("enable_gqa") and k.shape[1] != q.shape[1]:
+        # Grouped-query attention: the flash kernels accept K/V with fewer heads,
+        # the memory-efficient kernel does not, so PyTorch falls back to math
+        # (sdp_utils.cpp, check_grouped_query_attention; torch 2.5+ docs of
+        # scaled_dot_product_attention's enable_gqa).
         backend = "math"
     if choices is not None:
         choices[f"sdpa:{backend}"] += 1

@@ -1,7 +1,5 @@
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-TINY = "fixtures/models/validation_tiny.py"
-
+# Lets the tests here import validate_helpers.
 sys.path.insert(0, str(Path(__file__).parent))

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import ROOT
+from validate_helpers import ROOT
 
 from memlint.validate import campaign
 from memlint.validate.record import check_record

@@ -9,7 +9,7 @@ returned by ops) must still be within 5% when the gap is kernel-internal scratch
 import os
 
 import pytest
-from conftest import ROOT, TINY
+from validate_helpers import ROOT, TINY
 
 from memlint.estimate.api import EstimateOptions
 from memlint.estimate.workload import load_workload

@@ -105,7 +105,7 @@ def test_cuda_session_builds_a_valid_record(fake_cuda, monkeypatch):
     """validate(device='cuda') with faked torch.cuda gives rows, a record that passes the schema, and OOM -> outcome oom."""
     import os
 
-    from conftest import ROOT
+    from validate_helpers import ROOT
 
     from memlint.validate import record as records
     from memlint.validate import session

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT
+from validate_helpers import ROOT
 
 from memlint.estimate.api import EstimateOptions, estimate
 from memlint.estimate.workload import load_workload

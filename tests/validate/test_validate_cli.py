@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from validate_helpers import ROOT
 
 from memlint.cli import main
 
