@@ -55,6 +55,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         from memlint.estimate.cli import add_estimate_arguments
 
         add_estimate_arguments(estimate)
+        estimate.add_argument("--advise", action="store_true",
+                              help="re-estimate under each remedy (mixed precision, checkpointing, accumulation, "
+                                   "lighter optimizer, sharding) and rank them by memory saved")
 
     validate = sub.add_parser("validate", help="measure a training step on a device and compare with the estimate")
     if command == "validate":

@@ -114,3 +114,18 @@ def plot_timeline(result, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def render_advice(rows, file: TextIO | None = None) -> None:
+    """Print the advisor's rows (:class:`memlint.estimate.advisor.Remedy`), best first."""
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    table = Table(title="Remedies, each re-estimated, ranked by memory saved", title_justify="left")
+    for column in ("#", "remedy", "device_used", "saved", "allocated saved", "fits", "cost"):
+        table.add_column(column, justify="right" if column in ("#", "device_used", "saved", "allocated saved") else "left")
+    for rank, row in enumerate(rows, start=1):
+        fits = "-" if row.fits is None else ("yes" if row.fits else "no")
+        table.add_row(str(rank), row.title, format_bytes(row.device_used), format_bytes(row.saved),
+                      format_bytes(row.saved_allocated), fits, row.cost)
+    Console(file=file, highlight=False).print(table)

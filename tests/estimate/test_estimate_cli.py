@@ -35,3 +35,14 @@ def test_usage_errors_exit_2(capsys):
     assert err.startswith("memlint: error:") and err.count("\n") == 1
     assert run([target("mlp.py") + ":nothere"]) == 2
     assert run([target("mlp.py") + ":build", "--gpu", "GTX-9999"]) == 2
+
+
+def test_advise_ranks_re_estimated_remedies(capsys):
+    from memlint.cli import main
+
+    assert main(["estimate", target("mlp.py") + ":build", "--gpu", "T4", "--advise", "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    advice = document["advice"]
+    assert {row["remedy"] for row in advice} >= {"amp-bf16", "checkpointing", "sgd"}
+    assert all(row["saved"] == document["device_used"] - row["device_used"] for row in advice)
+    assert [row["saved"] for row in advice] == sorted((row["saved"] for row in advice), reverse=True)
