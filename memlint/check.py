@@ -15,10 +15,9 @@ from memlint.cli import _split_codes, config_start
 from memlint.config import Config, load_config
 from memlint.errors import UsageError
 from memlint.lint.diagnostic import Diagnostic, FileResult
-from memlint.lint.engine import SYNTAX_ERROR_CODE, lint_source
+from memlint.lint.engine import SYNTAX_ERROR_CODE, LintOptions, lint_source
 from memlint.lint.files import collect_files
 from memlint.lint.registry import resolve_selection
-from memlint.lint.engine import LintOptions
 from memlint.lint.runner import Job, lint_jobs, options_for
 
 
@@ -122,19 +121,15 @@ def _lint_stdin(args: argparse.Namespace, enabled: frozenset[str], config: Confi
 
 
 def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) -> list[FileResult]:
-    try:
-        from memlint.lint import cache
-    except ImportError:
-        cache = None
-    if cache is None or args.no_cache or args.fix or args.diff:
+    if args.no_cache or args.fix or args.diff:
         return lint_jobs(jobs, args.jobs, with_digests=bool(args.fix or args.diff))
+    from memlint.lint import cache
+
     return cache.lint_jobs_cached(jobs, args, config)
 
 
 def _maybe_estimate(run: CheckRun, args: argparse.Namespace, config: Config) -> None:
     """Run the configured estimate (MEM302, advisor); a no-op until configured."""
-    try:
-        from memlint.integrate import attach_estimates
-    except ImportError:
-        return
+    from memlint.integrate import attach_estimates
+
     attach_estimates(run, args, config)

@@ -624,9 +624,8 @@ class _Interpreter:
 
     def expr_Comparison(self, node: cst.Comparison) -> Value:
         self.expr(node.left)
-        device = Tri.NO
         for target in node.comparisons:
-            device = device.join(self.expr(target.comparator).device)
+            self.expr(target.comparator)
         return Value(Tri.NO, Tri.MAYBE, is_tensor_like=True)
 
     def expr_IfExp(self, node: cst.IfExp) -> Value:
@@ -715,17 +714,13 @@ class _Interpreter:
                 return imported
         if callee.is_model:
             return self._forward(node, args, callee)
-        if name is not None and name in self.flow.functions and self.env.get(name) is not None:
-            return self._local_function_result(name, args)
         if name is not None and name in self.flow.functions:
             return self._local_function_result(name, args)
         return Value(Tri.MAYBE, _any_device(args))
 
     def _local_function_result(self, name: str, args: list[Value]) -> Value:
         returned = self.flow.function_returns(name)
-        if returned.graph is Tri.YES:
-            return returned
-        if returned.graph is Tri.NO:
+        if returned.graph is not Tri.MAYBE:
             return returned
         return Value(Tri.MAYBE, _any_device(args))
 

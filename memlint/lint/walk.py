@@ -124,18 +124,6 @@ def visit(root: cst.CSTNode, visitor: object) -> None:
     traverse(root, on_visit, on_leave)
 
 
-def parent_map(root: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
-    """Child -> parent for every node under ``root``."""
-    parents: dict[cst.CSTNode, cst.CSTNode] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in children(node):
-            parents[child] = node
-            stack.append(child)
-    return parents
-
-
 class NodeIndex:
     """One pass over a module: every node in pre-order, each node's parent,
     and the nodes grouped by type — so that rules and analyses that look for
@@ -160,6 +148,6 @@ class NodeIndex:
         """Nodes of exactly these libcst classes, in source order."""
         if len(types) == 1:
             return self._by_type.get(types[0], [])
-        order = {id(node): i for i, node in enumerate(self.nodes)} if len(types) > 1 else {}
+        order = {id(node): i for i, node in enumerate(self.nodes)}
         found = [node for kind in types for node in self._by_type.get(kind, [])]
         return sorted(found, key=lambda node: order[id(node)])
