@@ -65,6 +65,7 @@ class LossAccumulatedWithGraph(Rule):
     SEVERITY = Severity.ERROR
     FIX_TITLE = "Add `.detach()` to the accumulated value"
     TRIGGERS = ("+=", "+ ", "+")
+    NEEDS_GRAPH_SOURCE = True
     VALID = (
         "def f(model, loader, crit, opt):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        total += loss.item()\n",
         "def f(model, loader, crit):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        total += loss.detach()\n",

@@ -67,6 +67,7 @@ class TensorCollectedWithGraph(Rule):
     SEVERITY = Severity.ERROR
     FIX_TITLE = "Add `.detach()` to the stored tensor"
     TRIGGERS = ("+= [", "+=[", "append", "extend", "insert", ".add(", "] =", "appendleft", ".put(", "update", "setdefault")
+    NEEDS_GRAPH_SOURCE = True
     VALID = (
         "def f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x).detach().cpu())\n",
         "import torch\ndef f(model, loader):\n    outs = []\n    with torch.no_grad():\n        for x in loader:\n            outs.append(model(x))\n",

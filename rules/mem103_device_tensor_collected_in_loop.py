@@ -89,6 +89,7 @@ class DeviceTensorCollectedInLoop(Rule):
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Move the stored tensor to the CPU with `.cpu()`"
     TRIGGERS = ("cuda", ".to(", "device")
+    NEEDS_NAMES = ("cuda", "to", "device")  # the only ways the dataflow puts a value on the accelerator
     VALID = (
         "import torch\ndef f(model, loader):\n    preds = []\n    with torch.no_grad():\n        for x in loader:\n            preds.append(model(x.cuda()).cpu())\n",
         "import torch\ndef f(model, loader):\n    for x in loader:\n        batch_preds = []\n        batch_preds.append(model(x.cuda()).detach())\n",

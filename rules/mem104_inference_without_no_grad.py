@@ -5,7 +5,8 @@ from functools import cached_property
 
 import libcst as cst
 
-from memlint.lint.dataflow import MODEL_NAME, call_method_name
+from memlint.lint.dataflow import call_method_name
+from memlint.lint.vocabulary import MODEL_NAME
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import contains_training_step
@@ -72,6 +73,7 @@ class InferenceWithoutNoGrad(Rule):
     MESSAGE = "forward pass in an evaluation context with autograd enabled: activations are saved for a backward that never comes"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("eval", "valid", "predict", "infer", "test_step", "test_epoch", "run_test", "val_")
+    NEEDS_GRAPH_SOURCE = True  # a forward pass needs a model
     VALID = (
         "import torch\n@torch.no_grad()\ndef evaluate(model, loader):\n    for x in loader:\n        model(x)\n",
         "import torch\ndef evaluate(model, loader):\n    model.eval()\n    with torch.inference_mode():\n        for x in loader:\n            model(x)\n",

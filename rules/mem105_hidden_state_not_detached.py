@@ -4,7 +4,8 @@ import re
 
 import libcst as cst
 
-from memlint.lint.dataflow import MODEL_NAME, Tri, targets_of
+from memlint.lint.dataflow import Tri, targets_of
+from memlint.lint.vocabulary import MODEL_NAME
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import contains_training_step, names_in
@@ -76,6 +77,7 @@ class HiddenStateNotDetached(Rule):
     MESSAGE = "recurrent state `{names}` is fed back across iterations without `.detach()`: the autograd graph spans every iteration"
     SEVERITY = Severity.ERROR
     TRIGGERS = ("for ", "while ", "self.")
+    NEEDS_GRAPH_SOURCE = True
     VALID = (
         "def f(model, loader, opt, crit, h):\n    for x, y in loader:\n        h = h.detach()\n        out, h = model(x, h)\n        crit(out, y).backward()\n        opt.step()\n",
         "def repackage_hidden(h):\n    return tuple(v.detach() for v in h)\ndef f(lstm, loader, opt, crit, hidden):\n    for x, y in loader:\n        hidden = repackage_hidden(hidden)\n        out, hidden = lstm(x, hidden)\n        crit(out, y).backward()\n        opt.step()\n",

@@ -65,6 +65,8 @@ class RetainGraphInLoop(Rule):
     MESSAGE = "`retain_graph=True` on the last backward of a loop iteration: the graph's saved tensors are never released by a later backward"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("retain_graph", "True")  # positional form: grad(out, inputs, None, True)
+    NEEDS_NAMES = ("backward", "manual_backward", "grad")
+    NEEDS_GRAPH_SOURCE = True
     VALID = (
         "def f(enc, a, b, loader, opt):\n    for x in loader:\n        z = enc(x)\n        a(z).mean().backward(retain_graph=True)\n        b(z).mean().backward()\n        opt.step()\n",
         "def f(model, x):\n    loss = model(x).sum()\n    loss.backward(retain_graph=True)\n    loss.backward()\n",

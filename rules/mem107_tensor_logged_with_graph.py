@@ -76,6 +76,8 @@ class TensorLoggedWithGraph(Rule):
     MESSAGE = "a graph-attached tensor is passed to an experiment logger: log `.item()` or `.detach()` instead"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("wandb", "mlflow", "SummaryWriter", "experiment")
+    NEEDS_NAMES = ("wandb", "mlflow", "SummaryWriter", "experiment")
+    NEEDS_GRAPH_SOURCE = True
     VALID = (
         "import wandb\ndef f(model, loader, crit):\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        wandb.log({'loss': loss.item()})\n",
         "class M:\n    def training_step(self, batch, idx):\n        loss = self.model(batch).loss\n        self.log('train_loss', loss)\n        return loss\n",

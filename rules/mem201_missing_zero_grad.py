@@ -64,6 +64,7 @@ class MissingZeroGrad(Rule):
     MESSAGE = "the loop calls `.backward()` and an optimizer step but never clears gradients: they accumulate across iterations"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("backward",)
+    NEEDS_NAMES = ("backward", "manual_backward")
     VALID = (
         "def train(model, loader, optimizer, crit):\n    for x, y in loader:\n        optimizer.zero_grad()\n        crit(model(x), y).backward()\n        optimizer.step()\n",
         "def train(model, loader, optimizer, crit, n):\n    for i, (x, y) in enumerate(loader):\n        (crit(model(x), y) / n).backward()\n        if (i + 1) % n == 0:\n            optimizer.step()\n            optimizer.zero_grad()\n",

@@ -70,6 +70,7 @@ class ZeroGradAfterForward(Rule):
     MESSAGE = "`zero_grad()` runs after the forward pass: the previous gradients stay allocated through the forward peak"
     SEVERITY = Severity.INFO
     TRIGGERS = ("zero_grad",)
+    NEEDS_NAMES = ("zero_grad",)
     VALID = (
         "def train(model, loader, opt):\n    for x, y in loader:\n        opt.zero_grad()\n        loss = model(x, y)\n        loss.backward()\n        opt.step()\n",
         "def train(model, loader, opt):\n    for x, y in loader:\n        loss = model(x, y)\n        loss.backward()\n        opt.step()\n        opt.zero_grad(set_to_none=True)\n",

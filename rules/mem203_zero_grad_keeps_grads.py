@@ -51,6 +51,7 @@ class ZeroGradKeepsGrads(Rule):
     SEVERITY = Severity.INFO
     FIX_TITLE = "Remove `set_to_none=False`"
     TRIGGERS = ("zero_grad",)
+    NEEDS_NAMES = ("zero_grad",)
     VALID = (
         "def step(opt):\n    opt.zero_grad()\n",
         "def step(opt):\n    opt.zero_grad(set_to_none=True)\n",

@@ -101,6 +101,7 @@ class AccumulationWithoutLossScaling(Rule):
     MESSAGE = "gradient accumulation: the loss is not divided by the number of accumulated steps before `.backward()`"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("backward",)
+    NEEDS_NAMES = ("backward", "manual_backward")
     VALID = (
         "def train(model, loader, opt, crit, accum):\n    for i, (x, y) in enumerate(loader):\n        loss = crit(model(x), y) / accum\n        loss.backward()\n        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n",
         "def train(model, loader, opt, scaler, n):\n    for step, batch in enumerate(loader):\n        loss = model(**batch).loss\n        scaler.scale(loss / n).backward()\n        if step % n == 0:\n            scaler.step(opt)\n            opt.zero_grad()\n",

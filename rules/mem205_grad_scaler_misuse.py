@@ -84,6 +84,7 @@ class GradScalerMisuse(Rule):
     MESSAGE = "`GradScaler` is used but nothing runs under `autocast`: the model trains in float32"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("GradScaler", "autocast")
+    NEEDS_NAMES = ("GradScaler", "autocast")
     VALID = (
         "import torch\nscaler = torch.amp.GradScaler('cuda')\ndef step(model, x, opt):\n    with torch.autocast('cuda'):\n        loss = model(x)\n    scaler.scale(loss).backward()\n    scaler.step(opt)\n",
         "import torch\ndef step(model, x, opt):\n    with torch.autocast('cuda', dtype=torch.bfloat16):\n        loss = model(x)\n    loss.backward()\n    opt.step()\n",

@@ -72,6 +72,7 @@ class DeprecatedAmpApi(Rule):
     SEVERITY = Severity.INFO
     FIX_TITLE = "Use `torch.amp` with an explicit device type"
     TRIGGERS = ("amp",)
+    NEEDS_NAMES = ("amp",)
     VALID = (
         "import torch\nwith torch.amp.autocast('cuda'):\n    pass\n",
         "import torch\nscaler = torch.amp.GradScaler('cuda')\n",

@@ -73,6 +73,7 @@ class NoMixedPrecision(Rule):
     MESSAGE = "CUDA training loop in float32: `torch.autocast` (bf16/fp16) typically cuts activation memory 30-50%"
     SEVERITY = Severity.INFO
     TRIGGERS = ("backward",)
+    NEEDS_NAMES = ("backward", "manual_backward")
     VALID = (
         "import torch\nmodel = model.cuda()\nfor x in loader:\n    with torch.autocast('cuda'):\n        loss = model(x.cuda())\n    loss.backward()\n    opt.step()\n",
         "import torch\nmodel = model.cuda().bfloat16()\nfor x in loader:\n    loss = model(x.cuda())\n    loss.backward()\n    opt.step()\n",

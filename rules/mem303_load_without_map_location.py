@@ -48,6 +48,7 @@ class LoadWithoutMapLocation(Rule):
     SEVERITY = Severity.WARNING
     FIX_TITLE = 'Add `map_location="cpu"`'
     TRIGGERS = ("load",)
+    NEEDS_NAMES = ("load",)
     VALID = (
         "import torch\nstate = torch.load('ckpt.pt', map_location='cpu')\n",
         "import torch\nstate = torch.load('ckpt.pt', 'cpu')\n",

@@ -4,7 +4,8 @@ import re
 
 import libcst as cst
 
-from memlint.lint.dataflow import MODEL_NAME, Tri, targets_of
+from memlint.lint.dataflow import Tri, targets_of
+from memlint.lint.vocabulary import MODEL_NAME
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import is_dataset_class, names_in
@@ -72,6 +73,7 @@ class DatasetOnDevice(Rule):
     MESSAGE = "a whole dataset is moved to the accelerator up front: it occupies device memory for the whole run"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("cuda", ".to(", "device")
+    NEEDS_NAMES = ("cuda", "to", "device")
     VALID = (
         "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __init__(self, x):\n        self.x = torch.as_tensor(x)\n    def __getitem__(self, i):\n        return self.x[i]\n",
         "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __init__(self, x, device):\n        self.x = x\n        self.mean = torch.tensor([0.5, 0.5, 0.5]).to(device)\n",

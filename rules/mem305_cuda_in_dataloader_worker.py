@@ -74,6 +74,7 @@ class CudaInDataloaderWorker(Rule):
     MESSAGE = "CUDA work in code that DataLoader workers run: each worker creates its own CUDA context or fails after fork"
     SEVERITY = Severity.ERROR
     TRIGGERS = ("__getitem", "__iter__", "collate_fn", "worker_init_fn")
+    NEEDS_NAMES = ("__getitem__", "__getitems__", "__iter__", "collate_fn", "worker_init_fn")
     VALID = (
         "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __getitem__(self, i):\n        return torch.as_tensor(self.x[i])\n",
         "import torch\nfrom torch.utils.data import Dataset, DataLoader\nclass D(Dataset):\n    def __getitem__(self, i):\n        return self.x[i].cuda()\nloader = DataLoader(D(), batch_size=4, num_workers=0)\n",

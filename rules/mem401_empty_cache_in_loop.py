@@ -98,6 +98,7 @@ class EmptyCacheInLoop(Rule):
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Remove the `empty_cache()` call"
     TRIGGERS = ("empty_cache",)
+    NEEDS_NAMES = ("empty_cache",)
     VALID = (
         "import torch\ndef train(model, loader, opt):\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n    torch.cuda.empty_cache()\n",
         "import torch\ndef train(model, loader, opt):\n    for step, batch in enumerate(loader):\n        model(batch).backward()\n        if step % 1000 == 0:\n            torch.cuda.empty_cache()\n",

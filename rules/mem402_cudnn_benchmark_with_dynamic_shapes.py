@@ -73,6 +73,7 @@ class CudnnBenchmarkWithDynamicShapes(Rule):
     SEVERITY = Severity.WARNING
     DEFAULT_ENABLED = False
     TRIGGERS = ("benchmark",)
+    NEEDS_NAMES = ("benchmark",)
     VALID = (
         "import torch\nimport torchvision.transforms as T\ntorch.backends.cudnn.benchmark = True\ntf = T.Compose([T.RandomResizedCrop(224), T.ToTensor()])\n",
         "import torch\nimport random\nimport torch.nn.functional as F\ntorch.backends.cudnn.benchmark = False\ndef aug(x):\n    return F.interpolate(x, scale_factor=random.uniform(0.5, 1.5))\n",

@@ -78,6 +78,7 @@ class TfMemoryGrowthNotSet(Rule):
     MESSAGE = "TensorFlow training without `set_memory_growth`: TensorFlow reserves nearly all GPU memory at start"
     SEVERITY = Severity.INFO
     TRIGGERS = ("tensorflow", "keras")
+    NEEDS_NAMES = ("tensorflow", "keras")
     VALID = (
         "import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)\nmodel = tf.keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y)\n",
         "import os\nos.environ['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'\nimport tensorflow as tf\nmodel = tf.keras.Sequential([])\nmodel.fit(x, y)\n",

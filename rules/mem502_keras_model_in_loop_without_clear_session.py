@@ -69,6 +69,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
     MESSAGE = "a Keras model is built in a loop without `clear_session()`: every iteration's model state accumulates"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("keras",)
+    NEEDS_NAMES = ("keras",)
     VALID = (
         "import tensorflow as tf\nfor units in (8, 16):\n    tf.keras.backend.clear_session()\n    model = tf.keras.Sequential([tf.keras.layers.Dense(units)])\n    model.fit(x, y)\n",
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(8)])\nfor epoch in range(3):\n    model.fit(x, y)\n",

@@ -25,8 +25,14 @@ class FileContext:
         self.path = path
         self.source = source
         self.module = module
-        self.stack: list[cst.CSTNode] = []
         self.diagnostics: list[Diagnostic] = []
+        #: Pre-order position (in :attr:`index`) of the node whose hook runs.
+        self.position: int | None = None
+
+    @property
+    def stack(self) -> list[cst.CSTNode]:
+        """The ancestors of the node whose hook is running, outermost first."""
+        return [] if self.position is None else self.index.ancestors_at(self.position)
 
     @cached_property
     def index(self):

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from memlint.lint.names import dotted_name
+from memlint.lint.vocabulary import FORWARD_METHODS, MODEL_NAME
 from memlint.lint.walk import children as syntactic_children, visit as walk_visit
 
 
@@ -107,20 +108,6 @@ UNKNOWN = Value()
 PLAIN = Value(Tri.NO, Tri.NO)  # a Python number, string, numpy array...
 DETACHED_ON_CPU = Value(Tri.NO, Tri.NO, is_tensor_like=True)
 
-MODEL_NAME = re.compile(
-    r"^(?!_*(?:get|build|make|create|load|init|set|to|from|is|has|save|compute|prepare|configure|setup|resize|"
-    r"tie|freeze|unfreeze|apply|register|num|n|use|with|wrap|unwrap)_)"
-    r"(?:model|net|network|module|encoder|decoder|backbone|head|classifier|generator|discriminator|"
-    r"critic|actor|policy|agent_net|cell|rnn|lstm|gru|transformer|unet|vae|autoencoder|criterion|"
-    r"loss_fn|lossfn|loss_func|loss_function|loss_module|teacher|student|ema_model|ddp_model|"
-    r"[a-z0-9_]*_(?:model|net|encoder|decoder|head|criterion|backbone|cell|lstm|rnn|gru)|"
-    r"(?:model|net)_?[a-z0-9]*)$",
-    re.IGNORECASE,
-)
-FORWARD_METHODS = re.compile(
-    r"^(?:forward|loss|compute_loss|compute_losses|get_loss|training_step|shared_step|step_fn|"
-    r"predict_step|validation_step|test_step|forward_[a-z0-9_]+|[a-z0-9_]*_loss)$"
-)
 DETACHING_METHODS = frozenset({"item", "tolist", "numpy", "detach", "detach_"})
 NONDIFF_METHODS = frozenset(
     {
@@ -218,6 +205,7 @@ class Dataflow:
         self._functions: dict[str, cst.FunctionDef] | None = None
         self._in_progress: set[cst.CSTNode] = set()
         self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
+        self._bound_names: dict[cst.CSTNode, set[str]] = {}
 
     # -- structure -------------------------------------------------------
     @property
@@ -312,7 +300,14 @@ class Dataflow:
         if "." in name:
             return True
         scope = self.scope(loop)
-        return name in scope.assigned_before.get(loop, set()) or name not in _names_bound_in(loop)
+        return name in scope.assigned_before.get(loop, set()) or name not in self._bound_in(loop)
+
+    def _bound_in(self, loop: cst.CSTNode) -> set[str]:
+        """Names bound inside ``loop`` (one walk per loop, however many names are asked about)."""
+        found = self._bound_names.get(loop)
+        if found is None:
+            found = self._bound_names[loop] = _names_bound_in(loop)
+        return found
 
     def _disables_grad(self, with_node: cst.With) -> bool:
         for item in with_node.items:

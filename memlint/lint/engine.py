@@ -7,20 +7,23 @@ The flow for one file (:func:`lint_source`):
 2. ``# memlint: skip-file`` skips the file;
 3. the trigger pre-filter keeps only rules one of whose trigger tokens occurs
    in the text; with none left the file is not parsed at all;
-4. one libcst parse; a syntax error (or nesting too deep for the parser) is
-   a MEM001 diagnostic;
-5. one traversal dispatches each node to every enabled rule's hooks;
+4. CPython's parser checks the syntax (a syntax error, or nesting too deep,
+   is a MEM001 diagnostic) and its tree feeds the pre-parse gate
+   (:mod:`memlint.lint.facts`): rules whose requirements the code does not
+   meet are dropped; with none left libcst never sees the file;
+5. one libcst parse, walked once into a node index; each remaining rule's
+   ``visit_<Type>``/``leave_<Type>`` hooks get the nodes of their types in
+   traversal order;
 6. inline suppressions are applied.
 
 A rule that crashes on a file is dropped for that file only and reported as
 an internal error; the other rules' findings on that file are kept.
 
-Steps 1-3 (:func:`precheck`) need neither libcst nor the rule modules: they
-use the registry's static :func:`~memlint.lint.registry.rule_index`. libcst
-(~0.35 s to import on the 2-core reference machine) and the rule modules are
-imported only when a file survives the pre-filter (:func:`lint_pending`), so
-a run where no file needs parsing, or where every file is a cache hit, never
-pays for them. The runner calls the two halves separately to keep the cheap
+Steps 1-4 need neither libcst nor the rule modules: they use the
+registry's static :func:`~memlint.lint.registry.rule_index`. libcst (~0.35 s
+to import on the 2-core reference machine) and the rule modules are imported
+only when a file survives the gate (:func:`lint_pending`), so a run where no
+file needs parsing, or where every file is a cache hit, never pays for them. The runner calls the two halves separately to keep the cheap
 half out of its process pool.
 """
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import codecs
 import sys
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from memlint.lint.diagnostic import Diagnostic, FileResult, Severity
@@ -111,17 +115,21 @@ def precheck(path: str, data: bytes, options: LintOptions) -> tuple[FileResult, 
 
 
 def lint_pending(pending: Pending) -> FileResult:
-    """Parse a pre-filtered file once and run its triggered rules in one visit."""
+    """Check a pre-filtered file's syntax, gate its rules on the ``ast``
+    facts, and parse it with libcst only when some rule can still report."""
     result = FileResult(path=pending.path)
-    classes = rule_classes(pending.codes)
-    rules = [rule for rule in classes.values() if rule.is_triggered_by(pending.source)]
-    if not rules and pending.codes:
-        return result
-    module = _parse(pending.path, pending.source, result)
-    if module is None:
+    tree = _python_tree(pending.path, pending.source, result)
+    if tree is None:
         return result
     result.parsed = True
+    codes = applicable_codes(pending.codes, tree)
+    if not codes:
+        return result
+    rules = [rule for rule in rule_classes(codes).values() if rule.is_triggered_by(pending.source)]
     if not rules:
+        return result
+    module = _parse_cst(pending.path, pending.source, result)
+    if module is None:
         return result
     from memlint.lint.context import FileContext
 
@@ -133,6 +141,18 @@ def lint_pending(pending: Pending) -> FileResult:
     )
     result.internal_errors = errors
     return result
+
+
+def applicable_codes(codes: tuple[str, ...], tree) -> tuple[str, ...]:
+    """The codes among ``codes`` whose pre-parse requirements the module's
+    code meets (:mod:`memlint.lint.facts`); ``tree`` is its CPython ``ast``."""
+    if not codes:
+        return codes
+    from memlint.lint.facts import CodeFacts
+
+    facts = CodeFacts.of(tree)
+    index = rule_index()
+    return tuple(code for code in codes if code not in index or index[code].applies_to(facts))
 
 
 def _syntax_error(path: str, line: int, col: int, message: str) -> Diagnostic:
@@ -202,19 +222,36 @@ def _is_utf8(head: bytes) -> bool:
     return True
 
 
-def _parse(path: str, source: str, result: FileResult):
-    # CPython's own parser runs first: it is fast, gives the best messages, and
-    # refuses nesting that would overflow libcst's native parser's stack
-    # (a segfault, measured with 5000 nested parentheses in libcst 1.5).
-    problem = _python_syntax_problem(source)
-    if problem is not None:
-        line, col, message = problem
-        result.diagnostics.append(_syntax_error(path, line, col, message))
-        return None
+def _python_tree(path: str, source: str, result: FileResult):
+    """CPython's ``ast`` of ``source``, or None after recording a MEM001.
+
+    CPython's own parser runs first: it is fast, gives the best messages,
+    decides what is valid Python for the running interpreter, and refuses
+    nesting that would overflow libcst's native parser's stack (a segfault,
+    measured with 5000 nested parentheses in libcst 1.5).
+    """
+    import ast
+
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        problem = exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"
+    except (RecursionError, MemoryError):
+        problem = 1, 1, "too deeply nested to parse"
+    except ValueError as exc:  # e.g. source that CPython rejects outright
+        problem = 1, 1, f"cannot parse: {exc}"
+    result.diagnostics.append(_syntax_error(path, *problem))
+    return None
+
+
+def _parse_cst(path: str, source: str, result: FileResult):
+    """libcst's tree of ``source`` (already accepted by CPython), or None
+    after recording a MEM001 for code libcst cannot parse."""
     import libcst as cst
 
     try:
-        return cst.parse_module(source)
+        with _parser_output_trusted():
+            return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         message = "syntax error: " + exc.message.strip().splitlines()[0]
         result.diagnostics.append(_syntax_error(path, exc.raw_line, exc.raw_column + 1, message))
@@ -223,18 +260,31 @@ def _parse(path: str, source: str, result: FileResult):
     return None
 
 
-def _python_syntax_problem(source: str) -> tuple[int, int, str] | None:
-    import ast
+@contextmanager
+def _parser_output_trusted():
+    """Skip libcst's per-node validation while its own parser builds a tree.
 
+    Every libcst node validates its fields on construction
+    (``CSTNode.__post_init__`` calls ``_validate``), which is for nodes that
+    code builds by hand; the parser's nodes are valid by construction. The
+    checks were ~9% of parse time on the benchmark corpus (libcst 1.5.1).
+    Nodes built outside this block (fixes) are validated as usual.
+    """
+    from libcst._nodes.base import CSTNode
+
+    validate = CSTNode.__dict__.get("__post_init__")
+    if validate is None:  # a libcst without the hook: nothing to skip
+        yield
+        return
+    CSTNode.__post_init__ = _no_validation
     try:
-        ast.parse(source)
-    except SyntaxError as exc:
-        return exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"
-    except (RecursionError, MemoryError):
-        return 1, 1, "too deeply nested to parse"
-    except ValueError as exc:  # e.g. source that CPython rejects outright
-        return 1, 1, f"cannot parse: {exc}"
-    return None
+        yield
+    finally:
+        CSTNode.__post_init__ = validate
+
+
+def _no_validation(self) -> None:
+    pass
 
 
 #: libcst's traversal and position pass recurse ~10 Python frames per level of
@@ -244,13 +294,14 @@ VISIT_RECURSION_LIMIT = 20_000
 
 
 def _run_rules(ctx, classes: list[type]) -> list[str]:
-    dispatcher = _dispatcher_class()(ctx, [rule(ctx) for rule in classes])
+    dispatcher = _Dispatcher(ctx, [rule(ctx) for rule in classes])
     previous = sys.getrecursionlimit()
     sys.setrecursionlimit(max(previous, VISIT_RECURSION_LIMIT))
     try:
-        from memlint.lint.walk import traverse
+        from memlint.lint.walk import indexed
 
-        traverse(ctx.module, dispatcher.on_visit, dispatcher.on_leave)
+        with indexed(ctx.index):
+            dispatcher.run()
     except RecursionError:
         ctx.diagnostics.append(_syntax_error(ctx.path, 1, 1, "too deeply nested to analyse"))
     finally:
@@ -258,62 +309,47 @@ def _run_rules(ctx, classes: list[type]) -> list[str]:
     return dispatcher.errors
 
 
-_DISPATCHER: list[type] = []
+class _Dispatcher:
+    """Routes nodes to the ``visit_<Type>``/``leave_<Type>`` hooks of every rule."""
 
+    def __init__(self, ctx: FileContext, rules: list[Rule]) -> None:
+        self.ctx = ctx
+        self.errors: list[str] = []
+        self.visit_hooks: dict[str, list] = defaultdict(list)
+        self.leave_hooks: dict[str, list] = defaultdict(list)
+        for rule in rules:
+            for attr in _hook_names(type(rule)):
+                table = self.visit_hooks if attr.startswith("visit_") else self.leave_hooks
+                table[attr.split("_", 1)[1]].append((rule, getattr(rule, attr)))
 
-def _dispatcher_class() -> type:
-    """The visitor class; built on first use so that importing the engine
-    does not import libcst."""
-    if not _DISPATCHER:
-        _DISPATCHER.append(_make_dispatcher())
-    return _DISPATCHER[0]
-
-
-def _make_dispatcher() -> type:
-    import libcst as cst
-
-    class _Dispatcher(cst.CSTVisitor):
-        """Routes each node to the ``visit_<Type>``/``leave_<Type>`` hooks of every rule."""
-
-        def __init__(self, ctx: FileContext, rules: list[Rule]) -> None:
-            self.ctx = ctx
-            self.errors: list[str] = []
-            self.visit_hooks: dict[str, list] = defaultdict(list)
-            self.leave_hooks: dict[str, list] = defaultdict(list)
-            for rule in rules:
-                for attr in _hook_names(type(rule)):
-                    table = self.visit_hooks if attr.startswith("visit_") else self.leave_hooks
-                    table[attr.split("_", 1)[1]].append((rule, getattr(rule, attr)))
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            hooks = self.visit_hooks.get(type(node).__name__)
+    def run(self) -> None:
+        """Call the hooks on the nodes of their types, in traversal order;
+        ``ctx.stack`` follows (the ancestors of the node at hand)."""
+        index = self.ctx.index
+        nodes = index.nodes
+        for position, is_visit in index.events(set(self.visit_hooks), set(self.leave_hooks)):
+            node = nodes[position]
+            self.ctx.position = position
+            table = self.visit_hooks if is_visit else self.leave_hooks
+            hooks = table.get(type(node).__name__)
             if hooks:
                 self._call(hooks, node)
-            self.ctx.stack.append(node)
-            return True
+        self.ctx.position = None
 
-        def on_leave(self, original_node: cst.CSTNode) -> None:
-            self.ctx.stack.pop()
-            hooks = self.leave_hooks.get(type(original_node).__name__)
-            if hooks:
-                self._call(hooks, original_node)
+    def _call(self, hooks: list, node: cst.CSTNode) -> None:
+        for rule, hook in list(hooks):
+            try:
+                hook(node)
+            except RecursionError:
+                raise
+            except Exception as exc:  # a broken rule must not hide the others
+                self.errors.append(f"rule {rule.CODE} crashed ({type(exc).__name__}: {exc}); its findings here are incomplete")
+                self._drop(rule)
 
-        def _call(self, hooks: list, node: cst.CSTNode) -> None:
-            for rule, hook in list(hooks):
-                try:
-                    hook(node)
-                except RecursionError:
-                    raise
-                except Exception as exc:  # a broken rule must not hide the others
-                    self.errors.append(f"rule {rule.CODE} crashed ({type(exc).__name__}: {exc}); its findings here are incomplete")
-                    self._drop(rule)
-
-        def _drop(self, rule: Rule) -> None:
-            for table in (self.visit_hooks, self.leave_hooks):
-                for key, hooks in table.items():
-                    table[key] = [(r, h) for r, h in hooks if r is not rule]
-
-    return _Dispatcher
+    def _drop(self, rule: Rule) -> None:
+        for table in (self.visit_hooks, self.leave_hooks):
+            for key, hooks in table.items():
+                table[key] = [(r, h) for r, h in hooks if r is not rule]
 
 
 _HOOKS: dict[type, tuple[str, ...]] = {}

@@ -6,9 +6,10 @@ Adding a rule means adding one module to ``rules/`` that defines one
 Two views of the rules exist. :func:`all_rules` imports every rule module
 (rule modules import libcst, ~0.35 s on the 2-core reference machine).
 :func:`rule_index` reads each module's source with :mod:`ast` instead and
-extracts ``CODE``, ``DEFAULT_ENABLED`` and ``TRIGGERS`` when they are
-literals, so that selecting rules, the trigger pre-filter and cache hits
-never import libcst. A module whose metadata is not plain literals (computed
+extracts ``CODE``, ``DEFAULT_ENABLED``, ``TRIGGERS`` and the pre-parse
+requirements ``NEEDS_NAMES``/``NEEDS_GRAPH_SOURCE`` when they are
+literals, so that selecting rules, the trigger pre-filter, the pre-parse
+gate and cache hits never import libcst. A module whose metadata is not plain literals (computed
 triggers, an overridden ``is_triggered_by``, a rule base class other than
 ``Rule``) is imported instead, so the index is never wrong, only slower.
 """
@@ -28,7 +29,8 @@ _RULES_PACKAGE = "memlint.rules"
 #: A top-level class statement naming a base that ends in ``Rule``.
 _RULE_CLASS_LINE = re.compile(rb"^class\s+\w+\s*\([^)]*Rule\b", re.MULTILINE)
 #: A class-level assignment of the metadata the index reads.
-_METADATA_LINE = re.compile(rb"^    (?:CODE|TRIGGERS|DEFAULT_ENABLED)\s*[:=]", re.MULTILINE)
+_METADATA_LINE = re.compile(rb"^    (?:CODE|TRIGGERS|DEFAULT_ENABLED|NEEDS_NAMES|NEEDS_GRAPH_SOURCE)\s*[:=]", re.MULTILINE)
+_METADATA_NAMES = ("CODE", "DEFAULT_ENABLED", "TRIGGERS", "NEEDS_NAMES", "NEEDS_GRAPH_SOURCE")
 
 
 @dataclass(frozen=True)
@@ -37,13 +39,23 @@ class RuleInfo:
 
     ``triggers`` is None when the rule decides itself whether a file
     triggers it (an overridden ``is_triggered_by``): such a rule is always a
-    candidate and its own check runs after the import.
+    candidate and its own check runs after the import. ``needs_names`` and
+    ``needs_graph_source`` are the rule's pre-parse requirements
+    (:mod:`memlint.lint.facts`).
     """
 
     code: str
     module: str
     default_enabled: bool
     triggers: tuple[str, ...] | None
+    needs_names: tuple[str, ...] = ()
+    needs_graph_source: bool = False
+
+    def applies_to(self, facts) -> bool:
+        """False when :class:`~memlint.lint.facts.CodeFacts` show the rule cannot report."""
+        if self.needs_names and not facts.uses_any(self.needs_names):
+            return False
+        return not self.needs_graph_source or facts.has_graph_source
 
 
 @lru_cache(maxsize=1)
@@ -123,7 +135,8 @@ def _imported_infos(module_name: str) -> list[RuleInfo]:
             if value.__module__ == module_name:
                 overridden = value.is_triggered_by.__func__ is not Rule.is_triggered_by.__func__
                 triggers = None if overridden else tuple(value.TRIGGERS)
-                infos.append(RuleInfo(value.CODE, module_name, bool(value.DEFAULT_ENABLED), triggers))
+                infos.append(RuleInfo(value.CODE, module_name, bool(value.DEFAULT_ENABLED), triggers,
+                                      tuple(value.NEEDS_NAMES), bool(value.NEEDS_GRAPH_SOURCE)))
     return infos
 
 
@@ -190,7 +203,7 @@ def _class_info(node: ast.ClassDef, module_name: str) -> RuleInfo | None:
         elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value:
             targets = [statement.target.id]
         for target in targets:
-            if target in ("CODE", "DEFAULT_ENABLED", "TRIGGERS"):
+            if target in _METADATA_NAMES:
                 try:
                     values[target] = ast.literal_eval(statement.value)
                 except ValueError:
@@ -198,9 +211,14 @@ def _class_info(node: ast.ClassDef, module_name: str) -> RuleInfo | None:
     code, enabled, triggers = values.get("CODE"), values.get("DEFAULT_ENABLED", True), values.get("TRIGGERS", ())
     if not isinstance(code, str) or not code or not isinstance(enabled, bool):
         return None
-    if isinstance(triggers, str) or not all(isinstance(t, str) for t in triggers):
+    needs, needs_graph = values.get("NEEDS_NAMES", ()), values.get("NEEDS_GRAPH_SOURCE", False)
+    if not _strings(triggers) or not _strings(needs) or not isinstance(needs_graph, bool):
         return None
-    return RuleInfo(code, module_name, enabled, tuple(triggers))
+    return RuleInfo(code, module_name, enabled, tuple(triggers), tuple(needs), needs_graph)
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, (tuple, list)) and all(isinstance(item, str) for item in value)
 
 
 def expand_selector(selector: str, option: str = "--select") -> set[str]:

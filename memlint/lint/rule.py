@@ -3,7 +3,10 @@
 A rule is a class with metadata (``CODE``, ``NAME``, ``MESSAGE``,
 ``SEVERITY``, optional ``FIX_TITLE``), its documentation as the class
 docstring (sections of RULES.md), ``VALID``/``INVALID`` examples that become
-tests, and ``TRIGGERS``: substrings a file must contain for the rule to run.
+tests, ``TRIGGERS``: substrings a file must contain for the rule to run,
+and the optional pre-parse requirements ``NEEDS_NAMES`` and
+``NEEDS_GRAPH_SOURCE`` (see :mod:`memlint.lint.facts`): necessary
+conditions checked on CPython's ``ast`` before libcst parses the file.
 
 Hooks are libcst-style methods: ``visit_Call(self, node)`` /
 ``leave_For(self, node)``. One instance is made per file; all enabled rules
@@ -36,6 +39,12 @@ class Rule:
     FIX_TITLE: ClassVar[str | None] = None
     DEFAULT_ENABLED: ClassVar[bool] = True
     TRIGGERS: ClassVar[tuple[str, ...]] = ()
+    #: The rule can only report on code that uses one of these identifiers
+    #: (names, attributes, keywords, parameters, imports); () = no such need.
+    NEEDS_NAMES: ClassVar[tuple[str, ...]] = ()
+    #: The rule only reports graph-attached values, so it needs something the
+    #: dataflow analysis treats as a graph source (a model-like name...).
+    NEEDS_GRAPH_SOURCE: ClassVar[bool] = False
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
 

@@ -7,6 +7,11 @@ tree, so memlint walks the dataclass fields directly, iteratively (no
 recursion limit), skipping pure-formatting fields (whitespace, parentheses,
 commas), in source order.
 
+The engine walks each parsed module once, into a :class:`NodeIndex`
+(pre-order node list, parents, nodes by type), and hands the rules' hooks
+only the nodes of the types they hook, in traversal order
+(:meth:`NodeIndex.events`), instead of walking the tree a second time.
+
 ``visit(node, visitor)`` runs a libcst-style visitor (``visit_<Type>`` /
 ``leave_<Type>`` methods; a ``visit_`` returning False skips the children)
 over this walk, so collectors written for libcst work unchanged.
@@ -14,8 +19,10 @@ over this walk, so collectors written for libcst work unchanged.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import libcst as cst
 
@@ -35,7 +42,20 @@ _SOURCE_ORDER = {
     cst.ExceptHandler: ("type", "name", "body"),
 }
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_IS_NODE: dict[type, bool] = {}
+
+
+def _all_subclasses(base: type) -> set[type]:
+    found, stack = set(), [base]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                stack.append(sub)
+    return found
+
+
+#: Every libcst node class: membership in a set is the cheapest "is a node" test.
+_NODE_CLASSES = frozenset(_all_subclasses(cst.CSTNode))
 
 
 def _fields_of(cls: type) -> tuple[str, ...]:
@@ -49,23 +69,17 @@ def _fields_of(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _is_node(value: object) -> bool:
-    kind = type(value)
-    known = _IS_NODE.get(kind)
-    if known is None:
-        known = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
-    return known
-
-
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The syntactic children of ``node`` in source order (formatting skipped)."""
     found: list[cst.CSTNode] = []
-    for name in _fields_of(type(node)):
+    names = _FIELDS.get(node.__class__) or _fields_of(node.__class__)
+    for name in names:
         value = getattr(node, name)
-        if _is_node(value):
+        kind = value.__class__
+        if kind in _NODE_CLASSES:
             found.append(value)
-        elif type(value) in (tuple, list):
-            found.extend(item for item in value if _is_node(item))
+        elif kind is tuple or kind is list:
+            found.extend([item for item in value if item.__class__ in _NODE_CLASSES])
     return found
 
 
@@ -75,7 +89,10 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(reversed(children(node)))
+        kids = children(node)
+        if kids:
+            kids.reverse()
+            stack.extend(kids)
 
 
 def traverse(
@@ -94,60 +111,193 @@ def traverse(
         descend = on_visit(node)
         stack.append((node, True))
         if descend is not False:
-            stack.extend((child, False) for child in reversed(children(node)))
+            stack.extend([(child, False) for child in reversed(children(node))])
 
 
 _HOOKS: dict[tuple[type, type], tuple[Callable | None, Callable | None]] = {}
+#: The index of the module whose rules are running (see :func:`indexed`).
+_ACTIVE: list["NodeIndex"] = []
+
+
+def _hooks(visitor_class: type, node_class: type) -> tuple[Callable | None, Callable | None]:
+    key = (visitor_class, node_class)
+    found = _HOOKS.get(key)
+    if found is None:
+        name = node_class.__name__
+        found = _HOOKS[key] = (_own_hook(visitor_class, f"visit_{name}"), _own_hook(visitor_class, f"leave_{name}"))
+    return found
+
+
+def _own_hook(visitor_class: type, attr: str) -> Callable | None:
+    """The hook ``attr`` of ``visitor_class``; None for a missing one and for
+    the do-nothing defaults that subclasses of ``cst.CSTVisitor`` inherit."""
+    hook = getattr(visitor_class, attr, None)
+    if hook is None or hook is getattr(cst.CSTVisitor, attr, None):
+        return None
+    return hook
 
 
 def visit(root: cst.CSTNode, visitor: object) -> None:
-    """Run a libcst-style visitor (``visit_<Type>``/``leave_<Type>``) over ``root``."""
+    """Run a libcst-style visitor (``visit_<Type>``/``leave_<Type>``) over ``root``.
+
+    While the engine runs a module's rules (:func:`indexed`), a ``root``
+    inside that module is visited from the module's :class:`NodeIndex`:
+    only the nodes of the types the visitor hooks are touched.
+    """
+    if _ACTIVE:
+        position = _ACTIVE[-1].position_of(root)
+        if position is not None:
+            _ACTIVE[-1].visit_subtree(position, visitor)
+            return
     visitor_class = type(visitor)
 
-    def hooks(node: cst.CSTNode):
-        key = (visitor_class, type(node))
-        found = _HOOKS.get(key)
-        if found is None:
-            name = type(node).__name__
-            found = _HOOKS[key] = (getattr(visitor_class, f"visit_{name}", None), getattr(visitor_class, f"leave_{name}", None))
-        return found
-
     def on_visit(node: cst.CSTNode):
-        enter = hooks(node)[0]
+        enter = _hooks(visitor_class, type(node))[0]
         return None if enter is None else enter(visitor, node)
 
     def on_leave(node: cst.CSTNode) -> None:
-        leave = hooks(node)[1]
+        leave = _hooks(visitor_class, type(node))[1]
         if leave is not None:
             leave(visitor, node)
 
     traverse(root, on_visit, on_leave)
 
 
+@contextmanager
+def indexed(index: "NodeIndex") -> Iterator[None]:
+    """Within the block, :func:`visit` serves the nodes of ``index``'s module from it."""
+    _ACTIVE.append(index)
+    try:
+        yield
+    finally:
+        _ACTIVE.pop()
+
+
 class NodeIndex:
     """One pass over a module: every node in pre-order, each node's parent,
     and the nodes grouped by type — so that rules and analyses that look for
     "all imports", "all function definitions" or "the parent of X" do not
-    each walk the whole tree again."""
+    each walk the whole tree again.
+
+    ``nodes[i]``'s parent is ``nodes[parent_positions[i]]`` (-1 for the
+    root); positions rather than nodes, so that a node object that libcst
+    shares between two places cannot confuse the event order.
+    """
 
     def __init__(self, root: cst.CSTNode) -> None:
         self.nodes: list[cst.CSTNode] = []
+        self.parent_positions: list[int] = []
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        self._by_type: dict[type, list[cst.CSTNode]] = {}
-        stack = [root]
+        self._positions_by_type: dict[type, list[int]] = {}
+        self._ends: list[int] | None = None
+        self._positions: dict[int, int] | None = None
+        nodes, parent_positions, parents, by_type = self.nodes, self.parent_positions, self.parents, self._positions_by_type
+        stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
         while stack:
-            node = stack.pop()
-            self.nodes.append(node)
-            self._by_type.setdefault(type(node), []).append(node)
+            node, parent_position = stack.pop()
+            position = len(nodes)
+            nodes.append(node)
+            parent_positions.append(parent_position)
+            group = by_type.get(node.__class__)
+            if group is None:
+                by_type[node.__class__] = [position]
+            else:
+                group.append(position)
             kids = children(node)
-            for child in kids:
-                self.parents[child] = node
-            stack.extend(reversed(kids))
+            if kids:
+                for child in kids:
+                    parents[child] = node
+                kids.reverse()
+                stack.extend([(child, position) for child in kids])
 
     def of_type(self, *types: type) -> list[cst.CSTNode]:
         """Nodes of exactly these libcst classes, in source order."""
+        nodes = self.nodes
         if len(types) == 1:
-            return self._by_type.get(types[0], [])
-        order = {id(node): i for i, node in enumerate(self.nodes)}
-        found = [node for kind in types for node in self._by_type.get(kind, [])]
-        return sorted(found, key=lambda node: order[id(node)])
+            return [nodes[i] for i in self._positions_by_type.get(types[0], ())]
+        positions = sorted(i for kind in types for i in self._positions_by_type.get(kind, ()))
+        return [nodes[i] for i in positions]
+
+    def ancestors_at(self, position: int) -> list[cst.CSTNode]:
+        """The ancestors of ``nodes[position]``, outermost first."""
+        found = []
+        parent = self.parent_positions[position]
+        while parent != -1:
+            found.append(self.nodes[parent])
+            parent = self.parent_positions[parent]
+        found.reverse()
+        return found
+
+    def position_of(self, node: cst.CSTNode) -> int | None:
+        """Pre-order position of ``node``; None when it is not in this module."""
+        if self._positions is None:
+            self._positions = {id(n): i for i, n in enumerate(self.nodes)}
+        position = self._positions.get(id(node))
+        return position if position is not None and self.nodes[position] is node else None
+
+    def events(self, visited, left, start: int = 0, end: int | None = None) -> list[tuple[int, bool]]:
+        """``(position, is_visit)`` for every node in positions ``[start, end)``
+        whose class is accepted by ``visited`` (entered) or ``left`` (left),
+        two containers of class names, in the order a depth-first traversal
+        meets them: a node is left after all its descendants were entered
+        and left, before the next node is entered."""
+        ends = self._subtree_ends()
+        end = len(self.nodes) if end is None else end
+        whole = start == 0 and end == len(self.nodes)
+        keyed: list[tuple[int, int, int, bool]] = []
+        for kind, positions in self._positions_by_type.items():
+            name = kind.__name__
+            entered, exited = name in visited, name in left
+            if not (entered or exited):
+                continue
+            if not whole:
+                positions = positions[bisect.bisect_left(positions, start):bisect.bisect_left(positions, end)]
+            if entered:
+                keyed.extend([(i, 1, 0, True) for i in positions])
+            if exited:
+                keyed.extend([(ends[i], 0, -i, False) for i in positions])
+        keyed.sort()
+        return [(i if is_visit else -minus_i, is_visit) for i, _, minus_i, is_visit in keyed]
+
+    def visit_subtree(self, position: int, visitor: object) -> None:
+        """:func:`visit` over the subtree at ``position``, from the index."""
+        visitor_class = type(visitor)
+        hooked = _hooked_names(visitor_class)
+        ends = self._subtree_ends()
+        skip_start, skip_end = -1, -1  # the subtree under a visit_ that returned False
+        for at, is_visit in self.events(hooked, hooked, position, ends[position]):
+            if skip_start < at < skip_end:
+                continue
+            node = self.nodes[at]
+            enter, leave = _hooks(visitor_class, type(node))
+            if is_visit:
+                if enter is not None and enter(visitor, node) is False:
+                    skip_start, skip_end = at, ends[at]
+            elif leave is not None:
+                leave(visitor, node)
+
+    def _subtree_ends(self) -> list[int]:
+        """``ends[i]``: one past the position of the last descendant of node ``i``."""
+        if self._ends is None:
+            parent_positions = self.parent_positions
+            ends = list(range(1, len(parent_positions) + 1))
+            for i in range(len(parent_positions) - 1, 0, -1):
+                parent = parent_positions[i]
+                if ends[i] > ends[parent]:
+                    ends[parent] = ends[i]
+            self._ends = ends
+        return self._ends
+
+
+_HOOKED: dict[type, frozenset[str]] = {}
+
+
+def _hooked_names(visitor_class: type) -> frozenset[str]:
+    """Class names that ``visitor_class`` has a ``visit_``/``leave_`` hook for."""
+    names = _HOOKED.get(visitor_class)
+    if names is None:
+        names = _HOOKED[visitor_class] = frozenset(
+            attr.split("_", 1)[1] for attr in dir(visitor_class)
+            if attr.startswith(("visit_", "leave_")) and attr.count("_") == 1 and _own_hook(visitor_class, attr)
+        )
+    return names

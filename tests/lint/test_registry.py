@@ -40,7 +40,11 @@ def test_static_index_agrees_with_imported_rules():
     index = rule_index()
     assert sorted(index) == [rule.CODE for rule in RULES]
     for rule in RULES:
-        assert index[rule.CODE].default_enabled == rule.DEFAULT_ENABLED, rule.CODE
+        info = index[rule.CODE]
+        assert info.default_enabled == rule.DEFAULT_ENABLED, rule.CODE
+        assert info.triggers == tuple(rule.TRIGGERS), rule.CODE
+        assert info.needs_names == tuple(rule.NEEDS_NAMES), rule.CODE
+        assert info.needs_graph_source == rule.NEEDS_GRAPH_SOURCE, rule.CODE
 
 
 @pytest.mark.parametrize("rule", RULES, ids=_id)
