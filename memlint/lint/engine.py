@@ -134,7 +134,10 @@ def lint_pending(pending: Pending) -> FileResult:
     from memlint.lint.context import FileContext
 
     ctx = FileContext(pending.path, pending.source, module)
-    errors = _run_rules(ctx, rules)
+    try:
+        errors = _run_rules(ctx, rules)
+    finally:
+        ctx.close()
     table = suppressions(pending.source)
     result.diagnostics = sorted(
         (d for d in ctx.diagnostics if not is_suppressed(d, table)), key=Diagnostic.sort_key

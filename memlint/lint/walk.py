@@ -23,6 +23,8 @@ import bisect
 import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from operator import attrgetter
+from typing import Literal
 
 import libcst as cst
 
@@ -69,16 +71,38 @@ def _fields_of(cls: type) -> tuple[str, ...]:
     return names
 
 
+def _may_hold_nodes(field: dataclasses.Field) -> bool:
+    return field.type not in (str, bool) and getattr(field.type, "__origin__", None) is not Literal
+
+
+def _child_getter(cls: type) -> Callable[[cst.CSTNode], tuple] | None:
+    """A function returning the values of ``cls``'s child fields in source
+    order (one C-level ``attrgetter`` call); None when it has none."""
+    holders = {f.name for f in dataclasses.fields(cls) if _may_hold_nodes(f)}
+    names = tuple(name for name in _fields_of(cls) if name in holders)
+    if not names:
+        return None
+    if len(names) == 1:
+        name = names[0]
+        return lambda node: (getattr(node, name),)
+    return attrgetter(*names)
+
+
+_GETTERS: dict[type, Callable[[cst.CSTNode], tuple] | None] = {}
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """The syntactic children of ``node`` in source order (formatting skipped)."""
+    kind = node.__class__
+    getter = _GETTERS[kind] if kind in _GETTERS else _GETTERS.setdefault(kind, _child_getter(kind))
     found: list[cst.CSTNode] = []
-    names = _FIELDS.get(node.__class__) or _fields_of(node.__class__)
-    for name in names:
-        value = getattr(node, name)
-        kind = value.__class__
-        if kind in _NODE_CLASSES:
+    if getter is None:
+        return found
+    for value in getter(node):
+        value_kind = value.__class__
+        if value_kind in _NODE_CLASSES:
             found.append(value)
-        elif kind is tuple or kind is list:
+        elif value_kind is tuple or value_kind is list:
             found.extend([item for item in value if item.__class__ in _NODE_CLASSES])
     return found
 

@@ -24,6 +24,10 @@ Set-up of the comparison tools (once)::
 Run::
 
     python tests/benchmarks/bench_lint.py [--repeat 3] [--no-write]
+
+``--corpus DIR [DIR ...]`` measures every ``.py`` file under other
+directories (for example checkouts of training repositories) instead of
+``corpus.txt``; the table then names those directories.
 """
 
 from __future__ import annotations
@@ -203,16 +207,17 @@ def _pkg_version(name: str) -> str:
 
 def format_report(info: dict[str, str], n_files: int, corpus_bytes: int, lint: dict[str, Sample],
                   others: dict[str, Sample | None], single: dict[str, tuple[float, float]],
-                  load: tuple[float, float], repeat: int, stride: int = 1) -> str:
+                  load: tuple[float, float], repeat: int, stride: int = 1,
+                  source: str = "tests/benchmarks/corpus.txt", corpus_option: str = "") -> str:
     """The Markdown section written between the markers."""
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     subset = f" --stride {stride}" if stride > 1 else ""
     lines = [
-        f"Measured {when} by `python tests/benchmarks/bench_lint.py --repeat {repeat}{subset}` "
+        f"Measured {when} by `python tests/benchmarks/bench_lint.py --repeat {repeat}{subset}{corpus_option}` "
         f"(medians of {repeat} runs; load average {load[0]:.1f} before, {load[1]:.1f} after).",
         "",
         *(f"- {key}: {value}" for key, value in info.items()),
-        f"- corpus: {n_files} files, {corpus_bytes / 2**20:.1f} MiB (tests/benchmarks/corpus.txt"
+        f"- corpus: {n_files} files, {corpus_bytes / 2**20:.1f} MiB ({source}"
         + (f", every {stride}th file)" if stride > 1 else ")"),
         "",
         "| tool | run | wall | CPU (user+sys) | peak memory | output lines | wall vs memlint cold |",
@@ -253,19 +258,24 @@ def write_report(section: str) -> None:
     PERFORMANCE_DOC.write_text(text, encoding="utf-8")
 
 
-def copy_corpus(files: list[str], destination: Path) -> list[str]:
+def copy_corpus(files: list[str], destination: Path, roots: list[str] | None = None) -> list[str]:
     """Copy the corpus under ``destination`` and return the copies' paths.
 
     Every tool lints the copies, so no configuration or ``.gitignore`` of
     this repository applies (Fixit skips git-ignored paths, and the virtual
     environment holding torch is git-ignored here). The layout below
-    ``destination`` is ``torch/...``, ``transformers/...``, ``fixtures/...``.
+    ``destination`` is ``torch/...``, ``transformers/...``, ``fixtures/...``
+    (or, with ``roots``, each root's name and the path below it).
     """
     from corpus import site_packages
 
     site, copies = str(site_packages()), []
     for path in files:
-        base = site if path.startswith(site + os.sep) else str(REPO)
+        if roots:
+            root = next(r for r in roots if path.startswith(r + os.sep))
+            base = os.path.dirname(root)
+        else:
+            base = site if path.startswith(site + os.sep) else str(REPO)
         target = destination / os.path.relpath(path, base)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, target)
@@ -294,6 +304,19 @@ def load_or_measure_others(files: list[str], path: Path | None, reuse: bool) -> 
     return others, None
 
 
+def python_files_under(roots: list[str]) -> list[str]:
+    """Every ``.py`` file below ``roots`` (hidden directories, virtual
+    environments and ``__pycache__`` skipped), sorted."""
+    found = []
+    for root in roots:
+        if not os.path.isdir(root):
+            raise SystemExit(f"error: --corpus: {root} is not a directory")
+        for directory, subdirs, names in os.walk(root):
+            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in ("__pycache__", "venv", "node_modules"))
+            found.extend(os.path.join(directory, name) for name in sorted(names) if name.endswith(".py"))
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="memlint vs TorchFix/Fixit lint speed")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (medians)")
@@ -305,15 +328,27 @@ def main() -> int:
     parser.add_argument("--others-json", type=Path, help="save TorchFix/Fixit samples here (or read them)")
     parser.add_argument("--reuse-others", action="store_true",
                         help="read TorchFix/Fixit samples from --others-json instead of re-measuring (minutes)")
+    parser.add_argument("--corpus", nargs="+", metavar="DIR",
+                        help="lint every .py file under these directories instead of corpus.txt")
     args = parser.parse_args()
 
-    corpus, missing = load_corpus()
+    roots = [os.path.abspath(d) for d in args.corpus] if args.corpus else None
+    if roots:
+        corpus, missing = python_files_under(roots), []
+        source = ", ".join(os.path.basename(r) for r in roots)
+        corpus_option = " --corpus " + " ".join(args.corpus)
+    else:
+        corpus, missing = load_corpus()
+        source, corpus_option = "tests/benchmarks/corpus.txt", ""
     corpus = corpus[:: max(1, args.stride)]
     if missing:
         print(f"note: {len(missing)} corpus files missing here (different package versions?)", file=sys.stderr)
+    if not corpus:
+        print("error: the corpus has no .py files", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="memlint-corpus-"))
     try:
-        files = copy_corpus(corpus, work)
+        files = copy_corpus(corpus, work, roots)
         load_before = os.getloadavg()[0]
         lint = measure_memlint(files, args.repeat)
         others, others_when = ({}, None) if args.skip_others else load_or_measure_others(
@@ -323,7 +358,7 @@ def main() -> int:
         load_after = os.getloadavg()[0]
         section = format_report(
             machine(), len(files), sum(os.path.getsize(f) for f in files), lint, others, single,
-            (load_before, load_after), args.repeat, args.stride,
+            (load_before, load_after), args.repeat, args.stride, source, corpus_option,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
