@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import libcst as cst
 
 from memlint.lint.names import dotted_name
-from memlint.lint.walk import children as syntactic_children
+from memlint.lint.walk import children as syntactic_children, indexed_descendants
 
 #: Nodes whose bodies run at another time (a nested function, a class body).
 SCOPE_TYPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -40,7 +40,10 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     """The calls under ``node`` (same function body), in source order."""
-    return [child for child in walk(node) if isinstance(child, cst.Call)]
+    found = indexed_descendants(node, (cst.Call,), SCOPE_TYPES)
+    if found is None:
+        found = [child for child in walk(node) if isinstance(child, cst.Call)]
+    return found
 
 
 def method_name(call: cst.Call) -> str | None:

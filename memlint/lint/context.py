@@ -21,10 +21,12 @@ class FileContext:
     code-generation pass), so files without findings never pay for them.
     """
 
-    def __init__(self, path: str, source: str, module: cst.Module) -> None:
+    def __init__(self, path: str, source: str, module: cst.Module, tree=None) -> None:
         self.path = path
         self.source = source
         self.module = module
+        #: CPython's ``ast`` of ``source`` when the caller has it (statement positions)
+        self._tree = tree
         self.diagnostics: list[Diagnostic] = []
         #: Pre-order position (in :attr:`index`) of the node whose hook runs.
         self.position: int | None = None
@@ -33,7 +35,7 @@ class FileContext:
         """Drop the per-file analyses (the dataflow refers back to this
         context), so the tree is freed at once rather than by the cyclic
         garbage collector."""
-        for name in ("index", "dataflow", "imports", "_positions", "_function_lines"):
+        for name in ("index", "dataflow", "imports", "_positions", "_function_lines", "_statement_starts", "_tree"):
             self.__dict__.pop(name, None)
 
     @property
@@ -61,11 +63,7 @@ class FileContext:
 
     @cached_property
     def _positions(self):
-        # libcst.metadata costs ~35 ms to import: only files with findings need it.
-        from libcst.metadata import MetadataWrapper, PositionProvider
-
-        wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-        return wrapper.resolve(PositionProvider)
+        return code_ranges(self.module)
 
     @cached_property
     def _function_lines(self) -> dict[cst.FunctionDef, tuple[int, int]] | None:
@@ -106,12 +104,10 @@ class FileContext:
         cache = self.__dict__.setdefault("_function_position_cache", {})
         found = cache.get(function)
         if found is None:
-            from libcst.metadata import MetadataWrapper, PositionProvider
-
             alone = function.with_changes(leading_lines=())
             mini = cst.Module(body=[alone], default_indent=self.module.default_indent,
                               default_newline=self.module.default_newline)
-            positions = MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider)
+            positions = code_ranges(mini)
             found = cache[function] = (positions, positions[alone].start.line, alone)
         return found
 
@@ -141,6 +137,55 @@ class FileContext:
         start, end = point(code_range.start), point(code_range.end)
         return None if start is None or end is None else (start, end)
 
+    @cached_property
+    def _statement_starts(self) -> dict[cst.CSTNode, tuple[int, int]] | None:
+        """(line, 0-based column) of every statement, from CPython's ``ast``,
+        matched with libcst's statements in pre-order (both parsers list a
+        file's statements in the same order; a ``;``-separated line holds
+        several). None when the two lists disagree: then the slower paths
+        are used."""
+        import ast
+
+        tree = self._tree if self._tree is not None else ast.parse(self.source)
+        theirs = _ast_statements(tree)
+        ours = [node for node in self.index.nodes if type(node).__name__ in _STATEMENT_NAMES]
+        if len(ours) != len(theirs):
+            return None
+        starts = {}
+        for mine, other in zip(ours, theirs):
+            if type(other).__name__ not in _STATEMENT_NAMES[type(mine).__name__]:
+                return None
+            line = self._source_lines[other.lineno - 1]
+            column = len(line.encode("utf-8")[: other.col_offset].decode("utf-8", errors="replace"))
+            starts[mine] = (other.lineno, column)
+        return starts
+
+    def _span_in_statement(self, node: cst.CSTNode):
+        """The span of ``node`` from rendering only its innermost simple
+        statement (``x = f(y)``, ``loss.backward()``...), starting at that
+        statement's line and column in the file and at its blocks'
+        indentation, so that the rendered positions are the file's; None when
+        ``node`` is not inside a simple statement."""
+        statement = node
+        while statement is not None and not isinstance(statement, cst.BaseSmallStatement):
+            statement = self.index.parents.get(statement)
+        starts = self._statement_starts if statement is not None else None
+        if starts is None or statement not in starts:
+            return None
+        cache = self.__dict__.setdefault("_statement_position_cache", {})
+        ranges = cache.get(statement)
+        if ranges is None:
+            ranges = cache[statement] = _rendered_ranges(
+                statement, starts[statement], self.module, self._indent_tokens(statement)
+            )
+        code_range = ranges.get(node)
+        if code_range is None:
+            return None
+        return (
+            (code_range.start.line, code_range.start.column + 1),
+            (code_range.end.line, code_range.end.column + 1),
+        )
+
     def _indent_tokens(self, node: cst.CSTNode) -> list[str]:
         """Indentation tokens of the blocks enclosing ``node``, outermost first."""
         tokens = []
@@ -158,9 +203,18 @@ class FileContext:
         return self.imports.qualified(node)
 
     def span(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
-        """1-based (line, col) start and exclusive end of ``node``."""
-        if "_positions" not in self.__dict__ and len(self.source) > SMALL_FILE_CHARS:
-            found = self._span_in_function(node)
+        """1-based (line, col) start and exclusive end of ``node``.
+
+        Cheapest first: a node inside a simple statement is positioned by
+        rendering that statement alone from where CPython's ``ast`` says it
+        starts; in a large file, a node elsewhere by rendering its outermost
+        function; otherwise libcst's positions of the whole module (a
+        code-generation pass over all of it).
+        """
+        if "_positions" not in self.__dict__:
+            found = self._span_in_statement(node)
+            if found is None and len(self.source) > SMALL_FILE_CHARS:
+                found = self._span_in_function(node)
             if found is not None:
                 return found
         code_range = self._positions[node]
@@ -199,6 +253,78 @@ class FileContext:
             if isinstance(node, types):
                 return node
         return None
+
+
+#: libcst statement classes and the CPython ``ast`` classes they correspond to.
+_STATEMENT_NAMES = {
+    **{name: (name,) for name in (
+        "Assign", "AnnAssign", "AugAssign", "Expr", "Return", "Pass", "Break", "Continue", "Raise", "Assert",
+        "Import", "ImportFrom", "Global", "Nonlocal", "ClassDef", "If", "While", "Try", "TryStar", "Match",
+        "TypeAlias",
+    )},
+    "Del": ("Delete",),
+    "FunctionDef": ("FunctionDef", "AsyncFunctionDef"),
+    "For": ("For", "AsyncFor"),
+    "With": ("With", "AsyncWith"),
+}
+
+
+def _ast_statements(tree) -> list:
+    """Every statement of a CPython ``ast`` tree, in source pre-order."""
+    import ast
+
+    found = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.stmt):
+            found.append(node)
+        stack.extend(reversed([child for child in ast.iter_child_nodes(node) if _holds_statements(child)]))
+    return found
+
+
+def _holds_statements(node) -> bool:
+    import ast
+
+    return isinstance(node, (ast.stmt, ast.excepthandler, ast.match_case))
+
+
+def _rendered_ranges(statement: cst.CSTNode, start: tuple[int, int], module: cst.Module, indent_tokens: list[str]):
+    """CodeRanges of ``statement``'s nodes, rendered from ``start`` (line,
+    0-based column) with the enclosing blocks' indentation (continuation
+    lines inside brackets re-add it), so they are positions in the file."""
+    from libcst.metadata.position_provider import PositionProvider, PositionProvidingCodegenState
+
+    provider = PositionProvider()
+    state = PositionProvidingCodegenState(
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        provider=provider,
+        indent_tokens=list(indent_tokens),
+        line=start[0],
+        column=start[1],
+    )
+    statement._codegen(state)
+    return provider._computed
+
+
+def code_ranges(module: cst.Module) -> dict[cst.CSTNode, "CodeRange"]:
+    """libcst's syntactic ``CodeRange`` of every node of ``module`` (the
+    values of ``PositionProvider``), from one code-generation pass.
+
+    ``MetadataWrapper.resolve(PositionProvider)`` does the same pass and, in
+    libcst 1.5.1 (metadata/wrapper.py, ``_resolve_impl``), also walks the
+    whole tree with libcst's node-rebuilding visitor for "batchable"
+    providers even when none is requested: about half of its time (cProfile
+    on the shared cases and fixtures, 64 files with findings). The provider's
+    own ``_gen_impl`` is called directly instead. ``libcst.metadata`` (~35 ms
+    to import) is imported only here, when a file has a finding.
+    """
+    from libcst.metadata import PositionProvider
+
+    provider = PositionProvider()
+    provider._gen_impl(module)
+    return provider._computed
 
 
 def _split_lines(text: str) -> list[str]:

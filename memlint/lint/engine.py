@@ -133,7 +133,7 @@ def lint_pending(pending: Pending) -> FileResult:
         return result
     from memlint.lint.context import FileContext
 
-    ctx = FileContext(pending.path, pending.source, module)
+    ctx = FileContext(pending.path, pending.source, module, tree)
     try:
         errors = _run_rules(ctx, rules)
     finally:

@@ -187,6 +187,18 @@ def visit(root: cst.CSTNode, visitor: object) -> None:
     traverse(root, on_visit, on_leave)
 
 
+def indexed_descendants(root: cst.CSTNode, types: tuple[type, ...], skip_inside: tuple[type, ...] = ()) -> list[cst.CSTNode] | None:
+    """``root`` and its descendants of exactly ``types``, in source order,
+    not inside a nested node of ``skip_inside`` (``root`` itself may be one),
+    from the active index (:func:`indexed`); None when no active index holds
+    ``root`` (then the caller walks)."""
+    if not _ACTIVE:
+        return None
+    index = _ACTIVE[-1]
+    position = index.position_of(root)
+    return None if position is None else index.subtree_of_type(position, types, skip_inside)
+
+
 @contextmanager
 def indexed(index: "NodeIndex") -> Iterator[None]:
     """Within the block, :func:`visit` serves the nodes of ``index``'s module from it."""
@@ -282,6 +294,32 @@ class NodeIndex:
                 keyed.extend([(ends[i], 0, -i, False) for i in positions])
         keyed.sort()
         return [(i if is_visit else -minus_i, is_visit) for i, _, minus_i, is_visit in keyed]
+
+    def subtree_of_type(self, position: int, types: tuple[type, ...], skip_inside: tuple[type, ...] = ()) -> list[cst.CSTNode]:
+        """Nodes of exactly ``types`` in the subtree at ``position``, in
+        source order, leaving out every nested node of ``skip_inside`` (not
+        the subtree's root) and all it contains."""
+        ends = self._subtree_ends()
+        end = ends[position]
+        found = sorted(self._positions_in(types, position, end))
+        skipped = sorted(self._positions_in(skip_inside, position + 1, end))
+        if skipped:
+            kept, s, skip_end = [], 0, -1
+            for at in found:
+                while s < len(skipped) and skipped[s] <= at:
+                    skip_end = max(skip_end, ends[skipped[s]])
+                    s += 1
+                if at >= skip_end:
+                    kept.append(at)
+            found = kept
+        return [self.nodes[at] for at in found]
+
+    def _positions_in(self, types: tuple[type, ...], start: int, end: int) -> list[int]:
+        found: list[int] = []
+        for kind in types:
+            positions = self._positions_by_type.get(kind, ())
+            found.extend(positions[bisect.bisect_left(positions, start):bisect.bisect_left(positions, end)])
+        return found
 
     def visit_subtree(self, position: int, visitor: object) -> None:
         """:func:`visit` over the subtree at ``position``, from the index."""

@@ -67,3 +67,59 @@ def test_function_positions_on_a_real_large_file():
     source = open(path, encoding="utf-8").read()
     assert len(source) > SMALL_FILE_CHARS
     assert _compare(source, every=15) > 200
+
+
+UNUSUAL = (
+    "import torch\n"
+    "s = 'é€'; t = torch.load(s)\n"
+    "if True:\n"
+    "\tfor x in range(3):\n"
+    "\t\tv = torch.zeros(\n"
+    "\t\t\t3,  # é\n"
+    "\t\t) + '''a\n"
+    "b''' ; w = x\n"
+    "class A:\n"
+    "    def f(self):\n"
+    "        try:\n"
+    "            pass\n"
+    "        except (ValueError,\n"
+    "                KeyError) as e:\n"
+    "            raise RuntimeError(\n"
+    "                'x') from e\n"
+    "        else:\n"
+    "            return [y for y in\n"
+    "                    range(2)]\n"
+)
+
+
+def _compare_statements(source: str, every: int = 1) -> int:
+    module = cst.parse_module(source)
+    ctx = FileContext("x.py", source, module)
+    checked = 0
+    for node in list(walk(module))[::every]:
+        fast = ctx._span_in_statement(node)
+        if fast is None:
+            continue
+        whole = ctx._positions[node]
+        assert fast == ((whole.start.line, whole.start.column + 1), (whole.end.line, whole.end.column + 1)), ctx.code(node)
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("source", [SOURCE, UNUSUAL], ids=["classes", "unusual"])
+def test_statement_positions_match_whole_module_positions(source):
+    assert _compare_statements(source) > 40
+
+
+def test_statement_positions_on_a_real_large_file():
+    torch = pytest.importorskip("torch")
+    path = torch.__file__.replace("__init__.py", "_tensor.py")
+    source = open(path, encoding="utf-8").read()
+    assert _compare_statements(source, every=15) > 200
+
+
+def test_statement_positions_give_way_when_the_parsers_disagree():
+    source = "x = 1\ny = 2\n"
+    ctx = FileContext("x.py", source, cst.parse_module(source), tree=__import__("ast").parse("x = 1\n"))
+    assert ctx._statement_starts is None
+    assert ctx.span(ctx.module.body[1].body[0]) == ((2, 1), (2, 6))
