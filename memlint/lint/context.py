@@ -35,8 +35,9 @@ class FileContext:
         """Drop the per-file analyses (the dataflow refers back to this
         context), so the tree is freed at once rather than by the cyclic
         garbage collector."""
-        for name in ("index", "dataflow", "imports", "_positions", "_function_lines", "_statement_starts", "_tree"):
+        for name in ("index", "dataflow", "imports", "_positions", "_function_lines", "_statement_starts"):
             self.__dict__.pop(name, None)
+        self._tree = None
 
     @property
     def stack(self) -> list[cst.CSTNode]:
@@ -76,8 +77,9 @@ class FileContext:
         from memlint.lint.walk import walk
 
         ours = [node for node in walk(self.module) if isinstance(node, cst.FunctionDef)]
+        tree = self._tree if self._tree is not None else ast.parse(self.source)
         theirs = sorted(
-            (n for n in ast.walk(ast.parse(self.source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+            (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
             key=lambda n: (n.lineno, n.col_offset),
         )
         if len(ours) != len(theirs) or any(a.name.value != b.name for a, b in zip(ours, theirs)):

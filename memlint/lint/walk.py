@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
 from typing import Literal
+from weakref import WeakKeyDictionary
 
 import libcst as cst
 
@@ -138,17 +139,21 @@ def traverse(
             stack.extend([(child, False) for child in reversed(children(node))])
 
 
-_HOOKS: dict[tuple[type, type], tuple[Callable | None, Callable | None]] = {}
+#: Per visitor class (weakly: collectors are often classes local to a
+#: function, a new class per call), its hooks by node class.
+_HOOKS: "WeakKeyDictionary[type, dict[type, tuple[Callable | None, Callable | None]]]" = WeakKeyDictionary()
 #: The index of the module whose rules are running (see :func:`indexed`).
 _ACTIVE: list["NodeIndex"] = []
 
 
 def _hooks(visitor_class: type, node_class: type) -> tuple[Callable | None, Callable | None]:
-    key = (visitor_class, node_class)
-    found = _HOOKS.get(key)
+    table = _HOOKS.get(visitor_class)
+    if table is None:
+        table = _HOOKS[visitor_class] = {}
+    found = table.get(node_class)
     if found is None:
         name = node_class.__name__
-        found = _HOOKS[key] = (_own_hook(visitor_class, f"visit_{name}"), _own_hook(visitor_class, f"leave_{name}"))
+        found = table[node_class] = (_own_hook(visitor_class, f"visit_{name}"), _own_hook(visitor_class, f"leave_{name}"))
     return found
 
 
@@ -351,15 +356,16 @@ class NodeIndex:
         return self._ends
 
 
-_HOOKED: dict[type, frozenset[str]] = {}
-
-
-def _hooked_names(visitor_class: type) -> frozenset[str]:
-    """Class names that ``visitor_class`` has a ``visit_``/``leave_`` hook for."""
-    names = _HOOKED.get(visitor_class)
-    if names is None:
-        names = _HOOKED[visitor_class] = frozenset(
-            attr.split("_", 1)[1] for attr in dir(visitor_class)
-            if attr.startswith(("visit_", "leave_")) and attr.count("_") == 1 and _own_hook(visitor_class, attr)
+def _hooked_names(visitor_class: type) -> set[str]:
+    """Class names that ``visitor_class`` has a ``visit_``/``leave_`` hook
+    for, defined outside libcst (whose CSTVisitor defines a do-nothing hook
+    for every node type)."""
+    names = set()
+    for klass in visitor_class.__mro__:
+        if klass is object or klass.__module__.split(".")[0] == "libcst":
+            continue
+        names.update(
+            attr.split("_", 1)[1] for attr in vars(klass)
+            if attr.startswith(("visit_", "leave_")) and attr.count("_") == 1
         )
     return names

@@ -56,7 +56,7 @@ from corpus import load_corpus  # noqa: E402
 
 BENCH_VENV = REPO / ".venv-bench"
 PERFORMANCE_DOC = REPO / "docs" / "performance.md"
-BEGIN, END = "<!-- lint-benchmark:begin -->", "<!-- lint-benchmark:end -->"
+DEFAULT_SECTION = "lint-benchmark"
 SAMPLE_SECONDS = 0.01
 
 
@@ -122,9 +122,9 @@ def median_sample(samples: list[Sample]) -> Sample:
     )
 
 
-def measure_memlint(files: list[str], repeat: int) -> dict[str, Sample]:
-    """memlint cold / --no-cache / warm medians on ``files``."""
-    base = [*memlint_command(), "check", "--exit-zero", "--format", "concise"]
+def measure_memlint(files: list[str], repeat: int, extra: tuple[str, ...] = ()) -> dict[str, Sample]:
+    """memlint cold / --no-cache / warm medians on ``files`` (``extra``: more options)."""
+    base = [*memlint_command(), "check", "--exit-zero", "--format", "concise", *extra]
     work = Path(tempfile.mkdtemp(prefix="memlint-bench-"))
     cold, uncached, warm = [], [], []
     try:
@@ -245,10 +245,11 @@ def format_report(info: dict[str, str], n_files: int, corpus_bytes: int, lint: d
     return "\n".join(lines)
 
 
-def write_report(section: str) -> None:
-    """Replace the text between the markers in docs/performance.md (other
-    sections, such as the estimator's, are kept)."""
+def write_report(section: str, name: str = DEFAULT_SECTION) -> None:
+    """Replace the text between the ``<!-- NAME:begin/end -->`` markers in
+    docs/performance.md (other sections, such as the estimator's, are kept)."""
     text = PERFORMANCE_DOC.read_text(encoding="utf-8") if PERFORMANCE_DOC.exists() else ""
+    BEGIN, END = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     block = f"{BEGIN}\n{section}\n{END}"
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
@@ -330,6 +331,11 @@ def main() -> int:
                         help="read TorchFix/Fixit samples from --others-json instead of re-measuring (minutes)")
     parser.add_argument("--corpus", nargs="+", metavar="DIR",
                         help="lint every .py file under these directories instead of corpus.txt")
+    parser.add_argument("--lint-only", action="store_true",
+                        help="run memlint with --ignore MEM302: the estimator verdict, the one rule that imports "
+                             "torch and traces a model (for scripts with a `# memlint: estimate` comment)")
+    parser.add_argument("--doc-section", default=DEFAULT_SECTION,
+                        help="the <!-- NAME:begin/end --> markers in docs/performance.md to write between")
     args = parser.parse_args()
 
     roots = [os.path.abspath(d) for d in args.corpus] if args.corpus else None
@@ -350,7 +356,11 @@ def main() -> int:
     try:
         files = copy_corpus(corpus, work, roots)
         load_before = os.getloadavg()[0]
-        lint = measure_memlint(files, args.repeat)
+        extra = ("--ignore", "MEM302") if args.lint_only else ()
+        corpus_option += " --lint-only" if args.lint_only else ""
+        if args.doc_section != DEFAULT_SECTION:
+            corpus_option += f" --doc-section {args.doc_section}"
+        lint = measure_memlint(files, args.repeat, extra)
         others, others_when = ({}, None) if args.skip_others else load_or_measure_others(
             files, args.others_json, args.reuse_others
         )
@@ -366,7 +376,7 @@ def main() -> int:
         section += f"\n\nTorchFix/Fixit rows: measured {others_when} on the same corpus (reused, `--reuse-others`)."
     print(section)
     if not args.no_write:
-        write_report(section)
+        write_report(section, args.doc_section)
         print(f"\nwrote {PERFORMANCE_DOC.relative_to(REPO)}", file=sys.stderr)
     return 0
 

@@ -1,0 +1,102 @@
+"""Where one lint run's time goes, phase by phase (not a test).
+
+Runs the lint pipeline of :func:`memlint.lint.engine.lint_pending` in this
+process, one file after another, and adds up the wall time of each phase
+over the corpus: the text pre-filter, CPython's parse (syntax guard), the
+pre-parse facts and gate, libcst's parse, the node index, and the rules
+(including the positions of their findings). Garbage collection is tuned as
+the runner tunes it. The files the gate skips cost only the first three.
+
+Run::
+
+    python tests/benchmarks/lint_phases.py [--stride 6] [--corpus DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gc
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_lint import python_files_under  # noqa: E402
+from corpus import load_corpus  # noqa: E402
+
+from memlint.lint.context import FileContext  # noqa: E402
+from memlint.lint.diagnostic import FileResult  # noqa: E402
+from memlint.lint.engine import LintOptions, _parse_cst, _run_rules, applicable_codes, precheck  # noqa: E402
+from memlint.lint.registry import rule_classes, rule_index  # noqa: E402
+from memlint.lint.runner import LINT_GC_THRESHOLD  # noqa: E402
+
+PHASES = ("pre-filter", "CPython parse", "facts + gate", "libcst parse", "node index", "rules")
+
+
+def measure(files: list[str]) -> tuple[dict[str, float], int, int]:
+    """Seconds per phase, files that reached the gate, files libcst parsed."""
+    options = LintOptions(enabled=frozenset(code for code, info in rule_index().items() if info.default_enabled))
+    import libcst  # noqa: F401  (the import is a fixed cost, not a phase)
+
+    totals = dict.fromkeys(PHASES, 0.0)
+    gated = parsed = 0
+    gc.freeze()
+    gc.set_threshold(LINT_GC_THRESHOLD, 10, 10)
+    for path in files:
+        clock = time.perf_counter()
+        _, pending = precheck(path, Path(path).read_bytes(), options)
+        clock = _add(totals, "pre-filter", clock)
+        if pending is None:
+            continue
+        try:
+            tree = ast.parse(pending.source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        clock = _add(totals, "CPython parse", clock)
+        gated += 1
+        codes = applicable_codes(pending.codes, tree)
+        clock = _add(totals, "facts + gate", clock)
+        if not codes:
+            continue
+        rules = list(rule_classes(codes).values())
+        clock = time.perf_counter()
+        module = _parse_cst(path, pending.source, FileResult(path=path))
+        clock = _add(totals, "libcst parse", clock)
+        if module is None:
+            continue
+        parsed += 1
+        ctx = FileContext(path, pending.source, module, tree)
+        ctx.index
+        clock = _add(totals, "node index", clock)
+        _run_rules(ctx, rules)
+        ctx.close()
+        _add(totals, "rules", clock)
+    return totals, gated, parsed
+
+
+def _add(totals: dict[str, float], phase: str, since: float) -> float:
+    now = time.perf_counter()
+    totals[phase] += now - since
+    return now
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="per-phase lint time on the benchmark corpus")
+    parser.add_argument("--stride", type=int, default=1, help="every N-th corpus file")
+    parser.add_argument("--corpus", nargs="+", metavar="DIR", help="every .py file under these directories")
+    args = parser.parse_args()
+    files = python_files_under([str(Path(d).resolve()) for d in args.corpus]) if args.corpus else load_corpus()[0]
+    files = files[:: max(1, args.stride)]
+    totals, gated, parsed = measure(files)
+    total = sum(totals.values())
+    print(f"{len(files)} files, {gated} past the text pre-filter, {parsed} parsed by libcst; {total:.2f} s in all")
+    print("| phase | seconds | share |\n|---|---:|---:|")
+    for phase in PHASES:
+        print(f"| {phase} | {totals[phase]:.2f} | {totals[phase] / total:.0%} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
