@@ -19,7 +19,12 @@ The comparable estimate is the estimator's ledger replayed without its
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 MEASURED_RANGE = "memlint::measured_step"
@@ -91,7 +96,10 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
     started = time.perf_counter()
     torch.manual_seed(0)
     tensor_peak = 0
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False)
+    with _without_profiler_banner():
+        prof.start()
+    try:
         workload = load_real_workload(target, inputs, options.batch_size, "cpu")
         step = prepare_step(workload, options, "cpu", mirror_cuda_dropout=True)
         for _ in range(max(1, warmup)):
@@ -103,6 +111,9 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
                 _run_step(step, ledger)
             tensor_peak = max(tensor_peak, ledger.peak)
         del step, workload
+    finally:
+        with _without_profiler_banner():
+            prof.stop()
     events = prof.profiler.kineto_results.events()
     timeline = _memory_timeline(events)
     ranges = sorted((e.start_ns(), e.end_ns()) for e in events if e.name().startswith(MEASURED_RANGE))
@@ -114,6 +125,28 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
     return CpuMeasurement(peak_allocator_bytes=max(peaks), peak_tensor_bytes=tensor_peak, step_peaks=peaks,
                           baseline_bytes=baselines[0], memory_events=len(timeline),
                           seconds=time.perf_counter() - started)
+
+
+@contextmanager
+def _without_profiler_banner() -> Iterator[None]:
+    """Drop the ``USDT: ... profiler_start`` / ``profiler_stop`` lines that
+    torch 2.13's kineto writes from C++ to file descriptor 2 when the
+    profiler starts and stops (seen with torch 2.13.0+cpu; no setting turns
+    them off). Everything else written to stderr meanwhile is passed on."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            for line in capture.read().decode("utf-8", errors="replace").splitlines(keepends=True):
+                if not line.startswith("USDT:"):
+                    sys.stderr.write(line)
 
 
 def _run_step(step, ledger=None) -> None:

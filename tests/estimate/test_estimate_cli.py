@@ -46,3 +46,15 @@ def test_advise_ranks_re_estimated_remedies(capsys):
     assert {row["remedy"] for row in advice} >= {"amp-bf16", "checkpointing", "sgd"}
     assert all(row["saved"] == document["device_used"] - row["device_used"] for row in advice)
     assert [row["saved"] for row in advice] == sorted((row["saved"] for row in advice), reverse=True)
+
+
+def test_plot_labels_each_phase_of_a_step_once_and_picks_a_readable_unit():
+    from memlint.estimate.report import merged_phases, plot_unit
+
+    traced = [(0, "forward", 0), (2, "forward", 0), (21, "backward", 0), (69, "optimizer", 0),
+              (120, "forward", 1), (122, "forward", 1)]
+    assert merged_phases(traced) == [(0, "forward", 0), (21, "backward", 0), (69, "optimizer", 0), (120, "forward", 1)]
+    assert plot_unit(3 * 2**30) == ("GiB", 2**30)
+    assert plot_unit(5 * 2**20) == ("MiB", 2**20)
+    assert plot_unit(1536) == ("KiB", 1024)
+    assert plot_unit(0) == ("bytes", 1)

@@ -61,3 +61,21 @@ def test_cpu_validate_tolerance_gate(monkeypatch, capsys):
     data = json.loads(capsys.readouterr().out)
     exact = data["measured"]["cpu_peak"] == data["estimated"]["cpu_tensor_peak"]
     assert code == (0 if exact else 1)
+
+
+def test_profiler_banner_is_dropped_and_other_stderr_kept(capfd):
+    import os
+
+    from memlint.validate.cpu import _without_profiler_banner
+
+    with _without_profiler_banner():
+        os.write(2, b"USDT:2026-11-30 SyncActivityProfilerHandler.cpp:52] profiler_start\nreal warning\n")
+    err = capfd.readouterr().err
+    assert "USDT:" not in err and "real warning" in err
+
+
+def test_cpu_validate_prints_no_profiler_banner(monkeypatch, capfd):
+    monkeypatch.chdir(ROOT)
+    code = main(["validate", "fixtures/models/validation_tiny.py:mlp", "--device", "cpu", "--warmup", "1", "--steps", "1"])
+    assert code in (0, 1)
+    assert "USDT:" not in capfd.readouterr().err
