@@ -19,6 +19,12 @@ FORMAT_MODULES = {
 }
 
 
+def run_notes(run) -> list[str]:
+    """One-line remarks that are not errors: the run's own ("no Python files
+    to check") and each file's (a file skipped as too large to lint)."""
+    return [*run.notes, *(r.note for r in run.results if getattr(r, "note", None))]
+
+
 def default_format(stream) -> str:
     isatty = getattr(stream, "isatty", None)
     return "full" if isatty is not None and isatty() else "concise"
@@ -31,7 +37,7 @@ def render(run, args, stream=None) -> None:
         stream = sys.stderr  # stdout carries the fixed source
     for message in run_errors(run):
         print(f"memlint: error: {message}", file=sys.stderr)
-    for note in [*run.notes, *(r.note for r in run.results if getattr(r, "note", None))]:
+    for note in run_notes(run):
         print(f"memlint: {note}", file=sys.stderr)
     if getattr(run, "diff_only", False):
         return  # --diff printed the diffs; findings are not reported

@@ -1,7 +1,7 @@
 """``json``: a stable, versioned document (schema in docs/output-formats.md).
 
 Top level: ``{"schema_version": 1, "memlint_version", "summary", "diagnostics",
-"errors", "estimates"}``; each diagnostic has code, name, severity, message,
+"errors", "notes", "estimates"}``; each diagnostic has code, name, severity, message,
 path, start/end line and column (1-based, end exclusive) and ``fix`` (null or
 ``{"title", "applicability", "edits": [{start/end line/col, content}]}``).
 """
@@ -47,7 +47,7 @@ def diagnostic_to_dict(d) -> dict:
 
 
 def document(run) -> dict:
-    from memlint.report import run_errors
+    from memlint.report import run_errors, run_notes
 
     diagnostics = [diagnostic_to_dict(d) for d in run.diagnostics]
     by_severity: dict[str, int] = {}
@@ -59,6 +59,7 @@ def document(run) -> dict:
         "summary": {"files": len(run.results), "diagnostics": len(diagnostics), "by_severity": by_severity},
         "diagnostics": diagnostics,
         "errors": run_errors(run),
+        "notes": run_notes(run),
         "estimates": [e.to_json() if hasattr(e, "to_json") else e for e in run.estimates],
     }
 

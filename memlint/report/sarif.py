@@ -106,7 +106,7 @@ def result(diagnostic, rule_index: dict[str, int], base: Path | None = None) -> 
 def document(run, base: Path | None = None) -> dict:
     """The whole SARIF log for ``run``."""
     from memlint.lint.registry import all_rules
-    from memlint.report import run_errors
+    from memlint.report import run_errors, run_notes
     from memlint.report.rule_docs import PROJECT_URL
 
     rules = all_rules()
@@ -129,7 +129,10 @@ def document(run, base: Path | None = None) -> dict:
         "invocations": [
             {
                 "executionSuccessful": not errors,
-                "toolExecutionNotifications": [{"level": "error", "message": {"text": message}} for message in errors],
+                "toolExecutionNotifications": [
+                    *({"level": "error", "message": {"text": message}} for message in errors),
+                    *({"level": "note", "message": {"text": message}} for message in run_notes(run)),
+                ],
             }
         ],
         "properties": {

@@ -274,12 +274,14 @@ def test_sarif_path_outside_cwd_is_absolute_uri(tmp_path, monkeypatch):
     assert sarif.artifact_location("sub dir/a b.py")["uri"] == "sub%20dir/a%20b.py"
 
 
-def test_sarif_run_errors_are_notifications(tmp_path, monkeypatch):
+def test_sarif_run_errors_and_notes_are_notifications(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    document = json.loads(_render(sarif, CheckRun(errors=["x.py: no such file or directory"])))
+    run = CheckRun(errors=["x.py: no such file or directory"], notes=["no Python files to check"])
+    document = json.loads(_render(sarif, run))
     invocation = document["runs"][0]["invocations"][0]
     assert invocation["executionSuccessful"] is False
-    assert invocation["toolExecutionNotifications"][0]["message"]["text"] == "x.py: no such file or directory"
+    assert [(n["level"], n["message"]["text"]) for n in invocation["toolExecutionNotifications"]] == [
+        ("error", "x.py: no such file or directory"), ("note", "no Python files to check")]
     jsonschema.validate(document, SARIF_SUBSET_SCHEMA)
 
 
@@ -294,13 +296,15 @@ def test_json_output_validates_against_documented_schema(tmp_path):
     path = tmp_path / "train.py"
     run = _run_for(path, BUGGY)
     run.results.append(FileResult(path="bad.py", error="bad.py: cannot read file (Permission denied)"))
+    run.results.append(FileResult(path="big.py", note="big.py: skipped: 5.0 MiB is over the 1 MiB limit for linting"))
     document = json.loads(_render(json_format, run))
     jsonschema.Draft202012Validator.check_schema(_json_schema())
     jsonschema.validate(document, _json_schema())
     (diagnostic,) = document["diagnostics"]
     assert diagnostic["code"] == "MEM303" and diagnostic["fix"]["applicability"] == "unsafe"
-    assert document["summary"] == {"files": 2, "diagnostics": 1, "by_severity": {"warning": 1}}
+    assert document["summary"] == {"files": 3, "diagnostics": 1, "by_severity": {"warning": 1}}
     assert document["errors"] == ["bad.py: cannot read file (Permission denied)"]
+    assert document["notes"] == ["big.py: skipped: 5.0 MiB is over the 1 MiB limit for linting"]
 
 
 def test_json_schema_rejects_a_broken_document(tmp_path):
