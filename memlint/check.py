@@ -40,7 +40,8 @@ class CheckRun:
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
-        return [d for result in self.results for d in result.diagnostics]
+        """Every finding of the run, sorted by path, line, column and code."""
+        return sorted((d for result in self.results for d in result.diagnostics), key=Diagnostic.sort_key)
 
     def exit_code(self, exit_zero: bool) -> int:
         broken = self.errors or any(

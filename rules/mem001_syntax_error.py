@@ -28,11 +28,11 @@ class SyntaxErrorRule(Rule):
     ```
 
     ## Known problems
-    A file is parsed only when it contains a trigger token of an enabled rule
-    (the pre-filter that keeps linting fast), so a file with none of them is
-    not checked for syntax; `memlint --select MEM001` parses every file.
-    The syntax accepted is that of the Python running memlint (CPython's own
-    parser checks each file first, then libcst's).
+    The syntax accepted is that of the Python running memlint: CPython's own
+    parser checks every file. libcst, which memlint's rules read, parses only
+    the files some rule can report on; code that CPython accepts and libcst
+    does not (rare: syntax newer than the installed libcst) is reported only
+    in those files.
 
     ## References
     - [libcst parser](https://libcst.readthedocs.io/en/latest/parser.html)

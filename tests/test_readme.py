@@ -30,3 +30,19 @@ def test_main_job_input_is_shipped():
     main_job = _readme_commands()[0]
     target = main_job.rsplit("memlint ", 1)[1].split()[0]
     assert (ROOT / target).is_file()
+
+
+def test_example_output_is_what_memlint_prints():
+    """The README's example run: the same findings, positions and message starts."""
+    import subprocess
+    import sys
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```text\n\$ memlint (\S+)\n(.*?)```", text, re.S)
+    target, shown = block.group(1), block.group(2).splitlines()
+    proc = subprocess.run([sys.executable, "-m", "memlint", "check", "--no-cache", "--format", "concise", target],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    printed = proc.stdout.splitlines()
+    assert len(printed) == len(shown), proc.stdout
+    for expected, actual in zip(shown, printed):
+        assert actual.startswith(expected.removesuffix("...").rstrip()), (expected, actual)

@@ -8,6 +8,7 @@ import sys
 import threading
 
 from memlint.errors import UsageError
+from memlint.estimate.gpus import CATALOG
 
 
 def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,9 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="zero_grad(set_to_none=...) (default: true)")
     parser.add_argument("--world-size", type=int, default=1, help="data-parallel ranks (for --zero-stage)")
     parser.add_argument("--zero-stage", type=int, default=0, choices=[0, 1, 2, 3], help="ZeRO sharding stage")
-    parser.add_argument("--gpu", default=None, help="target GPU from the catalog (e.g. A100-80GB) or 'auto' (NVML)")
+    parser.add_argument("--gpu", default=None,
+                        help="target GPU: 'auto' (the local GPU, by NVML) or one of "
+                             + ", ".join(spec.name for spec in CATALOG.values()))
     parser.add_argument("--capacity", default=None, help="target memory instead of --gpu, e.g. 24GiB or 40GB")
     parser.add_argument("--reserve", default="10%", help="headroom kept free (default 10%%)")
     parser.add_argument("--max-batch-size", action="store_true", help="search the largest batch size that fits")

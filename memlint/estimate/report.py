@@ -139,15 +139,25 @@ def merged_phases(phases: list[tuple[int, str, int]]) -> list[tuple[int, str, in
 
 
 def render_advice(rows, file: TextIO | None = None) -> None:
-    """Print the advisor's rows (:class:`memlint.estimate.advisor.Remedy`), best first."""
+    """Print the advisor's rows (:class:`memlint.estimate.advisor.Remedy`), best first.
+
+    Remedies that save nothing for this model (neither device_used nor
+    peak_allocated; e.g. plain SGD when the optimizer already keeps no state)
+    are named under the table instead of filling it (the JSON keeps them all).
+    """
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
+    helpful = [row for row in rows if row.saved > 0 or row.saved_allocated > 0]
+    idle = [row.title for row in rows if row not in helpful]
     table = Table(title="Remedies, each re-estimated, ranked by memory saved", title_justify="left")
     for column in ("#", "remedy", "device_used", "saved", "allocated saved", "fits", "cost"):
         table.add_column(column, justify="right" if column in ("#", "device_used", "saved", "allocated saved") else "left")
-    for rank, row in enumerate(rows, start=1):
+    for rank, row in enumerate(helpful, start=1):
         fits = "-" if row.fits is None else ("yes" if row.fits else "no")
         table.add_row(str(rank), row.title, format_bytes(row.device_used), format_bytes(row.saved),
                       format_bytes(row.saved_allocated), fits, row.cost)
-    Console(file=file, highlight=False).print(table)
+    console = Console(file=file, highlight=False)
+    console.print(table)
+    if idle:
+        console.print(f"Save nothing for this model (not shown): {', '.join(idle)}", soft_wrap=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -143,6 +144,7 @@ def _import_factory(target: str) -> Callable[[], Any]:
             sys.modules[mod_name] = module
             spec.loader.exec_module(module)
         else:
+            _importable_from_working_directory()
             module = importlib.import_module(where)
     except TargetError:
         raise
@@ -154,6 +156,15 @@ def _import_factory(target: str) -> Callable[[], Any]:
     if not callable(factory):
         raise TargetError(f"target {target!r}: {where} has no callable {attr!r}")
     return factory
+
+
+def _importable_from_working_directory() -> None:
+    """Let ``package.module:factory`` name a module of the project memlint
+    runs in, as ``python -m`` and ``uvicorn module:app`` do: the working
+    directory goes at the end of ``sys.path`` (installed packages win)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -17,7 +17,9 @@ What is read, and from where:
   or ``.gradient_checkpointing_enable()``;
 * gradient accumulation: ``if (i + 1) % N == 0: ... .step()`` with N resolved
   as above, else a constant/option named like ``accumulation_steps``;
-* ``zero_grad(set_to_none=...)``.
+* ``zero_grad(set_to_none=...)``; a script that calls ``.backward()`` and
+  builds an optimizer but never calls ``zero_grad`` keeps its gradients
+  between steps (``set_to_none`` False, as MEM201 reports).
 
 Every value carries its position (the literal that gave it), so reports can say
 "script line N" and MEM302 can point at the batch-size literal.
@@ -123,6 +125,7 @@ class _Collector(cst.CSTVisitor):
         self.scalers: list[cst.Call] = []
         self.checkpoints: list[cst.Call] = []
         self.zero_grads: list[cst.Call] = []
+        self.backwards: list[cst.Call] = []
         self.modulo_steps: list[cst.BaseExpression] = []
         self._class_depth = 0
         self._assign_target: list[str] = []
@@ -159,6 +162,8 @@ class _Collector(cst.CSTVisitor):
             self.attributes.setdefault(node.key.evaluated_value, node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            self.backwards.append(node)
         name = self.ctx.qualified(node.func) or ""
         last = name.rsplit(".", 1)[-1]
         if last == "add_argument":
@@ -393,3 +398,7 @@ def _set_to_none(ctx: FileContext, c: _Collector, recipe: Recipe) -> None:
                 return  # one call that keeps gradients is enough to keep them
         elif value is None and recipe.set_to_none is None:
             recipe.set_to_none = _found(ctx, call, True, "zero_grad() (default set_to_none=True)")
+    if not c.zero_grads and c.backwards and c.optimizers:
+        # No zero_grad at all (MEM201's finding): the gradients stay allocated
+        # from one step to the next, as with zero_grad(set_to_none=False).
+        recipe.set_to_none = _found(ctx, c.backwards[0], False, "no zero_grad() in the script: gradients are kept between steps")

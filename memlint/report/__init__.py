@@ -42,7 +42,7 @@ def render(run, args, stream=None) -> None:
     if getattr(run, "diff_only", False):
         return  # --diff printed the diffs; findings are not reported
     fmt = args.format or default_format(stream)
-    if getattr(args, "statistics", False) and fmt in ("full", "concise"):
+    if getattr(args, "statistics", False) and fmt in ("full", "concise", "json"):
         from memlint.report.statistics import render as render_statistics
 
         render_statistics(run, args, stream)

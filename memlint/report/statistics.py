@@ -1,13 +1,36 @@
-"""``--statistics``: how many findings of each code, most frequent first."""
+"""``--statistics``: how many findings of each code, most frequent first.
+
+A code is marked ``[*]`` when some of its findings have a fix that ``--fix``
+applies (a safe fix, or any fix with ``--unsafe-fixes``), as ruff marks them.
+With ``--format json`` the same counts are a JSON array of
+``{"code", "name", "count", "fixable"}``.
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+
+from memlint.lint.diagnostic import Applicability
+
+
+def rows(run, unsafe_fixes: bool) -> list[dict]:
+    """``{"code", "name", "count", "fixable"}`` per code, most frequent first."""
+    counts = Counter((d.code, d.name) for d in run.diagnostics)
+    fixable = Counter(
+        d.code for d in run.diagnostics
+        if d.fix is not None and (unsafe_fixes or d.fix.applicability is Applicability.SAFE)
+    )
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
+    return [{"code": code, "name": name, "count": count, "fixable": fixable[code]} for (code, name), count in ordered]
 
 
 def render(run, args, stream) -> None:
-    counts = Counter((d.code, d.name) for d in run.diagnostics)
-    fixable = Counter(d.code for d in run.diagnostics if d.fix is not None)
-    for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0][0])):
-        mark = "[*]" if fixable[code] else "   "
-        print(f"{count:>6}\t{code}\t{mark} {name}", file=stream)
+    table = rows(run, bool(getattr(args, "unsafe_fixes", False)))
+    if getattr(args, "format", None) == "json":
+        json.dump(table, stream, indent=2)
+        stream.write("\n")
+        return
+    for row in table:
+        mark = "[*]" if row["fixable"] else "   "
+        print(f"{row['count']:>6}\t{row['code']}\t{mark} {row['name']}", file=stream)

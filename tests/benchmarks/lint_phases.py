@@ -9,7 +9,10 @@ the runner tunes it. The files the gate skips cost only the first three.
 
 Run::
 
-    python tests/benchmarks/lint_phases.py [--stride 6] [--corpus DIR ...]
+    python tests/benchmarks/lint_phases.py [--stride 6] [--corpus DIR ...] [--doc-section NAME]
+
+With ``--doc-section NAME`` the table is also written into
+docs/performance.md between the ``<!-- NAME:begin/end -->`` markers.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_lint import python_files_under  # noqa: E402
+from bench_lint import python_files_under, write_report  # noqa: E402
 from corpus import load_corpus  # noqa: E402
 
 from memlint.lint.context import FileContext  # noqa: E402
@@ -86,15 +89,26 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="per-phase lint time on the benchmark corpus")
     parser.add_argument("--stride", type=int, default=1, help="every N-th corpus file")
     parser.add_argument("--corpus", nargs="+", metavar="DIR", help="every .py file under these directories")
+    parser.add_argument("--doc-section", help="also write the table into docs/performance.md between these markers")
     args = parser.parse_args()
     files = python_files_under([str(Path(d).resolve()) for d in args.corpus]) if args.corpus else load_corpus()[0]
     files = files[:: max(1, args.stride)]
     totals, gated, parsed = measure(files)
     total = sum(totals.values())
-    print(f"{len(files)} files, {gated} past the text pre-filter, {parsed} parsed by libcst; {total:.2f} s in all")
-    print("| phase | seconds | share |\n|---|---:|---:|")
-    for phase in PHASES:
-        print(f"| {phase} | {totals[phase]:.2f} | {totals[phase] / total:.0%} |")
+    command = "python tests/benchmarks/lint_phases.py" + (f" --stride {args.stride}" if args.stride > 1 else "")
+    command += f" --corpus {' '.join(args.corpus)}" if args.corpus else ""
+    lines = [
+        f"`{command}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {len(files)} files, "
+        f"{gated} past the text pre-filter, {parsed} parsed by libcst; {total:.2f} s in all.",
+        "",
+        "| phase | seconds | share |",
+        "|---|---:|---:|",
+        *(f"| {phase} | {totals[phase]:.2f} | {totals[phase] / total:.0%} |" for phase in PHASES),
+    ]
+    section = "\n".join(lines)
+    print(section)
+    if args.doc_section:
+        write_report(section, args.doc_section)
     return 0
 
 

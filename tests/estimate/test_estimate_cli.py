@@ -58,3 +58,18 @@ def test_plot_labels_each_phase_of_a_step_once_and_picks_a_readable_unit():
     assert plot_unit(5 * 2**20) == ("MiB", 2**20)
     assert plot_unit(1536) == ("KiB", 1024)
     assert plot_unit(0) == ("bytes", 1)
+
+
+def test_advice_table_names_the_remedies_that_save_nothing():
+    import io
+
+    from memlint.estimate.advisor import Remedy
+    from memlint.estimate.report import render_advice
+
+    rows = [Remedy("amp-bf16", "bf16 autocast", None, 3 * 2**30, 2**30, True, "none", saved_allocated=2**30),
+            Remedy("sgd", "plain SGD", None, 4 * 2**30, 0, False, "convergence", saved_allocated=0)]
+    out = io.StringIO()
+    render_advice(rows, out)
+    text = out.getvalue()
+    assert "bf16 autocast" in text.split("Save nothing")[0]
+    assert "Save nothing for this model (not shown): plain SGD" in text

@@ -60,3 +60,19 @@ def test_module_factories_are_built_on_meta():
     assert tuple(x.shape) == (4, 784)
     pair = load_workload(target("mlp.py") + ":with_inputs")
     assert pair.default_batch_size == 8
+
+
+def test_package_module_targets_resolve_from_the_working_directory(tmp_path, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    project = tmp_path / "project"
+    (project / "mypkg").mkdir(parents=True)
+    (project / "mypkg" / "__init__.py").write_text("")
+    models = Path(__file__).resolve().parents[2] / "fixtures" / "models" / "mlp.py"
+    (project / "mypkg" / "nets.py").write_text(models.read_text())
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(project))])
+    monkeypatch.delitem(sys.modules, "mypkg", raising=False)
+    workload = load_workload("mypkg.nets:build")
+    assert next(workload.module.parameters()).device.type == "meta"

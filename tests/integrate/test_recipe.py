@@ -122,6 +122,14 @@ def test_set_to_none(code, value):
     assert recipe(code).set_to_none.value is value
 
 
+def test_no_zero_grad_keeps_the_gradients():
+    code = ("import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n")
+    found = recipe(code).set_to_none
+    assert found.value is False and found.line == 4 and "no zero_grad()" in found.how
+    assert recipe("loss.backward()\n").set_to_none is None  # no optimizer here: not a training loop
+
+
 def test_recipe_to_json_round_trip():
     data = recipe("BATCH_SIZE = 8\n").to_json()
     assert data["batch_size"] == {"value": 8, "line": 1, "how": "constant BATCH_SIZE"}

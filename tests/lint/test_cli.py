@@ -93,10 +93,15 @@ def test_full_format_through_cli(tmp_path):
 
 
 def test_statistics(tmp_path):
+    """MEM303's fix is unsafe: marked fixable only with --unsafe-fixes."""
     buggy = tmp_path / "buggy.py"
     buggy.write_text(BUGGY + "again = torch.load('b')\n")
     proc = run_memlint("--statistics", str(buggy))
+    assert proc.stdout.split() == ["2", "MEM303", "load-without-map-location"]
+    proc = run_memlint("--statistics", "--unsafe-fixes", str(buggy))
     assert proc.stdout.split() == ["2", "MEM303", "[*]", "load-without-map-location"]
+    proc = run_memlint("--statistics", "--format", "json", str(buggy))
+    assert json.loads(proc.stdout) == [{"code": "MEM303", "name": "load-without-map-location", "count": 2, "fixable": 0}]
 
 
 def _lint_targets() -> list[str]:
