@@ -163,23 +163,22 @@ class FileContext:
         return starts
 
     def _span_in_statement(self, node: cst.CSTNode):
-        """The span of ``node`` from rendering only its innermost simple
-        statement (``x = f(y)``, ``loss.backward()``...), starting at that
-        statement's line and column in the file and at its blocks'
-        indentation, so that the rendered positions are the file's; None when
-        ``node`` is not inside a simple statement."""
+        """The span of ``node`` from rendering only its innermost statement
+        (a simple one such as ``x = f(y)``; else its line, or a compound
+        ``for``/``while``/``with``/``if``/``try`` around a node in its
+        header), starting where CPython's ``ast`` says it starts and at its
+        blocks' indentation, so that the rendered positions are the file's;
+        None when no such statement can be placed."""
         statement = node
-        while statement is not None and not isinstance(statement, cst.BaseSmallStatement):
+        while statement is not None and not isinstance(statement, _RENDERED_ALONE):
             statement = self.index.parents.get(statement)
-        starts = self._statement_starts if statement is not None else None
-        if starts is None or statement not in starts:
+        start = None if statement is None else self._render_start(statement)
+        if start is None:
             return None
         cache = self.__dict__.setdefault("_statement_position_cache", {})
         ranges = cache.get(statement)
         if ranges is None:
-            ranges = cache[statement] = _rendered_ranges(
-                statement, starts[statement], self.module, self._indent_tokens(statement)
-            )
+            ranges = cache[statement] = _rendered_ranges(statement, start, self.module, self._indent_tokens(statement))
         code_range = ranges.get(node)
         if code_range is None:
             return None
@@ -187,6 +186,22 @@ class FileContext:
             (code_range.start.line, code_range.start.column + 1),
             (code_range.end.line, code_range.end.column + 1),
         )
+
+    def _render_start(self, statement: cst.CSTNode) -> tuple[int, int] | None:
+        """(line, 0-based column) where rendering ``statement`` alone must
+        start. A simple statement starts where it is; a statement line or a
+        compound statement renders its leading comment and blank lines
+        first, from column 0 of the first of them."""
+        starts = self._statement_starts
+        if starts is None:
+            return None
+        if isinstance(statement, cst.BaseSmallStatement):
+            return starts.get(statement)
+        if isinstance(statement, cst.If) and isinstance(self.index.parents.get(statement), cst.If):
+            return None  # an `elif`: rendered alone it would read `if`
+        first = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else statement
+        found = starts.get(first)
+        return None if found is None else (found[0] - len(statement.leading_lines), 0)
 
     def _indent_tokens(self, node: cst.CSTNode) -> list[str]:
         """Indentation tokens of the blocks enclosing ``node``, outermost first."""
@@ -269,6 +284,11 @@ _STATEMENT_NAMES = {
     "For": ("For", "AsyncFor"),
     "With": ("With", "AsyncWith"),
 }
+
+
+#: Statements whose rendering alone is positioned exactly (no decorators,
+#: whose lines CPython's ast does not count in the statement's start).
+_RENDERED_ALONE = (cst.BaseSmallStatement, cst.SimpleStatementLine, cst.For, cst.While, cst.With, cst.If, cst.Try)
 
 
 def _ast_statements(tree) -> list:
