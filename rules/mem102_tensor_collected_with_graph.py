@@ -12,7 +12,7 @@ from memlint.lint.patterns import (
     with_method,
 )
 from memlint.lint.rule import Rule
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.walk import file_memo, visit as walk_visit
 
 class TensorCollectedWithGraph(Rule):
     """## What it does
@@ -127,10 +127,13 @@ class TensorCollectedWithGraph(Rule):
         return self.replacement(value, with_method(value, "detach"), safe=True)
 
 
-def _assignments(function: cst.CSTNode):
-    collector = _Assignments()
-    walk_visit(function, collector)
-    return collector.pairs
+def _assignments(function: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
+    def collect() -> list[tuple[str, cst.BaseExpression]]:
+        collector = _Assignments()
+        walk_visit(function, collector)
+        return collector.pairs
+
+    return file_memo(("assignments", id(function)), collect)
 
 
 class _Assignments(cst.CSTVisitor):
@@ -144,17 +147,19 @@ class _Assignments(cst.CSTVisitor):
 
 
 def _backward_mentions(function: cst.CSTNode, container: str) -> bool:
-    finder = _BackwardOf(container)
-    walk_visit(function, finder)
-    return finder.found
+    """``container`` is read inside a ``.backward(...)``/``.grad(...)`` call of ``function``."""
+    def collect() -> frozenset[str]:
+        finder = _BackwardNames()
+        walk_visit(function, finder)
+        return frozenset(finder.names)
+
+    return container in file_memo(("backward_names", id(function)), collect)
 
 
-class _BackwardOf(cst.CSTVisitor):
-    def __init__(self, container: str) -> None:
-        self.container = container
-        self.found = False
+class _BackwardNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: set[str] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("backward", "grad"):
-            if self.container in names_in(node):
-                self.found = True
+            self.names |= names_in(node)

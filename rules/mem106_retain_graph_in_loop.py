@@ -95,11 +95,15 @@ class RetainGraphInLoop(Rule):
         self.report(node)
 
     def _builds_graph_in(self, loop: cst.CSTNode) -> bool:
-        """The loop body runs a forward pass (or creates a grad-requiring tensor)."""
-        forward = set(self.ctx.dataflow.scope(loop).forward_calls)
-        finder = _AllCalls()
-        loop.body.visit(finder)
-        return any(call in forward or keyword_arg(call, "requires_grad") is not None for call in finder.calls)
+        """The loop body runs a forward pass (or creates a grad-requiring tensor);
+        decided once per loop, however many retaining calls it holds."""
+        cache = self.__dict__.setdefault("_graph_built_in", {})
+        if loop not in cache:
+            forward = set(self.ctx.dataflow.scope(loop).forward_calls)
+            finder = _AllCalls()
+            walk_visit(loop.body, finder)
+            cache[loop] = any(call in forward or keyword_arg(call, "requires_grad") is not None for call in finder.calls)
+        return cache[loop]
 
     def _backward_kind(self, call: cst.Call) -> str | None:
         """``"method"`` for ``x.backward(...)``, the qualified name for the autograd functions."""
@@ -126,10 +130,18 @@ class RetainGraphInLoop(Rule):
 
     def _later_releasing_backward(self, loop: cst.CSTNode, call: cst.Call) -> bool:
         """A backward after ``call`` in the loop body that does not retain the graph."""
-        start = self.ctx.span(call)[1]
-        finder = _BackwardCalls(self)
-        walk_visit(loop.body, finder)
-        return any(other is not call and self.ctx.span(other)[0] >= start and not self._retains(other) for other in finder.calls)
+        end = self.ctx.span(call)[1]
+        return any(other is not call and start >= end for other, start in self._releasing_backwards(loop))
+
+    def _releasing_backwards(self, loop: cst.CSTNode) -> list[tuple[cst.Call, tuple[int, int]]]:
+        """The loop body's backward calls that do not retain the graph, with
+        their start positions (found once per loop)."""
+        cache = self.__dict__.setdefault("_releasing", {})
+        if loop not in cache:
+            finder = _BackwardCalls(self)
+            walk_visit(loop.body, finder)
+            cache[loop] = [(other, self.ctx.span(other)[0]) for other in finder.calls if not self._retains(other)]
+        return cache[loop]
 
 
 class _BackwardCalls(cst.CSTVisitor):

@@ -7,7 +7,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import leaf_values
 from memlint.lint.rule import Rule
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.walk import file_memo, visit as walk_visit
 
 #: Logging functions called on the module itself.
 MODULE_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics", "mlflow.tracking.fluent.log_metric"})
@@ -157,36 +157,35 @@ def _argument(call: cst.Call, index: int, keyword: str) -> list[cst.BaseExpressi
 
 
 def _dict_values_of(name: str, function: cst.CSTNode, ctx, before: cst.CSTNode) -> list[cst.BaseExpression]:
-    collector = _DictStores(name, ctx.span(before)[0])
-    collector.ctx = ctx
-    walk_visit(function, collector)
-    return collector.values
+    """The values stored into the dict ``name`` in ``function`` before ``before`` starts."""
+    def collect() -> list[tuple[tuple[int, int], list[cst.BaseExpression]]]:
+        collector = _DictStores(name)
+        walk_visit(function, collector)
+        return [(ctx.span(store)[0], values) for store, values in collector.stores]
+
+    limit = ctx.span(before)[0]
+    stores = file_memo(("dict_stores", id(function), name), collect)
+    return [value for start, values in stores if start < limit for value in values]
 
 
 class _DictStores(cst.CSTVisitor):
-    """Values stored into ``name`` by ``name[k] = v`` / ``name.update({...})`` / ``name = {...}`` before a position."""
+    """Stores into ``name``: ``name[k] = v``, ``name.update({...})``, ``name = {...}``."""
 
-    def __init__(self, name: str, before: tuple[int, int]) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.before = before
-        self.values: list[cst.BaseExpression] = []
-        self.ctx = None
-
-    def _earlier(self, node: cst.CSTNode) -> bool:
-        return self.ctx.span(node)[0] < self.before
+        self.stores: list[tuple[cst.CSTNode, list[cst.BaseExpression]]] = []
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             t = target.target
-            if isinstance(t, cst.Subscript) and dotted_name(t.value) == self.name and self._earlier(node):
-                self.values.append(node.value)
-            elif isinstance(t, cst.Name) and t.value == self.name and isinstance(node.value, cst.Dict) and self._earlier(node):
-                self.values.append(node.value)
+            if isinstance(t, cst.Subscript) and dotted_name(t.value) == self.name:
+                self.stores.append((node, [node.value]))
+            elif isinstance(t, cst.Name) and t.value == self.name and isinstance(node.value, cst.Dict):
+                self.stores.append((node, [node.value]))
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "update" and dotted_name(node.func.value) == self.name:
-            if self._earlier(node):
-                self.values.extend(arg.value for arg in node.args)
+            self.stores.append((node, [arg.value for arg in node.args]))
 
 
 class _LoggerObjects(cst.CSTVisitor):

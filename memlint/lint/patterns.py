@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from memlint.lint.names import dotted_name
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.walk import file_memo, visit as walk_visit
 
 
 def with_method(node: cst.BaseExpression, method: str) -> cst.Call:
@@ -40,11 +40,14 @@ class _ReturnedNames(cst.CSTVisitor):
             self.names |= names_in(node.value)
 
 
-def names_in(node: cst.CSTNode) -> set[str]:
+def names_in(node: cst.CSTNode) -> frozenset[str]:
     """Every Name and dotted ``self.x`` read inside ``node``."""
-    collector = _NamesIn()
-    walk_visit(node, collector)
-    return collector.names
+    def collect() -> frozenset[str]:
+        collector = _NamesIn()
+        walk_visit(node, collector)
+        return frozenset(collector.names)
+
+    return file_memo(("names_in", id(node)), collect)
 
 
 class _NamesIn(cst.CSTVisitor):
@@ -62,9 +65,12 @@ class _NamesIn(cst.CSTVisitor):
 
 def contains_training_step(node: cst.CSTNode) -> bool:
     """True when ``node`` contains a ``.backward(...)`` or ``.step(...)`` call."""
-    finder = _MethodCallFinder(frozenset({"backward", "step", "manual_backward"}))
-    walk_visit(node, finder)
-    return finder.found
+    def find() -> bool:
+        finder = _MethodCallFinder(frozenset({"backward", "step", "manual_backward"}))
+        walk_visit(node, finder)
+        return finder.found
+
+    return file_memo(("training_step", id(node)), find)
 
 
 class _MethodCallFinder(cst.CSTVisitor):

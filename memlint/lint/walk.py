@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, TypeVar
 from weakref import WeakKeyDictionary
 
 import libcst as cst
@@ -45,6 +45,7 @@ _SOURCE_ORDER = {
     cst.ExceptHandler: ("type", "name", "body"),
 }
 _FIELDS: dict[type, tuple[str, ...]] = {}
+T = TypeVar("T")
 
 
 def _all_subclasses(base: type) -> set[type]:
@@ -146,15 +147,20 @@ _HOOKS: "WeakKeyDictionary[type, dict[type, tuple[Callable | None, Callable | No
 _ACTIVE: list["NodeIndex"] = []
 
 
-def _hooks(visitor_class: type, node_class: type) -> tuple[Callable | None, Callable | None]:
+def _hook_lookup(visitor_class: type) -> Callable[[type], tuple[Callable | None, Callable | None]]:
+    """``node class -> (visit hook, leave hook)`` of ``visitor_class``, memoized."""
     table = _HOOKS.get(visitor_class)
     if table is None:
         table = _HOOKS[visitor_class] = {}
-    found = table.get(node_class)
-    if found is None:
-        name = node_class.__name__
-        found = table[node_class] = (_own_hook(visitor_class, f"visit_{name}"), _own_hook(visitor_class, f"leave_{name}"))
-    return found
+
+    def lookup(node_class: type) -> tuple[Callable | None, Callable | None]:
+        found = table.get(node_class)
+        if found is None:
+            name = node_class.__name__
+            found = table[node_class] = (_own_hook(visitor_class, f"visit_{name}"), _own_hook(visitor_class, f"leave_{name}"))
+        return found
+
+    return lookup
 
 
 def _own_hook(visitor_class: type, attr: str) -> Callable | None:
@@ -178,14 +184,14 @@ def visit(root: cst.CSTNode, visitor: object) -> None:
         if position is not None:
             _ACTIVE[-1].visit_subtree(position, visitor)
             return
-    visitor_class = type(visitor)
+    hooks_of = _hook_lookup(type(visitor))
 
     def on_visit(node: cst.CSTNode):
-        enter = _hooks(visitor_class, type(node))[0]
+        enter = hooks_of(type(node))[0]
         return None if enter is None else enter(visitor, node)
 
     def on_leave(node: cst.CSTNode) -> None:
-        leave = _hooks(visitor_class, type(node))[1]
+        leave = hooks_of(type(node))[1]
         if leave is not None:
             leave(visitor, node)
 
@@ -202,6 +208,21 @@ def indexed_descendants(root: cst.CSTNode, types: tuple[type, ...], skip_inside:
     index = _ACTIVE[-1]
     position = index.position_of(root)
     return None if position is None else index.subtree_of_type(position, types, skip_inside)
+
+
+def file_memo(key: Hashable, compute: Callable[[], T]) -> T:
+    """``compute()``, once per ``key`` while the engine runs one module's
+    rules (:func:`indexed`); computed afresh outside. For analyses that
+    rules ask about repeatedly (the training steps in a loop, the names an
+    expression reads), which would otherwise make a long function cost time
+    quadratic in its length; ``key`` holds ``id(node)``s, which are stable
+    while the index keeps the tree alive."""
+    if not _ACTIVE:
+        return compute()
+    memo = _ACTIVE[-1].memo
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
 
 
 @contextmanager
@@ -232,6 +253,8 @@ class NodeIndex:
         self._positions_by_type: dict[type, list[int]] = {}
         self._ends: list[int] | None = None
         self._positions: dict[int, int] | None = None
+        #: Per-file results of :func:`file_memo`.
+        self.memo: dict[Hashable, object] = {}
         nodes, parent_positions, parents, by_type = self.nodes, self.parent_positions, self.parents, self._positions_by_type
         stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
         while stack:
@@ -330,13 +353,14 @@ class NodeIndex:
         """:func:`visit` over the subtree at ``position``, from the index."""
         visitor_class = type(visitor)
         hooked = _hooked_names(visitor_class)
+        hooks_of = _hook_lookup(visitor_class)
         ends = self._subtree_ends()
         skip_start, skip_end = -1, -1  # the subtree under a visit_ that returned False
         for at, is_visit in self.events(hooked, hooked, position, ends[position]):
             if skip_start < at < skip_end:
                 continue
             node = self.nodes[at]
-            enter, leave = _hooks(visitor_class, type(node))
+            enter, leave = hooks_of(type(node))
             if is_visit:
                 if enter is not None and enter(visitor, node) is False:
                     skip_start, skip_end = at, ends[at]
