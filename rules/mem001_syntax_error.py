@@ -8,7 +8,9 @@ class SyntaxErrorRule(Rule):
     """## What it does
     Reports a file that memlint cannot read or parse: a syntax error,
     bytes that do not decode in the file's declared encoding (UTF-8 by
-    default), a NUL byte, or nesting too deep for the parser.
+    default), a NUL byte, nesting too deep for the parser, or an
+    `and`/`or` chain of more than 4000 operands (libcst's parser crashes on
+    such chains; the file is not linted).
 
     ## Why is this bad?
     A file that cannot be parsed cannot be checked for memory problems, and

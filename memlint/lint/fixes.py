@@ -28,8 +28,6 @@ import tempfile
 import tokenize
 from dataclasses import dataclass, field
 
-import libcst as cst
-
 from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult, Fix
 from memlint.lint.engine import LintOptions, lint_source
 
@@ -154,12 +152,18 @@ def fix_text(
 
 
 def _parse_problem(text: str) -> str | None:
+    """Why the fixed ``text`` is not valid Python (CPython's parser decides,
+    as it does for MEM001); None when it is."""
+    import ast
+
     try:
-        cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        return f"line {exc.raw_line}: {exc.message.strip().splitlines()[0]}"
-    except RecursionError:
+        ast.parse(text)
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    except (RecursionError, MemoryError):
         return "too deeply nested"
+    except ValueError as exc:
+        return str(exc)
     return None
 
 

@@ -32,6 +32,7 @@ from corpus import load_corpus  # noqa: E402
 from memlint.lint.context import FileContext  # noqa: E402
 from memlint.lint.diagnostic import FileResult  # noqa: E402
 from memlint.lint.engine import LintOptions, _parse_cst, _run_rules, applicable_codes, precheck  # noqa: E402
+from memlint.lint.facts import CodeFacts  # noqa: E402
 from memlint.lint.registry import rule_classes, rule_index  # noqa: E402
 from memlint.lint.runner import LINT_GC_THRESHOLD  # noqa: E402
 
@@ -59,7 +60,7 @@ def measure(files: list[str]) -> tuple[dict[str, float], int, int]:
             continue
         clock = _add(totals, "CPython parse", clock)
         gated += 1
-        codes = applicable_codes(pending.codes, tree)
+        codes = applicable_codes(pending.codes, CodeFacts.of(tree))
         clock = _add(totals, "facts + gate", clock)
         if not codes:
             continue

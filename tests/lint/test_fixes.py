@@ -272,3 +272,17 @@ def test_fix_relints_a_file_that_changed_after_it_was_linted(tmp_path):
     assert "loss = criterion(outputs, label)" in fixed
     assert fixed.count("opt.zero_grad()") == 1 and "set_to_none=False" not in fixed
     assert fixed.startswith("import os\n")
+
+
+def test_fixing_code_that_libcst_cannot_validate_works(tmp_path, capsys):
+    """`a if b else(lambda: 0)` parses but fails libcst's node validation
+    (libcst issue #1061); the fixed text is checked with CPython's parser."""
+    odd = tmp_path / "odd.py"
+    odd.write_text("import torch\nz = torch.load(a if b else(lambda:0))\n", encoding="utf-8")
+    good = tmp_path / "good.py"
+    good.write_text("import torch\nstate = torch.load('x')\n", encoding="utf-8")
+    code = main(["check", "--select", "MEM303", "--fix", "--unsafe-fixes", str(odd), str(good)])
+    err = capsys.readouterr().err
+    assert code == 0 and "Traceback" not in err
+    assert odd.read_text() == "import torch\nz = torch.load(a if b else(lambda:0), map_location=\"cpu\")\n"
+    assert good.read_text() == "import torch\nstate = torch.load('x', map_location=\"cpu\")\n"

@@ -50,7 +50,7 @@ def _examples() -> list[tuple[str, str]]:
 def _lint_both_ways(monkeypatch, path: str, data: bytes):
     gated = lint_source(path, data, EVERY_RULE)
     with monkeypatch.context() as patch:
-        patch.setattr(engine, "applicable_codes", lambda codes, tree: codes)
+        patch.setattr(engine, "applicable_codes", lambda codes, facts: codes)
         ungated = lint_source(path, data, EVERY_RULE)
     return gated, ungated
 
@@ -115,3 +115,11 @@ def test_syntax_errors_are_reported_without_libcst(monkeypatch):
     assert _libcst_parses(monkeypatch, source) == 0
     found = lint_source("f.py", source.encode("utf-8"), EVERY_RULE).diagnostics
     assert [d.code for d in found] == ["MEM001"]
+
+
+def test_an_and_chain_that_would_crash_libcst_is_reported_not_parsed(monkeypatch):
+    chain = " and ".join(["a"] * (engine.BOOLEAN_CHAIN_LIMIT + 1))
+    source = f"def f(model, x):\n    y = model(x) + 1\n    return {chain}\n"
+    assert _libcst_parses(monkeypatch, source) == 0
+    (found,) = lint_source("f.py", source.encode("utf-8"), EVERY_RULE).diagnostics
+    assert found.code == "MEM001" and f"{engine.BOOLEAN_CHAIN_LIMIT + 1} operands" in found.message
