@@ -23,8 +23,9 @@ Steps 1-4 need neither libcst nor the rule modules: they use the
 registry's static :func:`~memlint.lint.registry.rule_index`. libcst (~0.35 s
 to import on the 2-core reference machine) and the rule modules are imported
 only when a file survives the gate (:func:`lint_pending`), so a run where no
-file needs parsing, or where every file is a cache hit, never pays for them. The runner calls the two halves separately to keep the cheap
-half out of its process pool.
+file needs parsing, or where every file is a cache hit, never pays for them.
+The runner calls the two halves separately to keep the cheap half out of its
+process pool.
 """
 
 from __future__ import annotations

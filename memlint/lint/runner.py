@@ -5,9 +5,10 @@ confined to that file's :class:`FileResult`; the others are always linted.
 
 The parent process reads, decodes and pre-filters every file itself
 (:func:`memlint.lint.engine.precheck`, microseconds per file, no libcst).
-Only the files that must be parsed go to the pool, largest first in small
-chunks, so the pool's workers do nothing but the expensive part and finish
-together; results are put back in job order.
+Only the files that must be parsed (by CPython for the syntax check, then
+by libcst if the gate lets some rule through) go to the pool, largest first
+in chunks of about equal size, so the pool's workers do nothing but the
+expensive part and finish together; results are put back in job order.
 """
 
 from __future__ import annotations
@@ -141,10 +142,8 @@ def _lint_pending_all(pending: list[Pending], jobs_limit: int | None) -> list[Fi
 def _balanced_chunks(ordered: list[Pending], count: int) -> list[list[Pending]]:
     """Consecutive chunks of ``ordered`` (largest file first) of about equal
     source size, about ``count`` of them: a large file is a chunk of its
-    own, many small ones share one. (Equal file counts put the largest
-    files together in the first chunk, which then ran alone on one core
-    for most of the run: the 100-file benchmark subset's first chunk of 7
-    held ~2.9 s of its ~5.4 s of work.)"""
+    own, many small ones share one, so that no chunk of the largest files
+    keeps one core busy while the other has finished."""
     target = sum(len(item.source) for item in ordered) / max(1, count)
     chunks: list[list[Pending]] = []
     current: list[Pending] = []
