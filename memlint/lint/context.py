@@ -180,12 +180,7 @@ class FileContext:
         if ranges is None:
             ranges = cache[statement] = _rendered_ranges(statement, start, self.module, self._indent_tokens(statement))
         code_range = ranges.get(node)
-        if code_range is None:
-            return None
-        return (
-            (code_range.start.line, code_range.start.column + 1),
-            (code_range.end.line, code_range.end.column + 1),
-        )
+        return None if code_range is None else _one_based(code_range)
 
     def _render_start(self, statement: cst.CSTNode) -> tuple[int, int] | None:
         """(line, 0-based column) where rendering ``statement`` alone must
@@ -234,11 +229,7 @@ class FileContext:
                 found = self._span_in_function(node)
             if found is not None:
                 return found
-        code_range = self._positions[node]
-        return (
-            (code_range.start.line, code_range.start.column + 1),
-            (code_range.end.line, code_range.end.column + 1),
-        )
+        return _one_based(self._positions[node])
 
     def code(self, node: cst.CSTNode) -> str:
         """Source text of ``node``."""
@@ -347,6 +338,11 @@ def code_ranges(module: cst.Module) -> dict[cst.CSTNode, "CodeRange"]:
     provider = PositionProvider()
     provider._gen_impl(module)
     return provider._computed
+
+
+def _one_based(code_range) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A libcst ``CodeRange`` as 1-based (line, col) start and exclusive end."""
+    return (code_range.start.line, code_range.start.column + 1), (code_range.end.line, code_range.end.column + 1)
 
 
 def _split_lines(text: str) -> list[str]:

@@ -333,10 +333,14 @@ class _Dispatcher:
         self.errors: list[str] = []
         self.visit_hooks: dict[str, list] = defaultdict(list)
         self.leave_hooks: dict[str, list] = defaultdict(list)
+        from memlint.lint.walk import hooked_names
+
         for rule in rules:
-            for attr in _hook_names(type(rule)):
-                table = self.visit_hooks if attr.startswith("visit_") else self.leave_hooks
-                table[attr.split("_", 1)[1]].append((rule, getattr(rule, attr)))
+            for type_name in hooked_names(type(rule)):
+                for prefix, table in (("visit_", self.visit_hooks), ("leave_", self.leave_hooks)):
+                    hook = getattr(rule, prefix + type_name, None)
+                    if hook is not None:
+                        table[type_name].append((rule, hook))
 
     def run(self) -> None:
         """Call the hooks on the nodes of their types, in traversal order;
@@ -366,16 +370,3 @@ class _Dispatcher:
         for table in (self.visit_hooks, self.leave_hooks):
             for key, hooks in table.items():
                 table[key] = [(r, h) for r, h in hooks if r is not rule]
-
-
-_HOOKS: dict[type, tuple[str, ...]] = {}
-
-
-def _hook_names(rule_class: type) -> tuple[str, ...]:
-    names = _HOOKS.get(rule_class)
-    if names is None:
-        names = tuple(
-            attr for attr in dir(rule_class) if (attr.startswith("visit_") or attr.startswith("leave_")) and attr.count("_") == 1
-        )
-        _HOOKS[rule_class] = names
-    return names

@@ -352,7 +352,7 @@ class NodeIndex:
     def visit_subtree(self, position: int, visitor: object) -> None:
         """:func:`visit` over the subtree at ``position``, from the index."""
         visitor_class = type(visitor)
-        hooked = _hooked_names(visitor_class)
+        hooked = hooked_names(visitor_class)
         hooks_of = _hook_lookup(visitor_class)
         ends = self._subtree_ends()
         skip_start, skip_end = -1, -1  # the subtree under a visit_ that returned False
@@ -380,7 +380,7 @@ class NodeIndex:
         return self._ends
 
 
-def _hooked_names(visitor_class: type) -> set[str]:
+def hooked_names(visitor_class: type) -> set[str]:
     """Class names that ``visitor_class`` has a ``visit_``/``leave_`` hook
     for, defined outside libcst (whose CSTVisitor defines a do-nothing hook
     for every node type)."""

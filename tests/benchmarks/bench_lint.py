@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_single_file import measure as measure_single_file  # noqa: E402
 from bench_single_file import memlint_command  # noqa: E402
-from corpus import load_corpus  # noqa: E402
+from corpus import load_corpus, python_files  # noqa: E402
 
 BENCH_VENV = REPO / ".venv-bench"
 PERFORMANCE_DOC = REPO / "docs" / "performance.md"
@@ -306,15 +306,12 @@ def load_or_measure_others(files: list[str], path: Path | None, reuse: bool) -> 
 
 
 def python_files_under(roots: list[str]) -> list[str]:
-    """Every ``.py`` file below ``roots`` (hidden directories, virtual
-    environments and ``__pycache__`` skipped), sorted."""
+    """Every ``.py`` file below ``roots`` (see :func:`corpus.python_files`)."""
     found = []
     for root in roots:
         if not os.path.isdir(root):
             raise SystemExit(f"error: --corpus: {root} is not a directory")
-        for directory, subdirs, names in os.walk(root):
-            subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in ("__pycache__", "venv", "node_modules"))
-            found.extend(os.path.join(directory, name) for name in sorted(names) if name.endswith(".py"))
+        found.extend(python_files(root))
     return found
 
 

@@ -34,10 +34,16 @@ def site_packages() -> Path:
     return Path(sysconfig.get_paths()["purelib"])
 
 
-def _python_files(root: Path) -> list[str]:
+#: Directories never searched for corpus files.
+SKIPPED_DIRS = frozenset({"__pycache__", "venv", "node_modules"})
+
+
+def python_files(root: Path | str) -> list[str]:
+    """Every ``.py`` file below ``root``, sorted; hidden directories, virtual
+    environments and ``__pycache__`` are skipped."""
     found = []
     for directory, subdirs, files in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in SKIPPED_DIRS)
         found.extend(os.path.join(directory, name) for name in files if name.endswith(".py"))
     return sorted(found)
 
@@ -47,10 +53,10 @@ def select(per_package: int = PER_PACKAGE) -> list[str]:
     site = site_packages()
     chosen = []
     for package in PACKAGES:
-        files = _python_files(site / package)
+        files = python_files(site / package)
         stride = max(1, len(files) // per_package)
         chosen.extend(SITE_PREFIX + os.path.relpath(path, site) for path in files[::stride][:per_package])
-    chosen.extend(os.path.relpath(path, REPO) for path in _python_files(REPO / "fixtures"))
+    chosen.extend(os.path.relpath(path, REPO) for path in python_files(REPO / "fixtures"))
     return chosen
 
 
