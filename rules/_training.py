@@ -5,21 +5,23 @@ purely syntactic recognisers of the calls that make up a training step
 (``.backward()``, ``optimizer.step()``, ``zero_grad()``), walks that stay
 inside one function body, and the imports that mark a file as belonging to
 another framework (whose look-alike calls the rules must not report).
+
+The walks take a node or a list of statements (a function's or a loop's
+``body``).
 """
 
 from __future__ import annotations
 
+import ast
 import re
-from collections.abc import Iterator
-
-import libcst as cst
+from collections.abc import Callable, Iterator
 
 from memlint.lint.names import dotted_name
+from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES
 from memlint.lint.walk import children as syntactic_children, indexed_descendants
 
 #: Nodes whose bodies run at another time (a nested function, a class body).
-SCOPE_TYPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-LOOP_TYPES = (cst.For, cst.While)
+SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 #: An optimizer's variable name: ``optimizer``, ``opt_g``, ``d_optim``, ``optimizerD``, ``self.optimizers[0]``.
 _OPTIMIZER_TOKEN = re.compile(r"^(?:opt|optim|optimizer|optimiser)s?(?:[a-z]|\d+)?$|^optimi[sz]er")
@@ -27,10 +29,22 @@ _OPTIMIZER_TOKEN = re.compile(r"^(?:opt|optim|optimizer|optimiser)s?(?:[a-z]|\d+
 FOREIGN_FRAMEWORKS = ("paddle", "mindspore", "oneflow", "mxnet", "jittor", "megengine", "tensorflow", "jax", "chainer", "cupy", "mlx")
 TORCH_LIKE = ("torch", "lightning", "pytorch_lightning", "accelerate", "transformers", "deepspeed", "timm", "torchvision", "fairseq")
 
+#: A node, or a list of statements (a ``body``).
+Code = ast.AST | list[ast.stmt]
+Function = ast.FunctionDef | ast.AsyncFunctionDef
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``node`` in source order, not entering nested functions or classes."""
-    stack = [node]
+
+def _roots(code: Code) -> list[ast.AST]:
+    """Where a walk of ``code`` starts: the node itself, or the statements
+    of a body that are not nested functions or classes."""
+    if isinstance(code, list):
+        return [statement for statement in code if not isinstance(statement, SCOPE_TYPES)]
+    return [code]
+
+
+def walk(code: Code) -> Iterator[ast.AST]:
+    """Every node of ``code`` in source order, not entering nested functions or classes."""
+    stack = list(reversed(_roots(code)))
     while stack:
         current = stack.pop()
         yield current
@@ -38,29 +52,35 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(children))
 
 
-def calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    """The calls under ``node`` (same function body), in source order."""
-    found = indexed_descendants(node, (cst.Call,), SCOPE_TYPES)
+def calls_in(code: Code) -> list[ast.Call]:
+    """The calls in ``code`` (same function body), in source order."""
+    found = indexed_descendants(code, (ast.Call,), SCOPE_TYPES)
     if found is None:
-        found = [child for child in walk(node) if isinstance(child, cst.Call)]
+        found = [node for node in walk(code) if isinstance(node, ast.Call)]
     return found
 
 
-def method_name(call: cst.Call) -> str | None:
+def method_name(call: ast.Call) -> str | None:
     """``"step"`` for ``x.step(...)``; None for a plain function call."""
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
 
 
-def receiver_name(expr: cst.BaseExpression) -> str | None:
+def receiver_name(expr: ast.expr) -> str | None:
     """Dotted name of a call receiver, looking through subscripts and calls:
     ``self.optimizers`` for ``self.optimizers[0]`` and ``self.optimizers()``."""
-    while isinstance(expr, (cst.Subscript, cst.Call)):
-        expr = expr.value if isinstance(expr, cst.Subscript) else expr.func
+    while isinstance(expr, (ast.Subscript, ast.Call)):
+        expr = expr.value if isinstance(expr, ast.Subscript) else expr.func
     return dotted_name(expr)
 
 
-def positional_args(call: cst.Call) -> list[cst.BaseExpression]:
-    return [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+def positional_args(call: ast.Call) -> list[ast.expr]:
+    return [arg for arg in call.args if not isinstance(arg, ast.Starred)]
+
+
+def arguments_in_order(call: ast.Call) -> list[ast.expr | ast.keyword]:
+    """The arguments of ``call`` as written: positional ones (``*xs`` as an
+    ``ast.Starred``) and keyword ones (``**kw`` as a keyword without a name)."""
+    return sorted([*call.args, *call.keywords], key=lambda node: (node.lineno, node.col_offset))
 
 
 def is_optimizer_name(name: str | None) -> bool:
@@ -73,7 +93,7 @@ def is_optimizer_name(name: str | None) -> bool:
     return any(_OPTIMIZER_TOKEN.match(token) for token in last.split("_"))
 
 
-def is_backward(call: cst.Call, ctx) -> bool:
+def is_backward(call: ast.Call, ctx) -> bool:
     """``loss.backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``,
     ``self.manual_backward(loss)``, ``torch.autograd.backward(loss)``."""
     method = method_name(call)
@@ -82,13 +102,13 @@ def is_backward(call: cst.Call, ctx) -> bool:
     return ctx.qualified(call.func) == "torch.autograd.backward"
 
 
-def backward_loss(call: cst.Call) -> cst.BaseExpression | None:
+def backward_loss(call: ast.Call) -> ast.expr | None:
     """The loss a backward call differentiates (the scaled one unwrapped); None if unknown."""
     method = method_name(call)
     positional = positional_args(call)
-    if method == "backward" and isinstance(call.func, cst.Attribute):
+    if method == "backward" and isinstance(call.func, ast.Attribute):
         receiver = call.func.value
-        if isinstance(receiver, cst.Call) and method_name(receiver) == "scale" and positional_args(receiver):
+        if isinstance(receiver, ast.Call) and method_name(receiver) == "scale" and positional_args(receiver):
             return positional_args(receiver)[0]
         name = dotted_name(receiver)
         if positional and name is not None and "loss" not in name.lower():
@@ -97,15 +117,15 @@ def backward_loss(call: cst.Call) -> cst.BaseExpression | None:
     return positional[0] if positional else None
 
 
-def is_delegated_backward(call: cst.Call) -> bool:
+def is_delegated_backward(call: ast.Call) -> bool:
     """``accelerator.backward(loss)``-style: a framework object runs the backward."""
-    if method_name(call) != "backward" or not isinstance(call.func, cst.Attribute):
+    if method_name(call) != "backward" or not isinstance(call.func, ast.Attribute):
         return False
     name = dotted_name(call.func.value)
     return bool(positional_args(call)) and name is not None and "loss" not in name.lower()
 
 
-def is_optimizer_step(call: cst.Call) -> bool:
+def is_optimizer_step(call: ast.Call) -> bool:
     """``optimizer.step()``, ``opt_g.step()``, ``self.optimizers()[0].step()``, ``scaler.step(optimizer)``."""
     if method_name(call) != "step":
         return False
@@ -116,54 +136,52 @@ def is_optimizer_step(call: cst.Call) -> bool:
     return bool(receiver and "scaler" in receiver.lower() and positional and is_optimizer_name(receiver_name(positional[0])))
 
 
-def clears_grads(node: cst.CSTNode) -> bool:
+def clears_grads(node: ast.AST) -> bool:
     """``zero_grad()``/``clear_grad()`` of anything, ``p.grad = None``, ``p.grad.zero_()``, ``del p.grad``."""
-    if isinstance(node, cst.Call):
+    if isinstance(node, ast.Call):
         method = method_name(node) or dotted_name(node.func) or ""
         last = method.split(".")[-1]
         if "zero_grad" in last or last in ("clear_grad", "clear_gradients", "cleargrads", "zerograd", "zero_gradients"):
             return True
-        if last in ("zero_", "detach_", "fill_") and isinstance(node.func, cst.Attribute):
+        if last in ("zero_", "detach_", "fill_") and isinstance(node.func, ast.Attribute):
             chain = dotted_name(node.func.value) or ""
             return chain.endswith((".grad", ".grad.data"))
         return False
-    if isinstance(node, cst.Assign):
-        return any(_is_grad_attribute(target.target) for target in node.targets)
-    if isinstance(node, cst.Del):
-        return _is_grad_attribute(node.target)
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        return any(_is_grad_attribute(target) for target in node.targets)
     return False
 
 
-def _is_grad_attribute(target: cst.BaseExpression) -> bool:
-    return isinstance(target, cst.Attribute) and target.attr.value == "grad"
+def _is_grad_attribute(target: ast.expr) -> bool:
+    return isinstance(target, ast.Attribute) and target.attr == "grad"
 
 
-def local_callees(node: cst.CSTNode, functions: dict[str, cst.FunctionDef]) -> list[cst.FunctionDef]:
-    """Functions of this file called under ``node`` by name or as ``self.name(...)``."""
+def local_callees(code: Code, functions: dict[str, Function]) -> list[Function]:
+    """Functions of this file called in ``code`` by name or as ``self.name(...)``."""
     found = []
-    for call in calls_in(node):
+    for call in calls_in(code):
         name = None
-        if isinstance(call.func, cst.Name):
-            name = call.func.value
-        elif isinstance(call.func, cst.Attribute) and dotted_name(call.func.value) == "self":
-            name = call.func.attr.value
+        if isinstance(call.func, ast.Name):
+            name = call.func.id
+        elif isinstance(call.func, ast.Attribute) and dotted_name(call.func.value) == "self":
+            name = call.func.attr
         if name is not None and name in functions:
             found.append(functions[name])
     return found
 
 
-def reaches(node: cst.CSTNode, predicate, functions: dict[str, cst.FunctionDef], depth: int = 2) -> bool:
-    """True when ``predicate`` holds for a node under ``node`` or in a local
+def reaches(code: Code, predicate: Callable[[ast.AST], bool], functions: dict[str, Function], depth: int = 2) -> bool:
+    """True when ``predicate`` holds for a node in ``code`` or in a local
     function it calls (followed ``depth`` calls deep)."""
     seen: set[int] = set()
-    frontier = [node]
+    frontier: list[Code] = [code]
     for level in range(depth + 1):
-        following = []
+        following: list[Code] = []
         for current in frontier:
             if id(current) in seen:
                 continue
             seen.add(id(current))
-            body = current.body if isinstance(current, cst.FunctionDef) else current
+            body = current.body if isinstance(current, FUNCTION_TYPES) else current
             if any(predicate(child) for child in walk(body)):
                 return True
             if level < depth:
@@ -180,25 +198,11 @@ def is_foreign(ctx) -> bool:
     return any(imports.imports_module(name) for name in FOREIGN_FRAMEWORKS)
 
 
-def loops_in(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """``for``/``while`` loops under ``node`` in the same body, outermost first."""
-    return [child for child in walk(node) if isinstance(child, LOOP_TYPES)]
+def loops_in(code: Code) -> list[ast.For | ast.AsyncFor | ast.While]:
+    """``for``/``while`` loops in ``code`` in the same body, outermost first."""
+    return [node for node in walk(code) if isinstance(node, LOOP_TYPES)]
 
 
-def loop_body(loop: cst.CSTNode) -> cst.CSTNode:
-    return loop.body
-
-
-def has_modulo(expr: cst.CSTNode) -> bool:
+def has_modulo(expr: ast.AST) -> bool:
     """True when ``expr`` contains ``a % b`` (a periodic condition)."""
-    return any(isinstance(child, cst.BinaryOperation) and isinstance(child.operator, cst.Modulo) for child in walk(expr))
-
-
-def contains_string(node: cst.CSTNode, prefixes: tuple[str, ...]) -> bool:
-    """True when ``node`` contains a string literal starting with one of ``prefixes``."""
-    for child in walk(node):
-        if isinstance(child, cst.SimpleString):
-            value = child.evaluated_value
-            if isinstance(value, str) and value.startswith(prefixes):
-                return True
-    return False
+    return any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) for node in walk(expr))

@@ -8,9 +8,8 @@ class SyntaxErrorRule(Rule):
     """## What it does
     Reports a file that memlint cannot read or parse: a syntax error,
     bytes that do not decode in the file's declared encoding (UTF-8 by
-    default), a NUL byte, nesting too deep for the parser, or an
-    `and`/`or` chain of more than 4000 operands (libcst's parser crashes on
-    such chains; the file is not linted).
+    default), a NUL byte, or nesting too deep for the parser or for
+    memlint's analysis.
 
     ## Why is this bad?
     A file that cannot be parsed cannot be checked for memory problems, and
@@ -31,13 +30,12 @@ class SyntaxErrorRule(Rule):
 
     ## Known problems
     The syntax accepted is that of the Python running memlint: CPython's own
-    parser checks every file. libcst, which memlint's rules read, parses only
-    the files some rule can report on; code that CPython accepts and libcst
-    does not (rare: syntax newer than the installed libcst) is reported only
-    in those files.
+    parser checks every file, and memlint's rules read the tree it builds.
+    Code written for a newer Python (syntax added in a later release) is
+    reported when memlint runs on an older interpreter.
 
     ## References
-    - [libcst parser](https://libcst.readthedocs.io/en/latest/parser.html)
+    - [Python `ast` module](https://docs.python.org/3/library/ast.html)
     """
 
     CODE = "MEM001"

@@ -1,11 +1,12 @@
 """MEM101 loss-accumulated-with-graph."""
 
-import libcst as cst
+import ast
 
 from memlint.lint.dataflow import root_name
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.patterns import carried_across_iterations, contains_training_step, returned_names, with_method
 from memlint.lint.rule import Rule
+from memlint.lint.syntax import FUNCTION_TYPES
 
 
 class LossAccumulatedWithGraph(Rule):
@@ -80,32 +81,37 @@ class LossAccumulatedWithGraph(Rule):
         "class T:\n    def training_step(self, b):\n        return self.model(b).loss\n    def fit(self, loader):\n        total = 0\n        for b in loader:\n            total += self.training_step(b)  # expect: MEM101\n",
     )
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if not isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if not isinstance(node.op, (ast.Add, ast.Sub)):
             return
         if self._leaks(node.target, node.value, node):
-            fix = self.replacement(node.value, with_method(node.value, "detach"), safe=True)
-            self.report(node, fix=fix)
+            self.report(node, fix=self._detach_fix(node.value))
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.value, cst.BinaryOperation):
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.value, ast.BinOp):
             return
-        if not isinstance(node.value.operator, (cst.Add, cst.Subtract)):
+        if not isinstance(node.value.op, (ast.Add, ast.Sub)):
             return
-        target = node.targets[0].target
+        target = node.targets[0]
+        added = self._added_to(target, node.value)
+        if added is not None and self._leaks(target, added, node):
+            self.report(node, fix=self._detach_fix(added))
+
+    def _added_to(self, target: ast.expr, operation: ast.BinOp) -> ast.expr | None:
+        """``loss`` in ``total = total + loss`` / ``total = loss + total``; None when
+        the operation does not update ``target``."""
         target_code = self.ctx.code(target)
-        left, right = node.value.left, node.value.right
-        if self.ctx.code(left) == target_code:
-            added = right
-        elif self.ctx.code(right) == target_code and isinstance(node.value.operator, cst.Add):
-            added = left
-        else:
-            return
-        if self._leaks(target, added, node):
-            self.report(node, fix=self.replacement(added, with_method(added, "detach"), safe=True))
+        if self.ctx.code(operation.left) == target_code:
+            return operation.right
+        if self.ctx.code(operation.right) == target_code and isinstance(operation.op, ast.Add):
+            return operation.left
+        return None
 
-    def _leaks(self, target: cst.BaseExpression, added: cst.BaseExpression, statement: cst.CSTNode) -> bool:
-        if isinstance(added, (cst.List, cst.Tuple, cst.Set, cst.ListComp, cst.SetComp, cst.Dict, cst.DictComp)):
+    def _detach_fix(self, added: ast.expr) -> Fix:
+        return self.replacement(added, with_method(self.ctx, added, "detach"), safe=True)
+
+    def _leaks(self, target: ast.expr, added: ast.expr, statement: ast.stmt) -> bool:
+        if isinstance(added, (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.Dict, ast.DictComp)):
             return False  # `hist += [loss]` collects rather than sums: MEM102's finding
         flow = self.ctx.dataflow
         loops = flow.enclosing_loops(statement)
@@ -119,7 +125,7 @@ class LossAccumulatedWithGraph(Rule):
             return False  # re-created every iteration, or a sum over layers/heads/terms
         return not self._intended_loss_sum(name, statement, loop)
 
-    def _intended_loss_sum(self, name: str, statement: cst.CSTNode, loop: cst.CSTNode) -> bool:
+    def _intended_loss_sum(self, name: str, statement: ast.stmt, loop: ast.stmt) -> bool:
         """A loss built on purpose: the total is backpropagated, or returned
         from a function whose loop does no training step (a sum over heads,
         chunks or terms that the caller trains on)."""
@@ -127,4 +133,4 @@ class LossAccumulatedWithGraph(Rule):
         if name in scope.backward_names:
             return True
         function = scope.node
-        return isinstance(function, cst.FunctionDef) and name in returned_names(function) and not contains_training_step(loop)
+        return isinstance(function, FUNCTION_TYPES) and name in returned_names(function) and not contains_training_step(loop)

@@ -1,8 +1,8 @@
 """MEM102 tensor-collected-with-graph."""
 
-import libcst as cst
+import ast
 
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.patterns import (
     bound_to_dict,
     collection_target,
@@ -12,7 +12,8 @@ from memlint.lint.patterns import (
     with_method,
 )
 from memlint.lint.rule import Rule
-from memlint.lint.walk import file_memo, visit as walk_visit
+from memlint.lint.walk import Visitor, file_memo, visit as walk_visit
+
 
 class TensorCollectedWithGraph(Rule):
     """## What it does
@@ -83,16 +84,16 @@ class TensorCollectedWithGraph(Rule):
         "def f(model, loader, opt):\n    hist = []\n    for x in loader:\n        loss = model(x).sum()\n        hist += [loss]  # expect: MEM102\n        loss.backward()\n",
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         self._check(node)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         self._check(node)
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check(node)
 
-    def _check(self, node: cst.CSTNode) -> None:
+    def _check(self, node: ast.Call | ast.Assign | ast.AugAssign) -> None:
         target = collection_target(node)
         if target is None:
             return
@@ -102,14 +103,14 @@ class TensorCollectedWithGraph(Rule):
             return
         if flow.enclosing_loops(node) and carried_across_iterations(flow, container, node) is None:
             return  # outputs of a loop over layers or items: bounded, usually the graph being built
-        if isinstance(node, cst.Assign) and not bound_to_dict(container, flow.scope_node(node), self.ctx):
+        if isinstance(node, ast.Assign) and not bound_to_dict(container, flow.scope_node(node), self.ctx):
             return  # `t[i] = v` writes into a tensor or an unknown object in place
         attached = [value for value in values if flow.is_attached(value)]
         if not attached or self._trained_on_later(container, node):
             return
         self.report(node, fix=self._fix(attached))
 
-    def _trained_on_later(self, container: str, node: cst.CSTNode) -> bool:
+    def _trained_on_later(self, container: str, node: ast.AST) -> bool:
         """The container feeds a backward pass (stacked losses): collected on purpose."""
         scope = self.ctx.dataflow.scope(node)
         if container in scope.backward_names:
@@ -120,15 +121,15 @@ class TensorCollectedWithGraph(Rule):
                 return True
         return _backward_mentions(function, container)
 
-    def _fix(self, attached: list[cst.BaseExpression]):
+    def _fix(self, attached: list[ast.expr]) -> Fix | None:
         value = attached[0]
-        if len(attached) != 1 or isinstance(value, (cst.Dict, cst.Tuple, cst.List, cst.Set, cst.ListComp, cst.DictComp, cst.GeneratorExp)):
+        if len(attached) != 1 or isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.GeneratorExp)):
             return None
-        return self.replacement(value, with_method(value, "detach"), safe=True)
+        return self.replacement(value, with_method(self.ctx, value, "detach"), safe=True)
 
 
-def _assignments(function: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
-    def collect() -> list[tuple[str, cst.BaseExpression]]:
+def _assignments(function: ast.AST) -> list[tuple[str, ast.expr]]:
+    def collect() -> list[tuple[str, ast.expr]]:
         collector = _Assignments()
         walk_visit(function, collector)
         return collector.pairs
@@ -136,17 +137,17 @@ def _assignments(function: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
     return file_memo(("assignments", id(function)), collect)
 
 
-class _Assignments(cst.CSTVisitor):
+class _Assignments(Visitor):
     def __init__(self) -> None:
-        self.pairs: list[tuple[str, cst.BaseExpression]] = []
+        self.pairs: list[tuple[str, ast.expr]] = []
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
-            if isinstance(target.target, cst.Name):
-                self.pairs.append((target.target.value, node.value))
+            if isinstance(target, ast.Name):
+                self.pairs.append((target.id, node.value))
 
 
-def _backward_mentions(function: cst.CSTNode, container: str) -> bool:
+def _backward_mentions(function: ast.AST, container: str) -> bool:
     """``container`` is read inside a ``.backward(...)``/``.grad(...)`` call of ``function``."""
     def collect() -> frozenset[str]:
         finder = _BackwardNames()
@@ -156,10 +157,10 @@ def _backward_mentions(function: cst.CSTNode, container: str) -> bool:
     return container in file_memo(("backward_names", id(function)), collect)
 
 
-class _BackwardNames(cst.CSTVisitor):
+class _BackwardNames(Visitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("backward", "grad"):
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("backward", "grad"):
             self.names |= names_in(node)

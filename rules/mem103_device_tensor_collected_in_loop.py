@@ -2,10 +2,10 @@
 
 import re
 
-import libcst as cst
+import ast
 
 from memlint.lint.dataflow import Tri, root_name, targets_of
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import (
     bound_to_dict,
@@ -18,7 +18,8 @@ from memlint.lint.patterns import (
     with_method,
 )
 from memlint.lint.rule import Rule
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, call_arguments, keyword_arg
+from memlint.lint.walk import Visitor, visit as walk_visit
 
 #: Loops over these iterate a model's parts, not data: bounded by the model's depth.
 MODULE_ITERABLE = re.compile(
@@ -106,18 +107,18 @@ class DeviceTensorCollectedInLoop(Rule):
         "import torch\ndef f(model, loader, device):\n    cache = {}\n    while True:\n        x = next(loader)\n        with torch.no_grad():\n            cache[len(cache)] = model(x.to(device))  # expect: MEM103\n",
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         self._check(node)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         self._check(node)
 
-    def _check(self, node: cst.CSTNode) -> None:
+    def _check(self, node: ast.Call | ast.Assign) -> None:
         target = collection_target(node)
         if target is None:
             return
         container, values = target
-        if isinstance(node, cst.Call) and node.func.attr.value in KEYED_METHODS:
+        if isinstance(node, ast.Call) and node.func.attr in KEYED_METHODS:
             return
         if not container.startswith("self.") and not _in_loop(self.ctx.stack):
             return  # cheap check first: the dataflow analyses the whole function
@@ -136,18 +137,18 @@ class DeviceTensorCollectedInLoop(Rule):
             return
         self.report(node, fix=self._fix(leaves))
 
-    def _evaluation_loop(self, node: cst.CSTNode) -> bool:
+    def _evaluation_loop(self, node: ast.AST) -> bool:
         """The innermost loop around ``node`` does no training step: per-batch
         scalars collected there are bounded by one pass over the data."""
         loops = self.ctx.dataflow.enclosing_loops(node)
         return bool(loops) and not contains_training_step(loops[0])
 
-    def _bounded(self, container: str, node: cst.CSTNode) -> bool:
+    def _bounded(self, container: str, node: ast.Call | ast.Assign) -> bool:
         """The container cannot grow with the number of iterations."""
         flow = self.ctx.dataflow
         loops = flow.enclosing_loops(node)
-        if isinstance(node, cst.Assign):
-            if not _key_varies(node.targets[0].target, loops):
+        if isinstance(node, ast.Assign):
+            if not _key_varies(node.targets[0], loops):
                 return True
             if not bound_to_dict(container, flow.scope_node(node), self.ctx):
                 return True  # `t[i] = v` into a tensor or an unknown object: written in place
@@ -159,18 +160,18 @@ class DeviceTensorCollectedInLoop(Rule):
             return True
         return _bounded_deque(flow.scope_node(node), container, self.ctx)
 
-    def _fix(self, leaves: list[cst.BaseExpression]):
+    def _fix(self, leaves: list[ast.expr]) -> Fix | None:
         if len(leaves) != 1:
             return None
         leaf = leaves[0]
-        return self.replacement(leaf, with_method(leaf, "cpu"), safe=False)
+        return self.replacement(leaf, with_method(self.ctx, leaf, "cpu"), safe=False)
 
 
-def _in_loop(stack: list[cst.CSTNode]) -> bool:
+def _in_loop(stack: list[ast.AST]) -> bool:
     for ancestor in reversed(stack):
-        if isinstance(ancestor, (cst.For, cst.While)):
+        if isinstance(ancestor, LOOP_TYPES):
             return True
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+        if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
             return False
     return False
 
@@ -179,11 +180,11 @@ def _in_loop(stack: list[cst.CSTNode]) -> bool:
 TENSOR_METHODS = frozenset({"cuda", "to", "detach", "clone", "contiguous", "float", "half", "bfloat16", "view", "reshape", "flatten", "squeeze", "unsqueeze"})
 
 
-def _tensor_expression(leaf: cst.BaseExpression, flow) -> bool:
+def _tensor_expression(leaf: ast.expr, flow) -> bool:
     """The stored value is a tensor (not an object built from tensors, e.g. ``Sample(x, device=d)``)."""
     if flow.value(leaf).is_tensor_like:
         return True
-    return isinstance(leaf, cst.Call) and isinstance(leaf.func, cst.Attribute) and leaf.func.attr.value in TENSOR_METHODS
+    return isinstance(leaf, ast.Call) and isinstance(leaf.func, ast.Attribute) and leaf.func.attr in TENSOR_METHODS
 
 
 def _stores_device_tensor(value) -> bool:
@@ -194,33 +195,33 @@ def _stores_device_tensor(value) -> bool:
 SCALAR_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "norm", "prod", "std", "var", "amax", "amin"})
 
 
-def _scalar_like(expr: cst.BaseExpression) -> bool:
+def _scalar_like(expr: ast.expr) -> bool:
     """A per-iteration scalar (a loss, a full reduction): 512 bytes per batch in
     the caching allocator; kept on the device during evaluation it avoids a
     device sync per batch, the usual practice."""
-    if isinstance(expr, cst.Attribute) and "loss" in expr.attr.value.lower():
+    if isinstance(expr, ast.Attribute) and "loss" in expr.attr.lower():
         return True
     name = dotted_name(expr)
     if name is not None and "loss" in name.split(".")[-1].lower():
         return True
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        method = expr.func.attr.value
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        method = expr.func.attr
         if method in ("detach", "clone", "float", "double", "half", "bfloat16"):
             return _scalar_like(expr.func.value)
-        return method in SCALAR_REDUCTIONS and not expr.args
+        return method in SCALAR_REDUCTIONS and not call_arguments(expr)
     return False
 
 
-def _key_varies(target: cst.BaseExpression, loops: list[cst.CSTNode]) -> bool:
+def _key_varies(target: ast.expr, loops: list[ast.stmt]) -> bool:
     """``d[i] = v`` grows only when the key changes per iteration (and is not ``i % n``)."""
-    if not isinstance(target, cst.Subscript) or not loops:
+    if not isinstance(target, ast.Subscript) or not loops:
         return False
-    keys = [element.slice.value for element in target.slice if isinstance(element.slice, cst.Index)]
+    keys = _subscript_keys(target)
     if not keys:
         return False
-    if any(isinstance(key, cst.BinaryOperation) and isinstance(key.operator, cst.Modulo) for key in keys):
+    if any(isinstance(key, ast.BinOp) and isinstance(key.op, ast.Mod) for key in keys):
         return False
-    if any(isinstance(key, cst.Call) and dotted_name(key.func) == "len" for key in keys):
+    if any(isinstance(key, ast.Call) and dotted_name(key.func) == "len" for key in keys):
         return True
     loop_names = set()
     for loop in loops:
@@ -228,102 +229,123 @@ def _key_varies(target: cst.BaseExpression, loops: list[cst.CSTNode]) -> bool:
     return any(names_in(key) & loop_names for key in keys)
 
 
-def _names_bound_per_iteration(loop: cst.CSTNode) -> set[str]:
-    names = set(targets_of(loop.target)) if isinstance(loop, cst.For) else set()
+def _subscript_keys(subscript: ast.Subscript) -> list[ast.expr]:
+    """The index expressions of ``d[k]`` / ``d[i, j]``, slices left out."""
+    index = subscript.slice
+    elements = index.elts if isinstance(index, ast.Tuple) else [index]
+    return [element for element in elements if not isinstance(element, ast.Slice)]
+
+
+def _names_bound_per_iteration(loop: ast.stmt) -> set[str]:
+    names = set(targets_of(loop.target)) if isinstance(loop, FOR_TYPES) else set()
     collector = _AssignedNames()
     walk_visit(loop.body, collector)
     return names | collector.names
 
 
-class _AssignedNames(cst.CSTVisitor):
+class _AssignedNames(Visitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self.names.update(targets_of(target))
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.names.update(targets_of(node.target))
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.names.update(targets_of(node.target))
-
-    def visit_For(self, node: cst.For) -> None:
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.names.update(targets_of(node.target))
 
 
-def _iterates_model_parts(loop: cst.CSTNode) -> bool:
-    if not isinstance(loop, cst.For):
+def _iterates_model_parts(loop: ast.stmt) -> bool:
+    if not isinstance(loop, FOR_TYPES):
         return False
     return _model_parts(loop.iter)
 
 
-def _model_parts(iterable: cst.BaseExpression) -> bool:
-    if isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed", "list", "sorted"):
-        return any(_model_parts(arg.value) for arg in iterable.args if arg.keyword is None)
-    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
-        if iterable.func.attr.value in ("children", "modules", "named_children", "named_modules", "parameters", "named_parameters", "buffers", "items", "values"):
-            if iterable.func.attr.value not in ("items", "values"):
+def _model_parts(iterable: ast.expr) -> bool:
+    if isinstance(iterable, ast.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed", "list", "sorted"):
+        return any(_model_parts(arg) for arg in _positional_arguments(iterable))
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute):
+        if iterable.func.attr in ("children", "modules", "named_children", "named_modules", "parameters", "named_parameters", "buffers", "items", "values"):
+            if iterable.func.attr not in ("items", "values"):
                 return True
             iterable = iterable.func.value
     name = dotted_name(iterable)
     return name is not None and (bool(MODULE_ITERABLE.search(name)) or "param" in name.lower() or name.endswith(("_per_rank", "_per_device")))
 
 
-#: Iterables of training/evaluation/optimisation loops.
-def _small_literal_range(loop: cst.CSTNode) -> bool:
-    if not isinstance(loop, cst.For):
+def _positional_arguments(call: ast.Call) -> list[ast.expr]:
+    """The arguments of ``call`` not passed by name (``*xs`` and ``**kw`` as ``xs`` and ``kw``)."""
+    positional = [arg.value if isinstance(arg, ast.Starred) else arg for arg in call.args]
+    return positional + [keyword.value for keyword in call.keywords if keyword.arg is None]
+
+
+def _small_literal_range(loop: ast.stmt) -> bool:
+    """A ``for`` over a tuple or list literal, or over ``range`` of a small integer literal."""
+    if not isinstance(loop, FOR_TYPES):
         return False
     iterable = loop.iter
-    if isinstance(iterable, (cst.Tuple, cst.List)):
+    if isinstance(iterable, (ast.Tuple, ast.List)):
         return True
-    if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range" and iterable.args:
-        bound = iterable.args[-1].value if len(iterable.args) <= 2 else iterable.args[1].value
-        return isinstance(bound, cst.Integer) and int(bound.value.replace("_", ""), 0) <= SMALL_RANGE
-    return False
+    if not isinstance(iterable, ast.Call) or dotted_name(iterable.func) != "range":
+        return False
+    arguments = call_arguments(iterable)
+    if not arguments:
+        return False
+    bound = arguments[-1] if len(arguments) <= 2 else arguments[1]
+    return _integer_literal(bound) and bound.value <= SMALL_RANGE
 
 
-def _shrunk_in(loop: cst.CSTNode, container: str) -> bool:
+def _integer_literal(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int  # `True` is not an integer literal
+
+
+def _shrunk_in(loop: ast.stmt, container: str) -> bool:
     """The loop empties, pops from, deletes from or rebinds the container."""
     finder = _ShrinkFinder(container)
     walk_visit(loop.body, finder)
     return finder.found
 
 
-class _ShrinkFinder(cst.CSTVisitor):
+class _ShrinkFinder(Visitor):
     def __init__(self, container: str) -> None:
         self.container = container
         self.found = False
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in SHRINKING_METHODS:
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in SHRINKING_METHODS:
             if root_name(node.func.value) == self.container:
                 self.found = True
 
-    def visit_Del(self, node: cst.Del) -> None:
-        if self.container in names_in(node.target):
+    def visit_Delete(self, node: ast.Delete) -> None:
+        if any(self.container in names_in(target) for target in node.targets):
             self.found = True
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        if self.container in targets_of(node.target):
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if any(self.container in targets_of(target) for target in node.targets):
             self.found = True
 
 
-def _bounded_deque(function: cst.CSTNode, container: str, ctx) -> bool:
+def _bounded_deque(function: ast.AST, container: str, ctx) -> bool:
     """``container = deque(..., maxlen=...)`` somewhere in the function or class."""
     finder = _DequeFinder(container, ctx)
     walk_visit((ctx.module if container.startswith("self.") else function), finder)
     return finder.found
 
 
-class _DequeFinder(cst.CSTVisitor):
+class _DequeFinder(Visitor):
     def __init__(self, container: str, ctx) -> None:
         self.container = container
         self.ctx = ctx
         self.found = False
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         value = node.value
-        if not isinstance(value, cst.Call) or self.ctx.qualified(value.func) != "collections.deque":
+        if not isinstance(value, ast.Call) or self.ctx.qualified(value.func) != "collections.deque":
             return
-        if not any(arg.keyword is not None and arg.keyword.value == "maxlen" for arg in value.args) and len(value.args) < 2:
+        if keyword_arg(value, "maxlen") is None and len(call_arguments(value)) < 2:
             return
-        if any(self.container in targets_of(target.target) for target in node.targets):
+        if any(self.container in targets_of(target) for target in node.targets):
             self.found = True

@@ -3,7 +3,7 @@
 import re
 from functools import cached_property
 
-import libcst as cst
+import ast
 
 from memlint.lint.dataflow import call_method_name
 from memlint.lint.vocabulary import MODEL_NAME
@@ -11,7 +11,8 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import contains_training_step
 from memlint.lint.rule import Rule
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
+from memlint.lint.walk import Visitor, visit as walk_visit
 
 EVAL_FUNCTION = re.compile(
     r"(?:^|_)(?:valid|validate|validation|eval|evaluate|evaluation|predict|prediction|predictions|"
@@ -88,9 +89,9 @@ class InferenceWithoutNoGrad(Rule):
         "import torch as T\ndef predict(model, x):\n    with T.enable_grad():\n        return model(x)  # expect: MEM104\n",
     )
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         flow = self.ctx.dataflow
-        named_eval = bool(EVAL_FUNCTION.search(node.name.value))
+        named_eval = bool(EVAL_FUNCTION.search(node.name))
         eval_call = None if named_eval or node not in self._functions_calling_eval else _first_eval_call(node)
         if not named_eval and eval_call is None:
             return  # not an evaluation context: skip the dataflow analysis
@@ -111,72 +112,77 @@ class InferenceWithoutNoGrad(Rule):
             return
 
     @cached_property
-    def _functions_calling_eval(self) -> set[cst.FunctionDef]:
+    def _functions_calling_eval(self) -> set[ast.FunctionDef | ast.AsyncFunctionDef]:
         """Functions (and their enclosing functions) that contain a ``.eval()`` call."""
-        found: set[cst.FunctionDef] = set()
-        for call in self.ctx.index.of_type(cst.Call):
-            if call_method_name(call) == "eval" and not call.args:
-                found.update(a for a in self.ctx.dataflow.ancestors(call) if isinstance(a, cst.FunctionDef))
+        found: set[ast.FunctionDef | ast.AsyncFunctionDef] = set()
+        for call in self.ctx.index.of_type(ast.Call):
+            if _is_eval_call(call):
+                found.update(a for a in self.ctx.dataflow.ancestors(call) if isinstance(a, FUNCTION_TYPES))
         return found
 
-    def _is_loss_call(self, call: cst.Call) -> bool:
+    def _is_loss_call(self, call: ast.Call) -> bool:
         name = dotted_name(call.func)
         return name is not None and bool(LOSS_CALLEE.search(name.split(".")[-1]))
 
-    def _lightning_hook(self, function: cst.FunctionDef) -> bool:
-        if not re.match(r"^(?:validation_step|test_step|predict_step)$", function.name.value):
+    def _lightning_hook(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        if not re.match(r"^(?:validation_step|test_step|predict_step)$", function.name):
             return False
-        owner = next((a for a in self.ctx.dataflow.ancestors(function) if isinstance(a, cst.ClassDef)), None)
+        owner = next((a for a in self.ctx.dataflow.ancestors(function) if isinstance(a, ast.ClassDef)), None)
         if owner is None:
             return False
         for base in owner.bases:
-            qualified = self.ctx.qualified(base.value) or ""
+            qualified = self.ctx.qualified(base) or ""
             if LIGHTNING_BASES.search(qualified):
                 return True
         return False
 
-    def _all_callers_disable_grad(self, function: cst.FunctionDef) -> bool:
-        finder = _CallsOf(function.name.value)
+    def _all_callers_disable_grad(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        finder = _CallsOf(function.name)
         walk_visit(self.ctx.module, finder)
         return bool(finder.calls) and all(self.ctx.dataflow.grad_disabled(call) for call in finder.calls)
 
 
-def _nested_in_function(call: cst.Call, function: cst.FunctionDef, flow) -> bool:
+def _is_eval_call(call: ast.Call) -> bool:
+    """``x.eval()`` with no arguments (not the builtin ``eval(source)``)."""
+    return call_method_name(call) == "eval" and not call_arguments(call)
+
+
+def _nested_in_function(call: ast.Call, function: ast.FunctionDef | ast.AsyncFunctionDef, flow) -> bool:
     for ancestor in flow.ancestors(call):
         if ancestor is function:
             return False
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+        if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
             return True
     return False
 
 
-def _first_eval_call(function: cst.FunctionDef) -> cst.Call | None:
+def _first_eval_call(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
     finder = _EvalCall()
     walk_visit(function.body, finder)
     return finder.call
 
 
-class _EvalCall(cst.CSTVisitor):
+class _EvalCall(Visitor):
     def __init__(self) -> None:
-        self.call: cst.Call | None = None
+        self.call: ast.Call | None = None
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.call is None and call_method_name(node) == "eval" and not node.args:
+    def visit_Call(self, node: ast.Call) -> None:
+        if self.call is None and _is_eval_call(node):
             receiver = dotted_name(node.func.value)
             if receiver is not None and MODEL_NAME.match(receiver.split(".")[-1]):
                 self.call = node
 
 
-class _CallsOf(cst.CSTVisitor):
+class _CallsOf(Visitor):
     def __init__(self, name: str) -> None:
         self.name = name
-        self.calls: list[cst.Call] = []
+        self.calls: list[ast.Call] = []
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         name = dotted_name(node.func)
         if name is not None and name.split(".")[-1] == self.name:
             self.calls.append(node)
 
 
-def _after(first: cst.CSTNode, second: cst.CSTNode, ctx) -> bool:
+def _after(first: ast.AST, second: ast.AST, ctx) -> bool:
     return ctx.span(first)[0] <= ctx.span(second)[0]

@@ -1,8 +1,7 @@
 """MEM105 hidden-state-not-detached."""
 
+import ast
 import re
-
-import libcst as cst
 
 from memlint.lint.dataflow import Tri, targets_of
 from memlint.lint.vocabulary import MODEL_NAME
@@ -10,7 +9,8 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import contains_training_step, names_in
 from memlint.lint.rule import Rule
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, call_arguments
+from memlint.lint.walk import Visitor, visit as walk_visit
 
 #: Helpers named like these cut the graph (``repackage_hidden`` in PyTorch's word-language-model example).
 DETACH_HELPER = re.compile(r"repackage|detach", re.IGNORECASE)
@@ -92,10 +92,10 @@ class HiddenStateNotDetached(Rule):
         "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.rnn = nn.GRU(4, 8)\n        self.hidden = None\n    def forward(self, x):\n        out, self.hidden = self.rnn(x, self.hidden)  # expect: MEM105\n        return out\n",
     )
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.value, cst.Call):
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.value, ast.Call):
             return
-        carried = self._carried_names(node.targets[0].target, node.value)
+        carried = self._carried_names(node.targets[0], node.value)
         if not carried or not (_in_loop(self.ctx.stack) or all(name.startswith("self.") for name in carried)):
             return  # cheap syntactic checks first: the dataflow below analyses the whole function
         flow = self.ctx.dataflow
@@ -110,27 +110,27 @@ class HiddenStateNotDetached(Rule):
             if flow.is_forward_call(node.value) and not self._self_state_reset(carried, node):
                 self._report(node, carried)
 
-    def _report(self, node: cst.Assign, carried: list[str]) -> None:
+    def _report(self, node: ast.Assign, carried: list[str]) -> None:
         self.report(node, message=self.MESSAGE.format(names=", ".join(carried)))
 
-    def _carried_names(self, target: cst.BaseExpression, call: cst.Call) -> list[str]:
+    def _carried_names(self, target: ast.expr, call: ast.Call) -> list[str]:
         """Names bound by the assignment that are also passed, bare, to the call."""
         bound = targets_of(target)
         passed = set()
-        for arg in call.args:
-            passed |= _bare_names(arg.value)
+        for argument in call_arguments(call):
+            passed |= _bare_names(argument)
         # a model re-wrapped in a loop (`model = wrap(model)`) is not recurrent state
         return [name for name in bound if name in passed and not MODEL_NAME.match(name.split(".")[-1])]
 
-    def _produces_graph(self, call: cst.Call) -> bool:
+    def _produces_graph(self, call: ast.Call) -> bool:
         flow = self.ctx.dataflow
         if flow.is_forward_call(call) or flow.value(call).graph is Tri.YES:
             return True
         # agent.act(obs, h): a method of a class in this file whose result is attached
-        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else None
         return method in flow.functions and flow.function_returns(method).graph is Tri.YES
 
-    def _carrying_loop(self, carried: list[str], node: cst.CSTNode) -> cst.CSTNode | None:
+    def _carrying_loop(self, carried: list[str], node: ast.AST) -> ast.AST | None:
         """The innermost loop around ``node`` across whose iterations the state lives."""
         flow = self.ctx.dataflow
         for loop in flow.enclosing_loops(node):
@@ -138,26 +138,26 @@ class HiddenStateNotDetached(Rule):
                 return loop
         return None
 
-    def _is_training_or_rollout(self, loop: cst.CSTNode) -> bool:
+    def _is_training_or_rollout(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
         if contains_training_step(loop.body):
             return True
-        if isinstance(loop, cst.For):
+        if isinstance(loop, FOR_TYPES):
             iterable = loop.iter
-            while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "tqdm", "iter", "zip") and iterable.args:
-                iterable = iterable.args[0].value
+            while isinstance(iterable, ast.Call) and dotted_name(iterable.func) in ("enumerate", "tqdm", "iter", "zip") and call_arguments(iterable):
+                iterable = call_arguments(iterable)[0]
             name = dotted_name(iterable)
             return name is not None and bool(DATA_ITERABLE.search(name))
         return False
 
-    def _cut_in(self, loop: cst.CSTNode, carried: list[str], recurrent: cst.Assign) -> bool:
+    def _cut_in(self, loop: ast.For | ast.AsyncFor | ast.While, carried: list[str], recurrent: ast.Assign) -> bool:
         """The loop detaches, repackages or re-initialises one of the carried names."""
         finder = _CutFinder(set(carried), recurrent, self.ctx.dataflow)
         walk_visit(loop.body, finder)
         return finder.found
 
-    def _self_state_reset(self, carried: list[str], recurrent: cst.Assign) -> bool:
+    def _self_state_reset(self, carried: list[str], recurrent: ast.Assign) -> bool:
         """A method other than ``__init__`` detaches or re-assigns the attribute."""
-        klass = next((a for a in self.ctx.dataflow.ancestors(recurrent) if isinstance(a, cst.ClassDef)), None)
+        klass = next((a for a in self.ctx.dataflow.ancestors(recurrent) if isinstance(a, ast.ClassDef)), None)
         if klass is None:
             return True
         finder = _CutFinder(set(carried), recurrent, self.ctx.dataflow, skip_init=True)
@@ -165,44 +165,46 @@ class HiddenStateNotDetached(Rule):
         return finder.found
 
 
-def _in_loop(stack: list[cst.CSTNode]) -> bool:
+def _in_loop(stack: list[ast.AST]) -> bool:
     """True when the traversal stack has a loop inside the innermost function."""
     for ancestor in reversed(stack):
-        if isinstance(ancestor, (cst.For, cst.While)):
+        if isinstance(ancestor, LOOP_TYPES):
             return True
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+        if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
             return False
     return False
 
 
-def _bare_names(expr: cst.BaseExpression) -> set[str]:
+def _bare_names(expr: ast.expr) -> set[str]:
     """``h`` for ``h``, ``{h, c}`` for ``(h, c)`` / ``[h, c]``; calls and operations are not bare."""
-    if isinstance(expr, (cst.Tuple, cst.List)):
+    if isinstance(expr, ast.Starred):
+        return _bare_names(expr.value)
+    if isinstance(expr, (ast.Tuple, ast.List)):
         names = set()
-        for element in expr.elements:
-            names |= _bare_names(element.value)
+        for element in expr.elts:
+            names |= _bare_names(element)
         return names
     name = dotted_name(expr)
     return {name} if name is not None else set()
 
 
-class _CutFinder(cst.CSTVisitor):
+class _CutFinder(Visitor):
     """Finds a detach, a repackage-style call or a fresh assignment of the carried names."""
 
-    def __init__(self, carried: set[str], recurrent: cst.Assign, flow, skip_init: bool = False) -> None:
+    def __init__(self, carried: set[str], recurrent: ast.Assign, flow, skip_init: bool = False) -> None:
         self.carried = carried
         self.recurrent = recurrent
         self.flow = flow
         self.skip_init = skip_init
         self.found = False
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return not (self.skip_init and node.name.value == "__init__")
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        return not (self.skip_init and node.name == "__init__")
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if not _mentions(node, self.carried):
             return
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("detach", "detach_"):
+        if _is_detach(node):
             self.found = True
             return
         callee = dotted_name(node.func)
@@ -211,42 +213,43 @@ class _CutFinder(cst.CSTVisitor):
         short = callee.split(".")[-1]
         if DETACH_HELPER.search(short) or short in ("init_hidden", "init_state", "reset_hidden", "reset_state", "zero_state", "initial_state"):
             self.found = True
-        elif short in self.flow.functions and _detaches(self.flow.functions[short]):
+        elif short in self.flow.functions and _contains_detach(self.flow.functions[short].body):
             self.found = True
 
-    def visit_For(self, node: cst.For) -> None:
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         # for h in hidden: h.detach_()
         if _mentions(node.iter, self.carried) and _contains_detach(node.body):
             self.found = True
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         if node is self.recurrent:
             return
-        bound = {name for target in node.targets for name in targets_of(target.target)}
+        bound = {name for target in node.targets for name in targets_of(target)}
         if not bound & self.carried:
             return
         if self.flow.value(node.value).graph is not Tri.YES or _contains_detach(node.value):
             self.found = True
 
 
-def _mentions(node: cst.CSTNode, carried: set[str]) -> bool:
+def _mentions(node: ast.AST, carried: set[str]) -> bool:
     return bool(names_in(node) & carried)
 
 
-def _detaches(function: cst.FunctionDef) -> bool:
-    return _contains_detach(function.body)
+def _is_detach(call: ast.Call) -> bool:
+    """``x.detach()`` or ``x.detach_()``."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr in ("detach", "detach_")
 
 
-def _contains_detach(node: cst.CSTNode) -> bool:
+def _contains_detach(node: ast.AST | list[ast.stmt]) -> bool:
     finder = _DetachCall()
     walk_visit(node, finder)
     return finder.found
 
 
-class _DetachCall(cst.CSTVisitor):
+class _DetachCall(Visitor):
     def __init__(self) -> None:
         self.found = False
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("detach", "detach_"):
+    def visit_Call(self, node: ast.Call) -> None:
+        if _is_detach(node):
             self.found = True

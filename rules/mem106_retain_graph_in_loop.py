@@ -1,11 +1,12 @@
 """MEM106 retain-graph-in-loop."""
 
-import libcst as cst
+import ast
 
-from memlint.lint.dataflow import call_method_name, is_true_literal, keyword_arg
+from memlint.lint.dataflow import call_method_name
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.syntax import is_constant, keyword_arg
+from memlint.lint.walk import Visitor, visit as walk_visit, walk
 
 #: Positional index of ``retain_graph`` in each backward-like callable.
 RETAIN_POSITION = {"torch.autograd.backward": 2, "torch.autograd.grad": 3}
@@ -81,7 +82,7 @@ class RetainGraphInLoop(Rule):
         "def f(model, loader, opt, scaler):\n    for x in loader:\n        a = model(x).sum()\n        a.backward()\n        scaler.scale(a * 2).backward(retain_graph=True)  # expect: MEM106\n",
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if not self._retains(node):
             return
         flow = self.ctx.dataflow
@@ -94,18 +95,17 @@ class RetainGraphInLoop(Rule):
             return  # one graph built before the loop, backpropagated repeatedly: retaining is required
         self.report(node)
 
-    def _builds_graph_in(self, loop: cst.CSTNode) -> bool:
+    def _builds_graph_in(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
         """The loop body runs a forward pass (or creates a grad-requiring tensor);
         decided once per loop, however many retaining calls it holds."""
         cache = self.__dict__.setdefault("_graph_built_in", {})
         if loop not in cache:
             forward = set(self.ctx.dataflow.scope(loop).forward_calls)
-            finder = _AllCalls()
-            walk_visit(loop.body, finder)
-            cache[loop] = any(call in forward or keyword_arg(call, "requires_grad") is not None for call in finder.calls)
+            calls = [node for node in walk(loop.body) if isinstance(node, ast.Call)]
+            cache[loop] = any(call in forward or keyword_arg(call, "requires_grad") is not None for call in calls)
         return cache[loop]
 
-    def _backward_kind(self, call: cst.Call) -> str | None:
+    def _backward_kind(self, call: ast.Call) -> str | None:
         """``"method"`` for ``x.backward(...)``, the qualified name for the autograd functions."""
         qualified = self.ctx.qualified(call.func)
         if qualified in RETAIN_POSITION:
@@ -114,26 +114,26 @@ class RetainGraphInLoop(Rule):
             return "method"
         return None
 
-    def _retains(self, call: cst.Call) -> bool:
+    def _retains(self, call: ast.Call) -> bool:
         kind = self._backward_kind(call)
         if kind is None:
             return False
         keyword = keyword_arg(call, "retain_graph")
         if keyword is not None:
-            return is_true_literal(keyword.value)
-        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+            return is_constant(keyword.value, True)
+        positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
         if kind in RETAIN_POSITION:
             index = RETAIN_POSITION[kind]
-            return len(positional) > index and is_true_literal(positional[index].value)
+            return len(positional) > index and is_constant(positional[index], True)
         # Tensor.backward(gradient, retain_graph): only when the receiver is the tensor itself
-        return kind == "method" and call_method_name(call) == "backward" and len(positional) >= 2 and is_true_literal(positional[1].value)
+        return kind == "method" and call_method_name(call) == "backward" and len(positional) >= 2 and is_constant(positional[1], True)
 
-    def _later_releasing_backward(self, loop: cst.CSTNode, call: cst.Call) -> bool:
+    def _later_releasing_backward(self, loop: ast.For | ast.AsyncFor | ast.While, call: ast.Call) -> bool:
         """A backward after ``call`` in the loop body that does not retain the graph."""
         end = self.ctx.span(call)[1]
         return any(other is not call and start >= end for other, start in self._releasing_backwards(loop))
 
-    def _releasing_backwards(self, loop: cst.CSTNode) -> list[tuple[cst.Call, tuple[int, int]]]:
+    def _releasing_backwards(self, loop: ast.For | ast.AsyncFor | ast.While) -> list[tuple[ast.Call, tuple[int, int]]]:
         """The loop body's backward calls that do not retain the graph, with
         their start positions (found once per loop)."""
         cache = self.__dict__.setdefault("_releasing", {})
@@ -144,22 +144,14 @@ class RetainGraphInLoop(Rule):
         return cache[loop]
 
 
-class _BackwardCalls(cst.CSTVisitor):
+class _BackwardCalls(Visitor):
     def __init__(self, rule: RetainGraphInLoop) -> None:
         self.rule = rule
-        self.calls: list[cst.Call] = []
+        self.calls: list[ast.Call] = []
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         return False
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if self.rule._backward_kind(node) is not None:
             self.calls.append(node)
-
-
-class _AllCalls(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.calls: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)

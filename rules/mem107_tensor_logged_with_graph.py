@@ -1,13 +1,14 @@
 """MEM107 tensor-logged-with-graph."""
 
-import libcst as cst
+import ast
 
 from memlint.lint.dataflow import Tri
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import leaf_values
 from memlint.lint.rule import Rule
-from memlint.lint.walk import file_memo, visit as walk_visit
+from memlint.lint.syntax import call_arguments
+from memlint.lint.walk import Visitor, file_memo, visit as walk_visit
 
 #: Logging functions called on the module itself.
 MODULE_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics", "mlflow.tracking.fluent.log_metric"})
@@ -96,7 +97,7 @@ class TensorLoggedWithGraph(Rule):
         self._writers: set[str] | None = None
         self._runs: set[str] = set()
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         logged = self._logged_values(node)
         if not logged:
             return
@@ -106,13 +107,13 @@ class TensorLoggedWithGraph(Rule):
         if any(flow.value(leaf).graph is Tri.YES for leaf in self._expand(logged, node)):
             self.report(node)
 
-    def _logged_values(self, call: cst.Call) -> list[cst.BaseExpression]:
+    def _logged_values(self, call: ast.Call) -> list[ast.expr]:
         qualified = self.ctx.qualified(call.func)
         if qualified in MODULE_LOGGERS:
             if qualified.endswith("log_metric"):
                 return _argument(call, 1, "value")
             return _argument(call, 0, "metrics") + _argument(call, 0, "data")
-        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else None
         receiver = dotted_name(call.func.value) if method is not None else None
         if receiver is None:
             return []
@@ -137,28 +138,28 @@ class TensorLoggedWithGraph(Rule):
         self._writers = collector.writers
         self._runs = collector.runs
 
-    def _expand(self, values: list[cst.BaseExpression], call: cst.Call) -> list[cst.BaseExpression]:
+    def _expand(self, values: list[ast.expr], call: ast.Call) -> list[ast.expr]:
         """Leaves of the logged values; a Name bound to a dict in the same
         function contributes the values stored into it before the call."""
         leaves = []
         for leaf in leaf_values(values):
             leaves.append(leaf)
-            if isinstance(leaf, cst.Name):
-                leaves.extend(leaf_values(_dict_values_of(leaf.value, self.ctx.dataflow.scope_node(call), self.ctx, call)))
+            if isinstance(leaf, ast.Name):
+                leaves.extend(leaf_values(_dict_values_of(leaf.id, self.ctx.dataflow.scope_node(call), self.ctx, call)))
         return leaves
 
 
-def _argument(call: cst.Call, index: int, keyword: str) -> list[cst.BaseExpression]:
+def _argument(call: ast.Call, index: int, keyword: str) -> list[ast.expr]:
     """The argument at positional ``index`` or passed as ``keyword`` (empty list when absent)."""
-    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    positional = [arg for arg in call.args if not isinstance(arg, ast.Starred)]
     if index < len(positional):
-        return [positional[index].value]
-    return [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == keyword]
+        return [positional[index]]
+    return [named.value for named in call.keywords if named.arg == keyword]
 
 
-def _dict_values_of(name: str, function: cst.CSTNode, ctx, before: cst.CSTNode) -> list[cst.BaseExpression]:
+def _dict_values_of(name: str, function: ast.AST, ctx, before: ast.AST) -> list[ast.expr]:
     """The values stored into the dict ``name`` in ``function`` before ``before`` starts."""
-    def collect() -> list[tuple[tuple[int, int], list[cst.BaseExpression]]]:
+    def collect() -> list[tuple[tuple[int, int], list[ast.expr]]]:
         collector = _DictStores(name)
         walk_visit(function, collector)
         return [(ctx.span(store)[0], values) for store, values in collector.stores]
@@ -168,27 +169,26 @@ def _dict_values_of(name: str, function: cst.CSTNode, ctx, before: cst.CSTNode) 
     return [value for start, values in stores if start < limit for value in values]
 
 
-class _DictStores(cst.CSTVisitor):
+class _DictStores(Visitor):
     """Stores into ``name``: ``name[k] = v``, ``name.update({...})``, ``name = {...}``."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.stores: list[tuple[cst.CSTNode, list[cst.BaseExpression]]] = []
+        self.stores: list[tuple[ast.AST, list[ast.expr]]] = []
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
-            t = target.target
-            if isinstance(t, cst.Subscript) and dotted_name(t.value) == self.name:
+            if isinstance(target, ast.Subscript) and dotted_name(target.value) == self.name:
                 self.stores.append((node, [node.value]))
-            elif isinstance(t, cst.Name) and t.value == self.name and isinstance(node.value, cst.Dict):
+            elif isinstance(target, ast.Name) and target.id == self.name and isinstance(node.value, ast.Dict):
                 self.stores.append((node, [node.value]))
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "update" and dotted_name(node.func.value) == self.name:
-            self.stores.append((node, [arg.value for arg in node.args]))
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "update" and dotted_name(node.func.value) == self.name:
+            self.stores.append((node, call_arguments(node)))
 
 
-class _LoggerObjects(cst.CSTVisitor):
+class _LoggerObjects(Visitor):
     """Names bound to SummaryWriter / wandb run objects anywhere in the file."""
 
     def __init__(self, ctx) -> None:
@@ -196,8 +196,8 @@ class _LoggerObjects(cst.CSTVisitor):
         self.writers: set[str] = set()
         self.runs: set[str] = set()
 
-    def _record(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        if not isinstance(value, cst.Call):
+    def _record(self, targets: list[ast.expr], value: ast.expr) -> None:
+        if not isinstance(value, ast.Call):
             return
         qualified = self.ctx.qualified(value.func)
         bucket = self.writers if qualified in WRITER_CONSTRUCTORS else self.runs if qualified in RUN_CONSTRUCTORS else None
@@ -208,9 +208,10 @@ class _LoggerObjects(cst.CSTVisitor):
             if name is not None:
                 bucket.add(name)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self._record([target.target for target in node.targets], node.value)
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._record(node.targets, node.value)
 
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self._record([node.asname.name], node.item)
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            if item.optional_vars is not None:
+                self._record([item.optional_vars], item.context_expr)

@@ -1,6 +1,6 @@
 """MEM201 missing-zero-grad."""
 
-import libcst as cst
+import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
@@ -8,6 +8,8 @@ from memlint.rules._training import (
     calls_in, clears_grads, is_backward, is_foreign, is_optimizer_step, local_callees, method_name, positional_args,
     reaches, receiver_name, walk,
 )
+
+Loop = ast.For | ast.AsyncFor | ast.While
 
 
 class MissingZeroGrad(Rule):
@@ -78,15 +80,18 @@ class MissingZeroGrad(Rule):
         "class Trainer:\n    def fit(self, loader):\n        for batch in loader:\n            self.accelerator.backward(self.model(**batch).loss)\n            self.optimizer.step()  # expect: MEM201\n            self.lr_scheduler.step()\n",
     )
 
-    def leave_For(self, node: cst.For) -> None:
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        #: Steps of loops already decided (an outer loop leaves them to the innermost one).
+        self._claimed: set[int] = set()
+
+    def leave_For(self, node: ast.For | ast.AsyncFor) -> None:
         self._check_loop(node)
 
-    def leave_While(self, node: cst.While) -> None:
+    def leave_While(self, node: ast.While) -> None:
         self._check_loop(node)
 
-    def _check_loop(self, loop: cst.CSTNode) -> None:
-        if not hasattr(self, "_claimed"):
-            self._claimed: set[int] = set()
+    def _check_loop(self, loop: Loop) -> None:
         calls = calls_in(loop.body)
         steps = [call for call in calls if is_optimizer_step(call)]
         if not steps or not any(is_backward(call, self.ctx) for call in calls):
@@ -105,14 +110,14 @@ class MissingZeroGrad(Rule):
             self.report(uncleared[0], message=f"`{self._stepped(uncleared[0])}` is stepped in this loop but never cleared (only other optimizers are): its gradients accumulate")
 
     @staticmethod
-    def _stepped(step: cst.Call) -> str:
+    def _stepped(step: ast.Call) -> str:
         """Last name of the optimizer a step call updates (``opt_g`` for ``scaler.step(self.opt_g)``)."""
         receiver = receiver_name(step.func.value) or ""
         if "scaler" in receiver.lower() and positional_args(step):
             receiver = receiver_name(positional_args(step)[0]) or ""
         return receiver.split(".")[-1]
 
-    def _uncleared_optimizers(self, loop: cst.CSTNode, steps: list[cst.Call]) -> list[cst.Call]:
+    def _uncleared_optimizers(self, loop: Loop, steps: list[ast.Call]) -> list[ast.Call]:
         """Steps of optimizers never cleared, when every clear in the loop is ``<other optimizer>.zero_grad()``."""
         stepped = {self._stepped(step) for step in steps}
         if len(stepped) < 2:
@@ -121,7 +126,7 @@ class MissingZeroGrad(Rule):
         for node in walk(loop.body):
             if not clears_grads(node):
                 continue
-            is_zero_grad = isinstance(node, cst.Call) and method_name(node) == "zero_grad"
+            is_zero_grad = isinstance(node, ast.Call) and method_name(node) == "zero_grad"
             name = (receiver_name(node.func.value) or "").split(".")[-1] if is_zero_grad else ""
             if name not in stepped:
                 return []  # a model, a p.grad loop, or an alias: cannot tell which gradients it clears

@@ -1,19 +1,22 @@
 """MEM202 zero-grad-after-forward."""
 
-import libcst as cst
+import ast
 
 from memlint.lint.dataflow import targets_of
 from memlint.lint.diagnostic import Severity
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
-from memlint.rules._training import backward_loss, is_backward, is_foreign, method_name, walk
+from memlint.lint.syntax import FUNCTION_TYPES, is_constant
+from memlint.rules._training import arguments_in_order, backward_loss, is_backward, is_foreign, method_name, walk
 
 
-def keeps_zero_tensors(call: cst.Call) -> bool:
+def keeps_zero_tensors(call: ast.Call) -> bool:
     """True for ``zero_grad(set_to_none=False)`` / ``zero_grad(False)`` (MEM203's case)."""
-    for arg in call.args:
-        if arg.keyword is None or arg.keyword.value == "set_to_none":
-            return isinstance(arg.value, cst.Name) and arg.value.value == "False"
+    for argument in arguments_in_order(call):
+        if not isinstance(argument, ast.keyword):
+            return is_constant(argument, False)
+        if argument.arg in (None, "set_to_none"):
+            return is_constant(argument.value, False)
     return False
 
 
@@ -83,7 +86,7 @@ class ZeroGradAfterForward(Rule):
         "class T:\n    def train_step(self, batch):\n        outputs = self.model(**batch)\n        self.optimizer.zero_grad()  # expect: MEM202\n        self.scaler.scale(outputs.loss).backward()\n        self.scaler.step(self.optimizer)\n",
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if method_name(node) != "zero_grad" or keeps_zero_tensors(node):
             return
         flow = self.ctx.dataflow
@@ -92,27 +95,27 @@ class ZeroGradAfterForward(Rule):
             unit = loops[0].body
         else:
             function = flow.scope_node(node)
-            if not isinstance(function, cst.FunctionDef):
+            if not isinstance(function, FUNCTION_TYPES):
                 return
             unit = function.body
         if self._forward_feeds_later_backward(node, unit) and not is_foreign(self.ctx):
             self.report(node)
 
-    def _forward_feeds_later_backward(self, zero_grad: cst.Call, unit: cst.CSTNode) -> bool:
+    def _forward_feeds_later_backward(self, zero_grad: ast.Call, unit: list[ast.stmt]) -> bool:
         """True when a forward before ``zero_grad`` reaches the loss of the next ``.backward()``."""
         order = list(walk(unit))
         index = {id(node): i for i, node in enumerate(order)}
         position = index.get(id(zero_grad))
         if position is None:
             return False
-        backward = next((n for n in order[position + 1:] if isinstance(n, cst.Call) and is_backward(n, self.ctx)), None)
+        backward = next((n for n in order[position + 1:] if isinstance(n, ast.Call) and is_backward(n, self.ctx)), None)
         loss = backward_loss(backward) if backward is not None else None
         if loss is None:
             return False
         pending = set(names_in(loss))
-        assignments = [n for n in order[: index[id(backward)]] if isinstance(n, cst.Assign)]
+        assignments = [n for n in order[: index[id(backward)]] if isinstance(n, ast.Assign)]
         for assignment in reversed(assignments):
-            targets = {name for target in assignment.targets for name in targets_of(target.target)}
+            targets = {name for target in assignment.targets for name in targets_of(target)}
             if not targets & pending:
                 continue
             if index[id(assignment)] < position and self._has_forward(assignment.value):
@@ -120,8 +123,8 @@ class ZeroGradAfterForward(Rule):
             pending = (pending - targets) | set(names_in(assignment.value))
         return False
 
-    def _has_forward(self, expr: cst.BaseExpression) -> bool:
+    def _has_forward(self, expr: ast.expr) -> bool:
         flow = self.ctx.dataflow
         return any(
-            isinstance(n, cst.Call) and flow.is_forward_call(n) and not flow.grad_disabled(n) for n in walk(expr)
+            isinstance(n, ast.Call) and flow.is_forward_call(n) and not flow.grad_disabled(n) for n in walk(expr)
         )

@@ -1,10 +1,12 @@
 """MEM203 zero-grad-keeps-grads."""
 
-import libcst as cst
+import ast
 
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.rule import Rule
-from memlint.rules._training import is_foreign, method_name
+from memlint.lint.syntax import is_constant
+from memlint.rules._call_text import CallText
+from memlint.rules._training import arguments_in_order, is_foreign, method_name
 
 
 class ZeroGradKeepsGrads(Rule):
@@ -64,17 +66,15 @@ class ZeroGradKeepsGrads(Rule):
         "def step(optimizers):\n    for o in optimizers:\n        o.zero_grad(set_to_none = False)  # expect: MEM203\n",
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if method_name(node) != "zero_grad" or is_foreign(self.ctx):
             return
-        for index, arg in enumerate(node.args):
-            if arg.keyword is None and index == 0 or arg.keyword is not None and arg.keyword.value == "set_to_none":
-                if isinstance(arg.value, cst.Name) and arg.value.value == "False" and not arg.star:
+        for index, argument in enumerate(arguments_in_order(node)):
+            name = argument.arg if isinstance(argument, ast.keyword) else None
+            if name == "set_to_none" or (name is None and index == 0):
+                if is_constant(argument.value if name else argument, False):
                     self.report(node, fix=self._without(node, index))
                 return
 
-    def _without(self, node: cst.Call, index: int):
-        args = [arg for i, arg in enumerate(node.args) if i != index]
-        if args:
-            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return self.replacement(node, node.with_changes(args=args), safe=True)
+    def _without(self, node: ast.Call, index: int) -> Fix:
+        return self.replacement(node, CallText.of(self.ctx.code(node)).without(index), safe=True)

@@ -2,33 +2,37 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from memlint.lint.dataflow import LOSS_FUNCTION, targets_of
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
+from memlint.lint.syntax import LOOP_TYPES, WITH_TYPES
 from memlint.rules._training import (
-    backward_loss, calls_in, clears_grads, is_backward, is_delegated_backward, is_foreign, is_optimizer_step,
+    Code, backward_loss, calls_in, clears_grads, is_backward, is_delegated_backward, is_foreign, is_optimizer_step,
     method_name, walk,
 )
 
 _ACCUMULATION_WORDS = ("accum", "accumulat", "grad_acc", "update_freq", "iters_to_accumulate")
 _SCALING_METHODS = frozenset({"div", "div_", "divide", "true_divide", "mul", "mul_", "multiply", "__truediv__"})
-_INERT_METHODS = frozenset({"mean", "sum", "squeeze", "float", "contiguous", "view", "reshape", "clone", "to"})
+#: Ancestors under which a statement runs only on some iterations.
+_BRANCHES = (ast.If, ast.IfExp, *LOOP_TYPES, ast.ExceptHandler)
+
+Loop = ast.For | ast.AsyncFor | ast.While
 
 
-def accumulation_period(test: cst.BaseExpression) -> cst.BaseExpression | None:
+def accumulation_period(test: ast.expr) -> ast.expr | None:
     """``N`` for ``(i + 1) % N == 0``, ``not step % N``, ``count == accum_steps``; else None."""
     for node in walk(test):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             return node.right
     for node in walk(test):
-        if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
-            if not isinstance(node.comparisons[0].operator, (cst.Equal, cst.GreaterThanEqual)):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            if not isinstance(node.ops[0], (ast.Eq, ast.GtE)):
                 continue
-            sides = (node.left, node.comparisons[0].comparator)
+            sides = (node.left, node.comparators[0])
             for side in sides[::-1]:
                 name = (dotted_name(side) or "").lower()
                 if any(word in name for word in _ACCUMULATION_WORDS):
@@ -36,12 +40,12 @@ def accumulation_period(test: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def has_scaling(expr: cst.CSTNode) -> bool:
-    """True when ``expr`` divides or multiplies (``/ n``, ``* w``, ``.div(n)``)."""
-    for node in walk(expr):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide, cst.Multiply)):
+def has_scaling(code: Code) -> bool:
+    """True when ``code`` divides or multiplies (``/ n``, ``* w``, ``.div(n)``)."""
+    for node in walk(code):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mult)):
             return True
-        if isinstance(node, cst.Call) and method_name(node) in _SCALING_METHODS:
+        if isinstance(node, ast.Call) and method_name(node) in _SCALING_METHODS:
             return True
     return False
 
@@ -115,13 +119,13 @@ class AccumulationWithoutLossScaling(Rule):
         "class T:\n    def fit(self, loader):\n        count = 0\n        for batch in loader:\n            loss = self.model(batch)\n            loss.backward()  # expect: MEM204\n            count += 1\n            if count == self.accum_steps:\n                self.optimizer.step()\n                self.optimizer.zero_grad()\n                count = 0\n",
     )
 
-    def leave_For(self, node: cst.For) -> None:
+    def leave_For(self, node: ast.For | ast.AsyncFor) -> None:
         self._check_loop(node)
 
-    def leave_While(self, node: cst.While) -> None:
+    def leave_While(self, node: ast.While) -> None:
         self._check_loop(node)
 
-    def _check_loop(self, loop: cst.CSTNode) -> None:
+    def _check_loop(self, loop: Loop) -> None:
         calls = calls_in(loop.body)
         period = next((p for p in (self._step_period(c, loop) for c in calls if is_optimizer_step(c)) if p is not None), None)
         if period is None or is_foreign(self.ctx) or self._unconditional_clear(loop):
@@ -133,40 +137,42 @@ class AccumulationWithoutLossScaling(Rule):
                 continue
             loss = backward_loss(call)
             if loss is not None and self._raw_loss(loss, loop, call):
-                n = self.ctx.code(period).strip()
+                n = self.ctx.code(period)
                 self.report(call, message=f"gradient accumulation: the optimizer steps every `{n}` iterations but the loss is not divided by `{n}` before `.backward()`")
 
-    def _step_period(self, step: cst.Call, loop: cst.CSTNode) -> cst.BaseExpression | None:
-        child: cst.CSTNode = step
+    def _step_period(self, step: ast.Call, loop: Loop) -> ast.expr | None:
+        child: ast.AST = step
         for ancestor in self.ctx.dataflow.ancestors(step):
             if ancestor is loop:
                 return None
-            if isinstance(ancestor, cst.If) and child is ancestor.body:
+            if isinstance(ancestor, ast.If) and child in ancestor.body:
                 period = accumulation_period(ancestor.test)
-                has_else_step = ancestor.orelse is not None and any(is_optimizer_step(c) for c in calls_in(ancestor.orelse))
+                has_else_step = any(is_optimizer_step(c) for c in calls_in(ancestor.orelse))
                 return None if has_else_step else period
             child = ancestor
         return None
 
-    def _conditional(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
-        """True when ``node`` sits under an ``if``/nested loop/``try`` handler inside ``loop``."""
+    def _conditional(self, node: ast.AST, loop: Loop) -> bool:
+        """True when ``node`` sits under an ``if``/``else``/nested loop/``try`` handler inside ``loop``."""
+        child = node
         for ancestor in self.ctx.dataflow.ancestors(node):
             if ancestor is loop:
                 return False
-            if isinstance(ancestor, (cst.If, cst.Else, cst.For, cst.While, cst.ExceptHandler, cst.IfExp)):
+            if isinstance(ancestor, _BRANCHES) or _in_else_block(child, ancestor):
                 return True
+            child = ancestor
         return True
 
-    def _unconditional_clear(self, loop: cst.CSTNode) -> bool:
+    def _unconditional_clear(self, loop: Loop) -> bool:
         return any(clears_grads(node) and not self._conditional(node, loop) for node in walk(loop.body))
 
-    def _in_accumulate_context(self, node: cst.CSTNode) -> bool:
+    def _in_accumulate_context(self, node: ast.AST) -> bool:
         for ancestor in self.ctx.dataflow.ancestors(node):
-            if isinstance(ancestor, cst.With) and any("accumulate" in self.ctx.code(item.item) for item in ancestor.items):
+            if isinstance(ancestor, WITH_TYPES) and any("accumulate" in self.ctx.code(item.context_expr) for item in ancestor.items):
                 return True
         return False
 
-    def _raw_loss(self, loss: cst.BaseExpression, loop: cst.CSTNode, backward: cst.Call) -> bool:
+    def _raw_loss(self, loss: ast.expr, loop: Loop, backward: ast.Call) -> bool:
         """True when ``loss`` comes from a forward pass through assignments with no scaling."""
         flow = self.ctx.dataflow
         if has_scaling(loss):
@@ -176,12 +182,12 @@ class AccumulationWithoutLossScaling(Rule):
         pending = set(names_in(loss))
         found_source = self._is_source(loss)
         for node in reversed(order[:end]):
-            if isinstance(node, cst.AugAssign):
+            if isinstance(node, ast.AugAssign):
                 targets, value = set(targets_of(node.target)), node.value
-                if targets & pending and not isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)):
+                if targets & pending and not isinstance(node.op, (ast.Add, ast.Sub)):
                     return False
-            elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
-                raw_targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                raw_targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 targets, value = {n for t in raw_targets for n in targets_of(t)}, node.value
             else:
                 continue
@@ -193,15 +199,15 @@ class AccumulationWithoutLossScaling(Rule):
             if has_scaling(value):
                 return False
             found_source = found_source or self._is_source(value)
-            if not isinstance(node, cst.AugAssign):
+            if not isinstance(node, ast.AugAssign):
                 pending -= targets
             pending |= set(names_in(value))
         return found_source
 
-    def _loss_like_call(self, expr: cst.BaseExpression) -> bool:
+    def _loss_like_call(self, expr: ast.expr) -> bool:
         """``crit(out, y)``/``ce_loss(...)``: a call named like a loss function whose body
         (when defined in this file) does not scale."""
-        if not isinstance(expr, cst.Call):
+        if not isinstance(expr, ast.Call):
             return False
         name = (dotted_name(expr.func) or "").split(".")[-1].lower()
         if "crit" not in name and "loss" not in name:
@@ -209,9 +215,14 @@ class AccumulationWithoutLossScaling(Rule):
         local = self.ctx.dataflow.functions.get(name)
         return local is None or not has_scaling(local.body)
 
-    def _is_source(self, expr: cst.CSTNode) -> bool:
+    def _is_source(self, expr: ast.expr) -> bool:
         flow = self.ctx.dataflow
         for node in walk(expr):
-            if isinstance(node, cst.Call) and (flow.is_forward_call(node) or LOSS_FUNCTION.match(self.ctx.qualified(node.func) or "")):
+            if isinstance(node, ast.Call) and (flow.is_forward_call(node) or LOSS_FUNCTION.match(self.ctx.qualified(node.func) or "")):
                 return True
         return False
+
+
+def _in_else_block(node: ast.AST, parent: ast.AST) -> bool:
+    """True when ``node`` is a statement of ``parent``'s ``else:`` block (``try``'s included)."""
+    return isinstance(parent, ast.stmt) and node in getattr(parent, "orelse", ())

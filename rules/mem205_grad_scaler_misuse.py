@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
-from memlint.lint.walk import walk as walk_all
+import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.syntax import WITH_TYPES, is_constant, keyword_arg, string_value
+from memlint.lint.walk import walk as walk_all
 from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, is_foreign, method_name, walk
 
 GRAD_SCALERS = frozenset({
@@ -18,14 +18,33 @@ AUTOCASTS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.a
 _FP16 = frozenset({"torch.float16", "torch.half"})
 #: Any of these in the file means the loss is (or may be) scaled by something: stay silent.
 _SCALING_WORDS = ("GradScaler", "scaler", "scale_loss", "loss_scale", "Scaler", "deepspeed", "apex")
+#: Fields of the nodes that hold identifiers: names, attributes, definitions, parameters, keywords, imports.
+_IDENTIFIER_FIELDS = ("id", "attr", "name", "arg", "asname", "module", "names")
 
 
-def is_false(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "False"
+def keyword_value(call: ast.Call, name: str) -> ast.expr | None:
+    """The expression passed as ``name=...``, or None."""
+    found = keyword_arg(call, name)
+    return found.value if found is not None else None
 
 
-def keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    return next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == name), None)
+def unnamed_arguments(call: ast.Call) -> list[ast.expr]:
+    """The arguments not passed by name: ``x``, ``*xs`` (as ``xs``), ``**kw`` (as ``kw``)."""
+    positional = [arg.value if isinstance(arg, ast.Starred) else arg for arg in call.args]
+    return positional + [keyword.value for keyword in call.keywords if keyword.arg is None]
+
+
+def identifiers(nodes: list[ast.AST]) -> set[str]:
+    """The identifiers spelled by ``nodes`` (the dotted module of an import as one)."""
+    found = set()
+    for node in nodes:
+        for field in _IDENTIFIER_FIELDS:
+            value = getattr(node, field, None)
+            if isinstance(value, str):
+                found.add(value)
+            elif isinstance(value, list):
+                found.update(item for item in value if isinstance(item, str))
+    return found
 
 
 class GradScalerMisuse(Rule):
@@ -99,66 +118,61 @@ class GradScalerMisuse(Rule):
         "import torch as T\ndef step(model, x, opt):\n    with T.amp.autocast(device_type='cuda', dtype=T.float16):\n        loss = model(x).loss\n    loss.backward()  # expect: MEM205\n",
     )
 
-    def visit_Module(self, node: cst.Module) -> None:
+    def visit_Module(self, node: ast.Module) -> None:
         if is_foreign(self.ctx):
             return
         everything = list(walk_all(node))  # module level, classes and every function, once
-        calls = [n for n in everything if isinstance(n, cst.Call)]
+        calls = [n for n in everything if isinstance(n, ast.Call)]
         scalers = [c for c in calls if self.ctx.qualified(c.func) in GRAD_SCALERS]
         if scalers and "autocast" not in self.ctx.source and self._scaler_used(calls):
             for call in scalers:
                 if not self._disabled(call):
                     self.report(call)
-        identifiers = " ".join({n.value for n in everything if isinstance(n, cst.Name)})
-        if not any(word in identifiers for word in _SCALING_WORDS):
+        spelled = " ".join(identifiers(everything))
+        if not any(word in spelled for word in _SCALING_WORDS):
             self._check_unscaled(node)
 
-    def _scaler_used(self, calls: list[cst.Call]) -> bool:
+    def _scaler_used(self, calls: list[ast.Call]) -> bool:
         """True when some ``x.scale(loss)`` is backpropagated on a forward result of this file."""
         for call in calls:
-            if method_name(call) == "backward" and isinstance(call.func, cst.Attribute):
+            if method_name(call) == "backward" and isinstance(call.func, ast.Attribute):
                 receiver = call.func.value
-                if isinstance(receiver, cst.Call) and method_name(receiver) == "scale":
+                if isinstance(receiver, ast.Call) and method_name(receiver) == "scale":
                     loss = backward_loss(call)
                     if loss is not None and self.ctx.dataflow.value(loss).attached:
                         return True
         return False
 
-    def _disabled(self, call: cst.Call) -> bool:
-        enabled = keyword(call, "enabled")
-        return enabled is not None and is_false(enabled)
+    def _disabled(self, call: ast.Call) -> bool:
+        return is_constant(keyword_value(call, "enabled"), False)
 
-    def _check_unscaled(self, module: cst.Module) -> None:
+    def _check_unscaled(self, module: ast.Module) -> None:
         for unit in [module, *(function.body for function in self.ctx.dataflow.functions.values())]:
-            fp16 = [n for n in walk(unit) if isinstance(n, cst.With) and any(self._fp16_autocast(i.item) for i in n.items)]
+            fp16 = [n for n in walk(unit) if isinstance(n, WITH_TYPES) and any(self._fp16_autocast(i.context_expr) for i in n.items)]
             if not fp16:
                 continue
             for call in calls_in(unit):
                 if method_name(call) == "backward" and not is_delegated_backward(call):
                     receiver = call.func.value
-                    if isinstance(receiver, cst.Call):
+                    if isinstance(receiver, ast.Call):
                         continue
                     self.report(call, message="`.backward()` on an unscaled float16 `autocast` loss: small gradients underflow to zero (use a `GradScaler`)")
 
-    def _fp16_autocast(self, expr: cst.BaseExpression) -> bool:
-        if not isinstance(expr, cst.Call):
+    def _fp16_autocast(self, expr: ast.expr) -> bool:
+        if not isinstance(expr, ast.Call):
             return False
         qualified = self.ctx.qualified(expr.func)
-        if qualified not in AUTOCASTS:
+        if qualified not in AUTOCASTS or self._disabled(expr):
             return False
-        enabled = keyword(expr, "enabled")
-        if enabled is not None and is_false(enabled):
-            return False
-        dtype = keyword(expr, "dtype")
+        dtype = keyword_value(expr, "dtype")
         if dtype is not None:
             return self.ctx.qualified(dtype) in _FP16
+        positional = unnamed_arguments(expr)
         if qualified == "torch.cuda.amp.autocast":
-            positional = [a.value for a in expr.args if a.keyword is None]
-            return len(positional) < 2 and not (positional and is_false(positional[0]))
-        device = keyword(expr, "device_type")
-        positional = [a.value for a in expr.args if a.keyword is None]
+            return len(positional) < 2 and not (positional and is_constant(positional[0], False))
+        device = keyword_value(expr, "device_type")
         if device is None and positional:
             device = positional[0]
             if len(positional) > 1:
                 return self.ctx.qualified(positional[1]) in _FP16
-        return isinstance(device, cst.SimpleString) and device.evaluated_value == "cuda"
+        return string_value(device) == "cuda"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
+from memlint.rules._call_text import CallText
 
 #: Deprecated name -> (device string, new attribute under ``torch.amp``), per torch 2.4's deprecation warnings.
 DEPRECATED = {
@@ -87,7 +88,7 @@ class DeprecatedAmpApi(Rule):
         "from torch.cuda import amp\nclass M:\n    @amp.autocast()  # expect: MEM206\n    def forward(self, x):\n        return x\n",
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         qualified = self.ctx.qualified(node.func)
         if qualified not in DEPRECATED:
             return
@@ -95,7 +96,7 @@ class DeprecatedAmpApi(Rule):
         new = qualified.replace(f".{device}.amp.", ".amp.")
         self.report(node, message=f"`{qualified}` is deprecated: use `{new}(\"{device}\", ...)`", fix=self._fix(node, device, attr))
 
-    def _torch_spelling(self, func: cst.BaseExpression) -> str | None:
+    def _torch_spelling(self, func: ast.expr) -> str | None:
         """How this file names the ``torch`` module at ``func``, or None if it cannot."""
         dotted = dotted_name(func) or ""
         head = dotted.split(".")[0]
@@ -104,20 +105,17 @@ class DeprecatedAmpApi(Rule):
         aliases = sorted(alias for alias, target in self.ctx.imports.aliases.items() if target == "torch")
         return "torch" if "torch" in aliases else next(iter(aliases), None)
 
-    def _fix(self, node: cst.Call, device: str, attr: str):
+    def _fix(self, node: ast.Call, device: str, attr: str) -> Fix | None:
         torch_name = self._torch_spelling(node.func)
-        if torch_name is None or any(arg.star == "*" for arg in node.args):
+        if torch_name is None or any(isinstance(arg, ast.Starred) for arg in node.args):
             return None
-        args = []
-        for index, arg in enumerate(node.args):
-            if arg.keyword is None and not arg.star and attr == "autocast":
-                if index >= len(_AUTOCAST_POSITIONAL):
-                    return None
-                arg = arg.with_changes(keyword=cst.Name(_AUTOCAST_POSITIONAL[index]), equal=cst.AssignEqual(
-                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-            args.append(arg)
-        device_arg = cst.Arg(value=cst.SimpleString(f'"{device}"'))
-        if args:
-            device_arg = device_arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        new_func = cst.parse_expression(f"{torch_name}.amp.{attr}")
-        return self.replacement(node, node.with_changes(func=new_func, args=[device_arg, *args]), safe=True)
+        call = CallText.of(self.ctx.code(node))
+        arguments = list(call.arguments)
+        if attr == "autocast":
+            if len(node.args) > len(_AUTOCAST_POSITIONAL):
+                return None
+            for index in range(len(node.args)):  # the positional ones come first
+                arguments[index] = f"{_AUTOCAST_POSITIONAL[index]}={arguments[index]}"
+        kept = "".join(argument + separator for argument, separator in zip(arguments, call.separators))
+        device_argument = f'"{device}", ' if kept else f'"{device}"'
+        return self.replacement(node, f"{torch_name}.amp.{attr}{call.opening}{device_argument}{kept})", safe=True)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import ast
 import re
-
-import libcst as cst
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
@@ -87,7 +86,7 @@ class NoMixedPrecision(Rule):
         "import torch as T\nclass Trainer:\n    def fit(self):\n        dev = 'cuda' if T.cuda.is_available() else 'cpu'\n        for b in self.loader:\n            self.log_step(b)\n            loss = self.model(b.to(dev))\n            loss.backward()  # expect: MEM301\n            self.optim.step()\n",
     )
 
-    def visit_Module(self, node: cst.Module) -> None:
+    def visit_Module(self, node: ast.Module) -> None:
         source = self.ctx.source
         if not _CUDA.search(source) or _PRECISION_HINTS.search(source) or is_foreign(self.ctx):
             return
@@ -103,7 +102,7 @@ class NoMixedPrecision(Rule):
         if first is not None:
             self.report(first)
 
-    def _earlier(self, current: cst.Call | None, candidate: cst.Call) -> cst.Call:
+    def _earlier(self, current: ast.Call | None, candidate: ast.Call) -> ast.Call:
         if current is None:
             return candidate
         return candidate if self.ctx.span(candidate)[0] < self.ctx.span(current)[0] else current

@@ -1,8 +1,7 @@
 """MEM304 dataset-on-device."""
 
+import ast
 import re
-
-import libcst as cst
 
 from memlint.lint.dataflow import Tri, targets_of
 from memlint.lint.vocabulary import MODEL_NAME
@@ -10,7 +9,8 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import is_dataset_class, names_in
 from memlint.lint.rule import Rule
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, keyword_arg
+from memlint.lint.walk import Visitor, visit as walk_visit
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
@@ -87,15 +87,15 @@ class DatasetOnDevice(Rule):
         "import torch\nfrom torch.utils.data import TensorDataset, DataLoader\ndef make(x, y, device):\n    ds = TensorDataset(torch.as_tensor(x).to(device), torch.as_tensor(y).to(device))  # expect: MEM304\n    return DataLoader(ds, batch_size=32)\n",
     )
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         if len(node.targets) != 1:
             return
-        name = dotted_name(node.targets[0].target)
+        name = dotted_name(node.targets[0])
         if name is None or NOT_DATA.search(name) or MODEL_NAME.match(name.split(".")[-1]):
             return
         if name.startswith("self."):
-            function = self.ctx.enclosing(cst.FunctionDef)
-            if function is None or function.name.value != "__init__" or not self._in_dataset_class(function):
+            function = self.ctx.enclosing(*FUNCTION_TYPES)
+            if function is None or function.name != "__init__" or not self._in_dataset_class(function):
                 return
             if self._is_data_on_device(node.value) and not self.ctx.dataflow.enclosing_loops(node):
                 self.report(node)
@@ -103,7 +103,7 @@ class DatasetOnDevice(Rule):
         # a plain name: cheap syntactic checks before the dataflow analyses the function
         if not DATA_NAME.search(name):
             return
-        if "." in name or isinstance(node.value, (cst.Name, cst.Attribute)) or not _moves_to_device(node.value):
+        if "." in name or isinstance(node.value, (ast.Name, ast.Attribute)) or not _moves_to_device(node.value):
             return
         if not _converted_from_data(node.value, self.ctx):
             return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
@@ -113,46 +113,46 @@ class DatasetOnDevice(Rule):
         if self._iterated_in_batches(name, node, flow.scope_node(node)):
             self.report(node)
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in TENSOR_DATASETS:
             return
-        if any(_moves_to_device(arg.value) and self._is_data_on_device(arg.value) for arg in node.args):
+        if any(_moves_to_device(argument) and self._is_data_on_device(argument) for argument in call_arguments(node)):
             self.report(node)
 
-    def _is_data_on_device(self, expr: cst.BaseExpression) -> bool:
+    def _is_data_on_device(self, expr: ast.expr) -> bool:
         value = self.ctx.dataflow.value(expr)
         if value.device is not Tri.YES or value.is_model:
             return False
-        if isinstance(expr, (cst.ListComp, cst.List, cst.Tuple)):
+        if isinstance(expr, (ast.ListComp, ast.List, ast.Tuple)):
             return True
         return value.is_tensor_like and not _from_literals(expr, self.ctx)
 
-    def _in_dataset_class(self, function: cst.FunctionDef) -> bool:
-        klass = next((a for a in self.ctx.dataflow.ancestors(function) if isinstance(a, cst.ClassDef)), None)
+    def _in_dataset_class(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        klass = next((a for a in self.ctx.dataflow.ancestors(function) if isinstance(a, ast.ClassDef)), None)
         return klass is not None and is_dataset_class(klass, self.ctx)
 
-    def _iterated_in_batches(self, name: str, node: cst.Assign, function: cst.CSTNode) -> bool:
+    def _iterated_in_batches(self, name: str, node: ast.Assign, function: ast.AST) -> bool:
         """A later loop slices ``name`` by the loop variable, iterates it, or it feeds a TensorDataset."""
         finder = _BatchUse(name, self.ctx)
         walk_visit(function, finder)
         return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] for use in finder.uses)
 
 
-def _moves_to_device(expr: cst.BaseExpression) -> bool:
+def _moves_to_device(expr: ast.expr) -> bool:
     """``expr`` contains ``.cuda()``, ``.to(...)`` or a ``device=`` argument."""
     finder = _DeviceMove()
     walk_visit(expr, finder)
     return finder.found
 
 
-class _DeviceMove(cst.CSTVisitor):
+class _DeviceMove(Visitor):
     def __init__(self) -> None:
         self.found = False
 
-    def visit_Call(self, node: cst.Call) -> bool:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("cuda", "to"):
+    def visit_Call(self, node: ast.Call) -> bool:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to"):
             self.found = True
-        elif any(arg.keyword is not None and arg.keyword.value == "device" for arg in node.args):
+        elif keyword_arg(node, "device") is not None:
             self.found = True
         return not self.found
 
@@ -161,87 +161,96 @@ class _DeviceMove(cst.CSTVisitor):
 DATA_CONVERSIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.load", "torch.stack", "torch.cat", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"})
 
 
-def _converted_from_data(expr: cst.BaseExpression, ctx) -> bool:
+def _converted_from_data(expr: ast.expr, ctx) -> bool:
     """``expr`` is a variable, or a data-conversion call, moved/cast with ``.to``/``.cuda``/..."""
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in CONVERSIONS:
-        expr = expr.func.value
-    if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
+    expr = _before_conversions(expr)
+    if isinstance(expr, (ast.Name, ast.Attribute, ast.Subscript)):
         return True
-    return isinstance(expr, cst.Call) and ctx.qualified(expr.func) in DATA_CONVERSIONS
+    return isinstance(expr, ast.Call) and ctx.qualified(expr.func) in DATA_CONVERSIONS
 
 
-def _from_literals(expr: cst.BaseExpression, ctx) -> bool:
+def _from_literals(expr: ast.expr, ctx) -> bool:
     """The tensor is built by a torch factory from literal numbers/lists only (a constant, not data)."""
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in CONVERSIONS:
-        expr = expr.func.value
-    if not isinstance(expr, cst.Call):
+    expr = _before_conversions(expr)
+    if not isinstance(expr, ast.Call):
         return False
     qualified = ctx.qualified(expr.func) or ""
     if not qualified.startswith("torch."):
         return False
-    positional = [arg.value for arg in expr.args if arg.keyword is None]
-    return all(_literal(arg) for arg in positional)
+    unnamed = [*expr.args, *(keyword.value for keyword in expr.keywords if keyword.arg is None)]  # `*a` and `**kw` too
+    return all(_literal(argument) for argument in unnamed)
 
 
-def _literal(node: cst.BaseExpression) -> bool:
-    if isinstance(node, (cst.Integer, cst.Float)):
-        return True
-    if isinstance(node, cst.UnaryOperation):
-        return _literal(node.expression)
-    if isinstance(node, (cst.List, cst.Tuple)):
-        return all(_literal(element.value) for element in node.elements)
+def _before_conversions(expr: ast.expr) -> ast.expr:
+    """``expr`` without the conversion calls around it: ``torch.tensor(x)`` for ``torch.tensor(x).float().cuda()``."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in CONVERSIONS:
+        expr = expr.func.value
+    return expr
+
+
+def _literal(node: ast.expr) -> bool:
+    """A number, or a list/tuple of them (signs and nested starred lists included)."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (int, float)  # not bool, complex or str
+    if isinstance(node, ast.UnaryOp):
+        return _literal(node.operand)
+    if isinstance(node, ast.Starred):
+        return _literal(node.value)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_literal(element) for element in node.elts)
     return False
 
 
-class _BatchUse(cst.CSTVisitor):
+class _BatchUse(Visitor):
     """Loops that walk a tensor in batches (slices by a loop variable, ``for b in X.split(n)``), and TensorDataset(X)."""
 
     def __init__(self, name: str, ctx) -> None:
         self.name = name
         self.ctx = ctx
-        self.uses: list[cst.CSTNode] = []
+        self.uses: list[ast.AST] = []
         self._loop_names: list[set[str]] = []
 
-    def visit_For(self, node: cst.For) -> None:
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         if _iterates_tensor(node.iter, self.name):
             self.uses.append(node)
         assigned = _AssignedNames()
         walk_visit(node.body, assigned)
         self._loop_names.append(set(targets_of(node.target)) | assigned.names)
 
-    def leave_For(self, original_node: cst.For) -> None:
+    def leave_For(self, node: ast.For | ast.AsyncFor) -> None:
         self._loop_names.pop()
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> bool:
-        return False  # `out[i:j] = ...` fills a buffer: not a read of batches
+    def visit_Assign(self, node: ast.Assign) -> bool:
+        walk_visit(node.value, self)
+        return False  # `out[i:j] = ...` fills a buffer: the targets are not reads of batches
 
-    def visit_Subscript(self, node: cst.Subscript) -> None:
+    def visit_Subscript(self, node: ast.Subscript) -> None:
         if not self._loop_names or dotted_name(node.value) != self.name:
             return
         loop_names = set().union(*self._loop_names)
-        for element in node.slice:
-            if names_in(element) & loop_names:
-                self.uses.append(node)
+        if names_in(node.slice) & loop_names:
+            self.uses.append(node)
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.qualified(node.func) in TENSOR_DATASETS and any(dotted_name(arg.value) == self.name for arg in node.args):
+    def visit_Call(self, node: ast.Call) -> None:
+        if self.ctx.qualified(node.func) in TENSOR_DATASETS and any(dotted_name(argument) == self.name for argument in call_arguments(node)):
             self.uses.append(node)
 
 
-class _AssignedNames(cst.CSTVisitor):
+class _AssignedNames(Visitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.names.update(targets_of(node.target))
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self.names.update(targets_of(target))
 
 
-def _iterates_tensor(iterable: cst.BaseExpression, name: str) -> bool:
+def _iterates_tensor(iterable: ast.expr, name: str) -> bool:
     if dotted_name(iterable) == name:
         return True
     return (
-        isinstance(iterable, cst.Call)
-        and isinstance(iterable.func, cst.Attribute)
-        and iterable.func.attr.value in ("split", "chunk", "tensor_split", "unbind")
+        isinstance(iterable, ast.Call)
+        and isinstance(iterable.func, ast.Attribute)
+        and iterable.func.attr in ("split", "chunk", "tensor_split", "unbind")
         and dotted_name(iterable.func.value) == name
     )

@@ -1,13 +1,14 @@
 """MEM305 cuda-in-dataloader-worker."""
 
-import libcst as cst
+import ast
 
-from memlint.lint.dataflow import call_method_name, keyword_arg
+from memlint.lint.dataflow import call_method_name
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import is_dataset_class
 from memlint.lint.rule import Rule
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, is_constant, keyword_arg, string_value
+from memlint.lint.walk import Visitor, visit as walk_visit
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 WORKER_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})
@@ -88,48 +89,54 @@ class CudaInDataloaderWorker(Rule):
         "import torch\nfrom torch.utils.data import IterableDataset\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nclass S(IterableDataset):\n    def __iter__(self):\n        for x in self.src:\n            yield self._load(x)\n    def _load(self, x):\n        return torch.zeros(3, device=device) + x  # expect: MEM305\n",
     )
 
-    def visit_Module(self, node: cst.Module) -> None:
+    def visit_Module(self, node: ast.Module) -> None:
+        self._classes = self.ctx.index.of_type(ast.ClassDef)
         self._loaders = _DataLoaderCalls(self.ctx)
         walk_visit(node, self._loaders)
-        reported: set[cst.CSTNode] = set()
-        for function in self._worker_functions(node):
+        reported: set[ast.Call] = set()
+        for function in self._worker_functions():
             for call in self._cuda_calls(function, depth=0, seen=set()):
                 if call not in reported:
                     reported.add(call)
                     self.report(call)
 
-    def _worker_functions(self, module: cst.Module) -> list[cst.FunctionDef | cst.Lambda]:
-        flow = self.ctx.dataflow
-        found: list[cst.FunctionDef | cst.Lambda] = []
-        for klass in _classes(module):
-            if not is_dataset_class(klass, self.ctx) or self._main_process_only(klass.name.value):
-                continue
-            found.extend(m for m in _methods(klass) if m.name.value in WORKER_METHODS)
+    def _worker_functions(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
+        found: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = []
+        for klass in self._classes:
+            if is_dataset_class(klass, self.ctx) and not self._main_process_only(klass.name):
+                found.extend(m for m in _methods(klass) if m.name in WORKER_METHODS)
         for call, argument in self._loaders.worker_arguments:
-            if _num_workers_zero(call):
-                continue
-            target = argument
-            if isinstance(target, cst.Call) and (self.ctx.qualified(target.func) or "").endswith("partial") and target.args:
-                target = target.args[0].value
-            if isinstance(target, cst.Lambda):
-                found.append(target)
-                continue
-            if isinstance(target, cst.Call):  # Collator(...) -> Collator.__call__
-                klass = _class_named(module, dotted_name(target.func))
-                if klass is not None:
-                    found.extend(m for m in _methods(klass) if m.name.value == "__call__")
-                continue
-            name = dotted_name(target)
-            if name is not None and name.split(".")[-1] in flow.functions:
-                found.append(flow.functions[name.split(".")[-1]])
+            if not _num_workers_zero(call):
+                found.extend(self._functions_passed(argument))
         return found
+
+    def _functions_passed(self, argument: ast.expr) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
+        """The functions a ``collate_fn=``/``worker_init_fn=`` argument makes workers run."""
+        target = argument
+        if isinstance(target, ast.Call) and (self.ctx.qualified(target.func) or "").endswith("partial") and call_arguments(target):
+            target = call_arguments(target)[0]
+        if isinstance(target, ast.Lambda):
+            return [target]
+        if isinstance(target, ast.Call):  # Collator(...) -> Collator.__call__
+            klass = self._class_named(dotted_name(target.func))
+            return [] if klass is None else [m for m in _methods(klass) if m.name == "__call__"]
+        name = dotted_name(target)
+        functions = self.ctx.dataflow.functions
+        if name is not None and name.split(".")[-1] in functions:
+            return [functions[name.split(".")[-1]]]
+        return []
+
+    def _class_named(self, name: str | None) -> ast.ClassDef | None:
+        if name is None:
+            return None
+        return next((klass for klass in self._classes if klass.name == name.split(".")[-1]), None)
 
     def _main_process_only(self, class_name: str) -> bool:
         """Every DataLoader over this dataset in the file loads in the main process."""
         loaders = self._loaders.loaders_over(class_name)
         return bool(loaders) and all(_num_workers_zero(call) for call in loaders)
 
-    def _cuda_calls(self, function, depth: int, seen: set) -> list[cst.Call]:
+    def _cuda_calls(self, function, depth: int, seen: set) -> list[ast.Call]:
         if function in seen or depth > MAX_HELPER_DEPTH:
             return []
         seen.add(function)
@@ -140,143 +147,127 @@ class CudaInDataloaderWorker(Rule):
             calls.extend(self._cuda_calls(helper, depth + 1, seen))
         return calls
 
-    def is_cuda_device(self, expr: cst.BaseExpression, function, depth: int = 0) -> bool:
+    def is_cuda_device(self, expr: ast.expr, function, depth: int = 0) -> bool:
         """True when ``expr`` visibly denotes a CUDA (or other accelerator) device."""
         if depth > 3:
             return False
-        if isinstance(expr, cst.SimpleString):
-            text = expr.evaluated_value if isinstance(expr.evaluated_value, str) else ""
-            return text.startswith(ACCELERATORS)
-        if isinstance(expr, cst.IfExp):
+        if isinstance(expr, ast.Constant):
+            return (string_value(expr) or "").startswith(ACCELERATORS)
+        if isinstance(expr, ast.IfExp):
             return self.is_cuda_device(expr.body, function, depth + 1) or self.is_cuda_device(expr.orelse, function, depth + 1)
-        if isinstance(expr, cst.Call):
-            if self.ctx.qualified(expr.func) == "torch.device" and expr.args:
-                return self.is_cuda_device(expr.args[0].value, function, depth + 1)
+        if isinstance(expr, ast.Call):
+            if self.ctx.qualified(expr.func) == "torch.device" and call_arguments(expr):
+                return self.is_cuda_device(call_arguments(expr)[0], function, depth + 1)
             return self.ctx.qualified(expr.func) == "torch.cuda.current_device"
-        if isinstance(expr, cst.Integer):
-            return False
         name = dotted_name(expr)
         if name is None:
             return False
         flow = self.ctx.dataflow
         owner = self.ctx.module
         if name.startswith("self."):  # the attribute of the worker's own class
-            owner = next((a for a in flow.ancestors(function) if isinstance(a, cst.ClassDef)), self.ctx.module)
+            owner = next((a for a in flow.ancestors(function) if isinstance(a, ast.ClassDef)), self.ctx.module)
         return any(self.is_cuda_device(value, flow.scope_node(value), depth + 1) for value in _bindings(owner, function, name))
 
 
-class _CudaWork(cst.CSTVisitor):
+class _CudaWork(Visitor):
     """CUDA calls in one worker function, and the local helpers it calls."""
 
     def __init__(self, rule: CudaInDataloaderWorker, function) -> None:
         self.rule = rule
         self.ctx = rule.ctx
         self.function = function
-        self.calls: list[cst.Call] = []
-        self.helpers: list[cst.FunctionDef] = []
+        self.calls: list[ast.Call] = []
+        self.helpers: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> bool:
         return False
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         qualified = self.ctx.qualified(node.func) or ""
         method = call_method_name(node)
         if qualified.startswith("torch.cuda.") and qualified not in CONTEXT_FREE and not qualified.startswith("torch.cuda.amp"):
             self.calls.append(node)
         elif method == "cuda":
             self.calls.append(node)
-        elif method == "to" and any(
-            (arg.keyword is None or arg.keyword.value == "device") and self.rule.is_cuda_device(arg.value, self.function) for arg in node.args
-        ):
+        elif method == "to" and any(self.rule.is_cuda_device(arg, self.function) for arg in _device_arguments(node)):
             self.calls.append(node)
         elif (device := keyword_arg(node, "device")) is not None and self.rule.is_cuda_device(device.value, self.function):
             self.calls.append(node)
         else:
             self._follow(node)
 
-    def _follow(self, node: cst.Call) -> None:
+    def _follow(self, node: ast.Call) -> None:
         functions = self.rule.ctx.dataflow.functions
-        if isinstance(node.func, cst.Name) and node.func.value in functions and self.ctx.qualified(node.func) == node.func.value:
-            self.helpers.append(functions[node.func.value])
-        elif isinstance(node.func, cst.Attribute) and dotted_name(node.func.value) == "self" and node.func.attr.value in functions:
-            self.helpers.append(functions[node.func.attr.value])
+        if isinstance(node.func, ast.Name) and node.func.id in functions and self.ctx.qualified(node.func) == node.func.id:
+            self.helpers.append(functions[node.func.id])
+        elif isinstance(node.func, ast.Attribute) and dotted_name(node.func.value) == "self" and node.func.attr in functions:
+            self.helpers.append(functions[node.func.attr])
 
 
-class _DataLoaderCalls(cst.CSTVisitor):
+class _DataLoaderCalls(Visitor):
     """DataLoader calls of the file, the worker functions passed to them, and the datasets they load."""
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
-        self.calls: list[cst.Call] = []
-        self.worker_arguments: list[tuple[cst.Call, cst.BaseExpression]] = []
+        self.calls: list[ast.Call] = []
+        self.worker_arguments: list[tuple[ast.Call, ast.expr]] = []
         self.constructed: dict[str, set[str]] = {}  # variable -> class names assigned to it
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in DATALOADERS:
             return
         self.calls.append(node)
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in WORKER_ARGUMENTS:
-                self.worker_arguments.append((node, arg.value))
+        for keyword in node.keywords:
+            if keyword.arg in WORKER_ARGUMENTS:
+                self.worker_arguments.append((node, keyword.value))
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if isinstance(node.value, cst.Call):
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if isinstance(node.value, ast.Call):
             class_name = dotted_name(node.value.func)
             for target in node.targets:
-                name = dotted_name(target.target)
+                name = dotted_name(target)
                 if name is not None and class_name is not None:
                     self.constructed.setdefault(name, set()).add(class_name.split(".")[-1])
 
-    def loaders_over(self, class_name: str) -> list[cst.Call]:
+    def loaders_over(self, class_name: str) -> list[ast.Call]:
         result = []
         for call in self.calls:
             dataset = keyword_arg(call, "dataset")
-            positional = [arg for arg in call.args if arg.keyword is None]
-            expr = dataset.value if dataset is not None else positional[0].value if positional else None
-            if isinstance(expr, cst.Call) and (dotted_name(expr.func) or "").split(".")[-1] == class_name:
+            unnamed = _unnamed_arguments(call)
+            expr = dataset.value if dataset is not None else unnamed[0] if unnamed else None
+            if isinstance(expr, ast.Call) and (dotted_name(expr.func) or "").split(".")[-1] == class_name:
                 result.append(call)
             elif expr is not None and class_name in self.constructed.get(dotted_name(expr) or "", set()):
                 result.append(call)
         return result
 
 
-def _num_workers_zero(call: cst.Call) -> bool:
+def _unnamed_arguments(call: ast.Call) -> list[ast.expr]:
+    """The arguments passed without a name, in source order: positional ones, ``*xs`` and ``**kw`` (unwrapped)."""
+    positional = [arg.value if isinstance(arg, ast.Starred) else arg for arg in call.args]
+    return positional + [keyword.value for keyword in call.keywords if keyword.arg is None]
+
+
+def _device_arguments(call: ast.Call) -> list[ast.expr]:
+    """The arguments of ``x.to(...)`` that may be a device: unnamed ones and ``device=``."""
+    return [*_unnamed_arguments(call), *(keyword.value for keyword in call.keywords if keyword.arg == "device")]
+
+
+def _num_workers_zero(call: ast.Call) -> bool:
     workers = keyword_arg(call, "num_workers")
-    if workers is None:
-        positional = [arg for arg in call.args if arg.keyword is None]
-        if len(positional) > 6:  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
-            workers = positional[5]
-        else:
-            return True
-    return isinstance(workers.value, cst.Integer) and workers.value.value == "0"
+    if workers is not None:
+        return is_constant(workers.value, 0)
+    unnamed = _unnamed_arguments(call)
+    if len(unnamed) > 6:  # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, ...)
+        return is_constant(unnamed[5], 0)
+    return True
 
 
-def _classes(module: cst.Module) -> list[cst.ClassDef]:
-    collector = _ClassCollector()
-    walk_visit(module, collector)
-    return collector.classes
+def _methods(klass: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [statement for statement in klass.body if isinstance(statement, FUNCTION_TYPES)]
 
 
-class _ClassCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.classes: list[cst.ClassDef] = []
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.append(node)
-
-
-def _class_named(module: cst.Module, name: str | None) -> cst.ClassDef | None:
-    if name is None:
-        return None
-    return next((klass for klass in _classes(module) if klass.name.value == name.split(".")[-1]), None)
-
-
-def _methods(klass: cst.ClassDef) -> list[cst.FunctionDef]:
-    body = klass.body.body if isinstance(klass.body, cst.IndentedBlock) else []
-    return [statement for statement in body if isinstance(statement, cst.FunctionDef)]
-
-
-def _bindings(owner: cst.CSTNode, function, name: str) -> list[cst.BaseExpression]:
+def _bindings(owner: ast.AST, function, name: str) -> list[ast.expr]:
     """Values bound to ``name``: for a plain name, in ``function`` (parameter
     defaults included) and at the top level of the module ``owner``; for
     ``self.x``, anywhere in ``owner`` (the method's class)."""
@@ -284,28 +275,32 @@ def _bindings(owner: cst.CSTNode, function, name: str) -> list[cst.BaseExpressio
     if name.startswith("self."):
         walk_visit(owner, finder)
         return finder.values
-    if isinstance(function, cst.FunctionDef):
-        params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.name.value == name and param.default is not None:
-                finder.values.append(param.default)
+    if isinstance(function, FUNCTION_TYPES):
+        finder.values.extend(default for parameter, default in _parameter_defaults(function.args) if parameter == name)
         walk_visit(function.body, finder)
-    for statement in owner.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            walk_visit(statement, finder)
+    walk_visit([statement for statement in owner.body if isinstance(statement, (ast.Assign, ast.AnnAssign))], finder)
     return finder.values
 
 
-class _Bindings(cst.CSTVisitor):
+def _parameter_defaults(arguments: ast.arguments) -> list[tuple[str, ast.expr]]:
+    """``(parameter name, default value)`` of the parameters that have a default (not ``*args``/``**kwargs``)."""
+    positional = [*arguments.posonlyargs, *arguments.args]
+    with_default = positional[len(positional) - len(arguments.defaults):]
+    pairs = [(parameter.arg, default) for parameter, default in zip(with_default, arguments.defaults)]
+    pairs.extend((parameter.arg, default) for parameter, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is not None)
+    return pairs
+
+
+class _Bindings(Visitor):
     def __init__(self, name: str) -> None:
         self.name = name
-        self.values: list[cst.BaseExpression] = []
+        self.values: list[ast.expr] = []
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
-            if dotted_name(target.target) == self.name:
+            if dotted_name(target) == self.name:
                 self.values.append(node.value)
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None and dotted_name(node.target) == self.name:
             self.values.append(node.value)

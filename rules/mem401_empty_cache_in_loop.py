@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import re
-
-import libcst as cst
 
 from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
 from memlint.lint.rule import Rule
-from memlint.rules._training import (
-    LOOP_TYPES, has_modulo, is_backward, is_optimizer_step, local_callees, method_name, walk,
-)
+from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES
+from memlint.rules._training import has_modulo, is_backward, is_optimizer_step, local_callees, method_name, walk
 
 EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"})
-COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 #: Lightning (and HF Trainer) hooks that the framework calls once per batch.
 PER_STEP_HOOKS = frozenset({
     "training_step", "validation_step", "test_step", "predict_step", "on_train_batch_start", "on_train_batch_end",
@@ -27,6 +24,7 @@ _COARSE_TARGET = re.compile(r"epoch|\bep\b|model|ckpt|checkpoint|config|cfg|tria
 _STEP_TARGET = re.compile(r"batch|loader|\bstep|\biter|sample|\bdata\b|inputs", re.I)
 #: Model methods that run a whole inference step.
 _INFERENCE_METHODS = frozenset({"generate", "predict", "sample", "infer", "encode", "decode", "embed"})
+_LINE_END = re.compile(r"\r\n|\r|\n")
 #: Guards that make a flush occasional or a reaction to memory pressure.
 _MEMORY_GUARD = re.compile(r"memory_allocated|memory_reserved|mem_get_info|max_memory|memory_stats|oom|OutOfMemory", re.I)
 
@@ -114,7 +112,7 @@ class EmptyCacheInLoop(Rule):
         "import torch\nclass Lit:\n    def training_step(self, batch, idx):\n        loss = self.model(batch)\n        torch.cuda.empty_cache()  # expect: MEM401\n        return loss\n",
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in EMPTY_CACHE or self._guarded(node):
             return
         flow = self.ctx.dataflow
@@ -129,46 +127,46 @@ class EmptyCacheInLoop(Rule):
                 self.report(node, fix=self._removal(node))
             return
         function = flow.scope_node(node)
-        if isinstance(function, cst.FunctionDef) and self._per_step_function(function):
+        if isinstance(function, FUNCTION_TYPES) and self._per_step_function(function):
             self.report(node, message="`torch.cuda.empty_cache()` runs once per step (in a function called per batch): it frees no live tensor and forces slow re-allocation", fix=self._removal(node))
 
     # -- where the call runs ---------------------------------------------
-    def _guarded(self, node: cst.CSTNode) -> bool:
+    def _guarded(self, node: ast.AST) -> bool:
         for ancestor in self.ctx.dataflow.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
                 return False
-            if isinstance(ancestor, cst.ExceptHandler):
+            if isinstance(ancestor, ast.ExceptHandler):
                 return True
-            if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
+            if isinstance(ancestor, (ast.If, ast.IfExp, ast.While)):
                 test = self.ctx.code(ancestor.test)
                 if has_modulo(ancestor.test) or _MEMORY_GUARD.search(test):
                     return True
         return False
 
-    def _comprehension(self, node: cst.CSTNode) -> cst.CSTNode | None:
+    def _comprehension(self, node: ast.AST) -> ast.AST | None:
         for ancestor in self.ctx.dataflow.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
                 return None
-            if isinstance(ancestor, COMPREHENSIONS):
+            if isinstance(ancestor, COMPREHENSION_TYPES):
                 return ancestor
         return None
 
-    def _step_loop(self, loop: cst.CSTNode) -> bool:
+    def _step_loop(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
         """A loop whose iterations are training/inference steps (not epochs or models)."""
-        header = self.ctx.code(loop.target) + " " + self.ctx.code(loop.iter) if isinstance(loop, cst.For) else ""
-        if header and _COARSE_TARGET.search(self.ctx.code(loop.target)):
-            return False
-        if header and _STEP_TARGET.search(header):
-            return True
-        return self._does_step_work(loop.body, skip_loops=True)
+        if isinstance(loop, FOR_TYPES):
+            target = self.ctx.code(loop.target)
+            if _COARSE_TARGET.search(target):
+                return False
+            if _STEP_TARGET.search(target + " " + self.ctx.code(loop.iter)):
+                return True
+        return self._does_step_work(loop)
 
-    def _does_step_work(self, body: cst.CSTNode, skip_loops: bool) -> bool:
-        """True when ``body`` runs a forward pass, ``.backward()`` or an optimizer step itself."""
+    def _does_step_work(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
+        """True when the body of ``loop`` (not of a loop nested in it) runs a
+        forward pass, ``.backward()`` or an optimizer step itself."""
         flow = self.ctx.dataflow
-        for node in walk(body):
-            if not isinstance(node, cst.Call):
-                continue
-            if skip_loops and any(isinstance(a, LOOP_TYPES) and a is not body for a in self._ancestors_within(node, body)):
+        for node in walk(loop.body):
+            if not isinstance(node, ast.Call) or self._in_nested_loop(node, loop):
                 continue
             if is_backward(node, self.ctx) or is_optimizer_step(node) or flow.is_forward_call(node):
                 return True
@@ -176,50 +174,69 @@ class EmptyCacheInLoop(Rule):
                 return True
         return False
 
-    def _ancestors_within(self, node: cst.CSTNode, body: cst.CSTNode):
+    def _in_nested_loop(self, node: ast.AST, loop: ast.AST) -> bool:
         for ancestor in self.ctx.dataflow.ancestors(node):
-            if ancestor is body:
-                return
-            yield ancestor
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, LOOP_TYPES):
+                return True
+        return False
 
-    def _per_step_function(self, function: cst.FunctionDef) -> bool:
+    def _per_step_function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         """A Lightning per-batch hook, or a function called once per item of a step loop or comprehension."""
-        name = function.name.value
         flow = self.ctx.dataflow
-        if name in PER_STEP_HOOKS and isinstance(next(flow.ancestors(function), None), cst.IndentedBlock) and self._in_class(function):
+        if function.name in PER_STEP_HOOKS and self._in_class(function):
             return True
-        units = [self.ctx.module, *flow.functions.values()]
-        for unit in units:
-            for node in walk(unit.body if isinstance(unit, cst.FunctionDef) else unit):
+        bodies = [self.ctx.module, *(unit.body for unit in flow.functions.values())]
+        for body in bodies:
+            for node in walk(body):
                 if isinstance(node, LOOP_TYPES):
                     if function in local_callees(node.body, flow.functions) and self._step_loop(node):
                         return True
-                elif isinstance(node, COMPREHENSIONS):
+                elif isinstance(node, COMPREHENSION_TYPES):
                     if function in local_callees(node, flow.functions) and not self._coarse_comprehension(node):
                         return True
         return False
 
-    def _coarse_comprehension(self, node: cst.CSTNode) -> bool:
-        return bool(_COARSE_TARGET.search(self.ctx.code(node.for_in.target)))
+    def _coarse_comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> bool:
+        return bool(_COARSE_TARGET.search(self.ctx.code(node.generators[0].target)))
 
-    def _in_class(self, function: cst.FunctionDef) -> bool:
-        return any(isinstance(a, cst.ClassDef) for a in self.ctx.dataflow.ancestors(function))
+    def _in_class(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        return any(isinstance(a, ast.ClassDef) for a in self.ctx.dataflow.ancestors(function))
 
     # -- the fix -------------------------------------------------------------
-    def _removal(self, call: cst.Call) -> Fix | None:
+    def _removal(self, call: ast.Call) -> Fix | None:
+        """Delete the statement ``call`` makes up (its whole lines), or turn
+        it into ``pass`` when it is the only statement of its block; None
+        when the call is part of a larger expression or shares a line."""
         parents = self.ctx.dataflow.parents
-        expr = parents.get(call)
-        line = parents.get(expr) if expr is not None else None
-        if not isinstance(expr, cst.Expr) or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        statement = parents.get(call)
+        if not isinstance(statement, ast.Expr):
             return None
-        block = parents.get(line)
-        if isinstance(block, cst.IndentedBlock) and len(block.body) > 1:
-            start, end = self.ctx.span(line)
-            source_lines = self.ctx.source.splitlines(keepends=True)
-            before = source_lines[start[0] - 1][: start[1] - 1]
-            if before.strip():
-                return None
-            edit = Edit(start[0], 1, end[0] + 1, 1, "")
-        else:
-            edit = self.ctx.edit_replacing(call, "pass")
+        block = _block_of(statement, parents[statement])
+        if self._after_code_on_its_line(statement) or _shares_a_line(statement, block):
+            return None
+        if len(block) == 1:
+            return self.replacement(statement, "pass", safe=False)
+        start, end = self.ctx.span(statement)
+        edit = Edit(start[0], 1, end[0] + 1, 1, "")
         return Fix(title=self.FIX_TITLE, applicability=Applicability.UNSAFE, edits=(edit,))
+
+    def _after_code_on_its_line(self, statement: ast.stmt) -> bool:
+        """True when code precedes ``statement`` on its first line (``for b in x: f()``)."""
+        (line, col), _ = self.ctx.span(statement)
+        return bool(_LINE_END.split(self.ctx.source)[line - 1][: col - 1].strip())
+
+
+def _block_of(statement: ast.stmt, parent: ast.AST) -> list[ast.stmt]:
+    """The statement list of ``parent`` (its body, ``else:`` or ``finally:``) that holds ``statement``."""
+    blocks = (getattr(parent, field, None) for field in ("body", "orelse", "finalbody"))
+    return next(block for block in blocks if isinstance(block, list) and any(item is statement for item in block))
+
+
+def _shares_a_line(statement: ast.stmt, block: list[ast.stmt]) -> bool:
+    """True when another statement of ``block`` is on a line of ``statement`` (``a(); b()``)."""
+    return any(
+        other is not statement and other.lineno <= statement.end_lineno and statement.lineno <= other.end_lineno
+        for other in block
+    )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from memlint.lint.dataflow import targets_of
 from memlint.lint.diagnostic import Severity
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
+from memlint.lint.syntax import call_arguments, is_constant, keyword_arg
 from memlint.rules._training import calls_in, walk
 
 BENCHMARK_FLAG = "torch.backends.cudnn.benchmark"
@@ -87,10 +88,10 @@ class CudnnBenchmarkWithDynamicShapes(Rule):
         "import torch\nimport transforms as T\ntorch.backends.cudnn.benchmark = True  # expect: MEM402\ntrain_tf = T.Compose([T.RandomResize([480, 512, 544, 576], max_size=1333)])\n",
     )
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if not (isinstance(node.value, cst.Name) and node.value.value == "True"):
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if not is_constant(node.value, True):
             return
-        if not any(self.ctx.qualified(target.target) == BENCHMARK_FLAG for target in node.targets):
+        if not any(self.ctx.qualified(target) == BENCHMARK_FLAG for target in node.targets):
             return
         evidence = self._dynamic_shape_evidence()
         if evidence is not None:
@@ -102,8 +103,7 @@ class CudnnBenchmarkWithDynamicShapes(Rule):
         return self._evidence
 
     def _find_evidence(self) -> str | None:
-        module = self.ctx.module
-        bodies = [module, *self.ctx.dataflow.functions.values()]
+        bodies = [self.ctx.module, *self.ctx.dataflow.functions.values()]
         calls = [call for body in bodies for call in calls_in(body)]
         random_names = self._random_names(bodies)
         for call in calls:
@@ -119,39 +119,46 @@ class CudnnBenchmarkWithDynamicShapes(Rule):
                 return self._short(call)
         return None
 
-    def _short(self, call: cst.Call) -> str:
+    def _short(self, call: ast.Call) -> str:
         text = " ".join(self.ctx.code(call).split())
         return text if len(text) <= 60 else text[:57] + "..."
 
-    def _is_random_call(self, node: cst.CSTNode) -> bool:
-        return isinstance(node, cst.Call) and (self.ctx.qualified(node.func) or "").startswith(_RANDOM_MODULES)
+    def _is_random_call(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and (self.ctx.qualified(node.func) or "").startswith(_RANDOM_MODULES)
 
     def _random_names(self, bodies) -> set[str]:
         """Names assigned from a random call, or from names so assigned (three steps deep)."""
-        assignments = [node for body in bodies for node in walk(body) if isinstance(node, cst.Assign)]
+        assignments = [node for body in bodies for node in walk(body) if isinstance(node, ast.Assign)]
         names: set[str] = set()
         for _ in range(3):
             for node in assignments:
                 if any(self._is_random_call(n) for n in walk(node.value)) or names_in(node.value) & names:
-                    names.update(name for target in node.targets for name in targets_of(target.target))
+                    names.update(name for target in node.targets for name in targets_of(target))
         return names
 
-    def _random_argument(self, call: cst.Call, random_names: set[str]) -> bool:
-        for arg in call.args[1:] if call.args and call.args[0].keyword is None else call.args:
-            if any(self._is_random_call(n) for n in walk(arg.value)) or names_in(arg.value) & random_names:
+    def _random_argument(self, call: ast.Call, random_names: set[str]) -> bool:
+        for value in _size_arguments(call):
+            if any(self._is_random_call(n) for n in walk(value)) or names_in(value) & random_names:
                 return True
         return False
 
-    def _fixed_padding(self, call: cst.Call, default_longest: bool) -> bool:
-        padding = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "padding"), None)
+    def _fixed_padding(self, call: ast.Call, default_longest: bool) -> bool:
+        padding = keyword_arg(call, "padding")
         if padding is None:
             return not default_longest
-        if isinstance(padding, cst.SimpleString):
-            return padding.evaluated_value in ("max_length", "do_not_pad")
-        return not (isinstance(padding, cst.Name) and padding.value == "True")
+        if isinstance(padding.value, ast.Constant) and isinstance(padding.value.value, (str, bytes)):
+            return padding.value.value in ("max_length", "do_not_pad")
+        return not is_constant(padding.value, True)
 
-    def _pads_to_longest(self, call: cst.Call) -> bool:
-        if not any(a.keyword is not None and a.keyword.value == "padding" for a in call.args):
+    def _pads_to_longest(self, call: ast.Call) -> bool:
+        if keyword_arg(call, "padding") is None:
             return False
         return not self._fixed_padding(call, default_longest=False)
 
+
+def _size_arguments(call: ast.Call) -> list[ast.expr]:
+    """The arguments of a resizing call but the first when it is passed
+    without a name (the input being resized)."""
+    arguments = call_arguments(call)
+    input_first = bool(call.args) or (bool(call.keywords) and call.keywords[0].arg is None)
+    return arguments[1:] if input_first else arguments

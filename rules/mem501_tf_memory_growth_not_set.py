@@ -1,12 +1,12 @@
 """MEM501 tf-memory-growth-not-set."""
 
+import ast
 import re
-
-import libcst as cst
 
 from memlint.lint.dataflow import call_method_name
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
 
 #: Any of these in the file means GPU memory allocation was configured (or the GPU hidden).
 CONFIGURED = re.compile(
@@ -93,33 +93,33 @@ class TfMemoryGrowthNotSet(Rule):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self._fit: cst.CSTNode | None = None
-        self._other: cst.CSTNode | None = None
+        self._fit: ast.Call | None = None
+        self._other: ast.Call | None = None
         self._builds_keras = False
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         if self._in_framework_hook():
             return
         method = call_method_name(node)
-        if method == "fit" and node.args:
+        if method == "fit" and call_arguments(node):
             self._fit = self._fit or node
         elif self._other is None and (self._is_keras_compile(node, method) or self.ctx.qualified(node.func) in TAPES):
             self._other = node
         elif not self._builds_keras and KERAS_BUILDER.match(self.ctx.qualified(node.func) or ""):
             self._builds_keras = True
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        if any(KERAS_BUILDER.match(self.ctx.qualified(base.value) or "") for base in node.bases):
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if any(KERAS_BUILDER.match(self.ctx.qualified(base) or "") for base in node.bases):
             self._builds_keras = True
 
-    def _is_keras_compile(self, call: cst.Call, method: str | None) -> bool:
+    def _is_keras_compile(self, call: ast.Call, method: str | None) -> bool:
         """``model.compile(...)`` on an object (not ``re.compile``/``torch.compile``)."""
-        if method != "compile" or not call.args:
+        if method != "compile" or not call_arguments(call):
             return False
         head = (self.ctx.qualified(call.func) or "").split(".")[0]
         return head not in self.ctx.imports.aliases.values()
 
-    def leave_Module(self, original_node: cst.Module) -> None:
+    def leave_Module(self, node: ast.Module) -> None:
         evidence = self._other is not None or self._builds_keras
         site = (self._fit or self._other) if evidence else None
         if site is None or not (self.ctx.imports.imports_module("tensorflow") or self.ctx.imports.imports_module("keras")):
@@ -129,9 +129,5 @@ class TfMemoryGrowthNotSet(Rule):
         self.report(site)
 
     def _in_framework_hook(self) -> bool:
-        function = self.ctx.enclosing(cst.FunctionDef)
-        return function is not None and function.name.value in FRAMEWORK_HOOKS
-
-
-def _has_keyword(call: cst.Call, names: tuple[str, ...]) -> bool:
-    return any(arg.keyword is not None and arg.keyword.value in names for arg in call.args)
+        function = self.ctx.enclosing(*FUNCTION_TYPES)
+        return function is not None and function.name in FRAMEWORK_HOOKS

@@ -1,13 +1,13 @@
 """MEM502 keras-model-in-loop-without-clear-session."""
 
+import ast
 import re
-
-import libcst as cst
 
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.diagnostic import Severity
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.lint.walk import Visitor, visit as walk_visit
 
 #: Calls that create a new Keras model (and new graph/layer state in the global session).
 KERAS_MODEL = re.compile(
@@ -83,7 +83,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
         "from keras.applications import ResNet50\nfor lr in (1e-3, 1e-4):\n    m = ResNet50(weights=None)  # expect: MEM502\n",
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         flow = self.ctx.dataflow
         loops = flow.enclosing_loops(node)
         if not loops or not self._builds_model(node, depth=0, seen=set()):
@@ -94,16 +94,16 @@ class KerasModelInLoopWithoutClearSession(Rule):
             return
         self.report(node)
 
-    def _in_enclosing_builder(self, node: cst.Call) -> bool:
+    def _in_enclosing_builder(self, node: ast.Call) -> bool:
         """A model built inside a loop of a builder function that itself clears the session."""
         function = self.ctx.dataflow.scope_node(node)
-        return isinstance(function, cst.FunctionDef) and _clears_session(function.body, self.ctx)
+        return isinstance(function, FUNCTION_TYPES) and _clears_session(function.body, self.ctx)
 
-    def _builds_model(self, call: cst.Call, depth: int, seen: set) -> bool:
+    def _builds_model(self, call: ast.Call, depth: int, seen: set) -> bool:
         qualified = self.ctx.qualified(call.func) or ""
         if KERAS_MODEL.match(qualified):
             return True
-        if depth >= MAX_DEPTH or not isinstance(call.func, (cst.Name, cst.Attribute)):
+        if depth >= MAX_DEPTH or not isinstance(call.func, (ast.Name, ast.Attribute)):
             return False
         name = dotted_name(call.func)
         if name is None or qualified != name:
@@ -111,8 +111,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
         short = name.split(".")[-1]
         if "." in name and not name.startswith("self."):
             return False
-        klass = self._local_keras_class(short)
-        if klass:
+        if self._local_keras_class(short):
             return True
         function = self.ctx.dataflow.functions.get(short)
         if function is None or function in seen:
@@ -126,20 +125,20 @@ class KerasModelInLoopWithoutClearSession(Rule):
 
     def _local_keras_class(self, name: str) -> bool:
         for statement in self.ctx.module.body:
-            if isinstance(statement, cst.ClassDef) and statement.name.value == name:
-                return any(KERAS_MODEL.match(self.ctx.qualified(base.value) or "") for base in statement.bases)
+            if isinstance(statement, ast.ClassDef) and statement.name == name:
+                return any(KERAS_MODEL.match(self.ctx.qualified(base) or "") for base in statement.bases)
         return False
 
 
-def _clears_session(node: cst.CSTNode, ctx) -> bool:
+def _clears_session(body: list[ast.stmt], ctx) -> bool:
     finder = _Calls()
-    walk_visit(node, finder)
+    walk_visit(body, finder)
     return any(CLEAR_SESSION.match(ctx.qualified(call.func) or "") for call in finder.calls)
 
 
-class _Calls(cst.CSTVisitor):
+class _Calls(Visitor):
     def __init__(self) -> None:
-        self.calls: list[cst.Call] = []
+        self.calls: list[ast.Call] = []
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         self.calls.append(node)

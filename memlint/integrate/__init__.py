@@ -20,7 +20,7 @@ from pathlib import Path
 from memlint.errors import ConfigError, TargetError, UsageError
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # recipe imports libcst (~0.35 s): only scripts with an estimate need it
+if TYPE_CHECKING:  # imported where used: only scripts with an estimate need the recipe reader
     from memlint.integrate.recipe import Found, Recipe
 from memlint.integrate.result import GiB, ScriptEstimate, Value
 from memlint.integrate.settings import (

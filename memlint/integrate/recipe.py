@@ -1,4 +1,4 @@
-"""Static extraction of a training script's recipe (libcst; never imports the script or torch).
+"""Static extraction of a training script's recipe (CPython ``ast``; never imports the script or torch).
 
 What is read, and from where:
 
@@ -27,14 +27,14 @@ Every value carries its position (the literal that gave it), so reports can say
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import libcst as cst
-
 from memlint.lint.context import FileContext
-from memlint.lint.walk import visit as walk_visit
+from memlint.lint.syntax import is_constant, keyword_arg, string_value
+from memlint.lint.walk import Visitor, visit as walk_visit
 
 _BATCH_NAME = re.compile(r"^(train_?)?(batch_?size|bs|batch)$", re.IGNORECASE)
 _ACCUM_NAME = re.compile(r"(grad(ient)?_?)?acc(um(ulation|ulate)?)?_?(steps|iters?|iterations)?$", re.IGNORECASE)
@@ -83,86 +83,88 @@ class Recipe:
         return out
 
 
-def _int_of(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.SimpleString) and node.evaluated_value.strip().isdigit():
-        return int(node.evaluated_value)
+def _int_of(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    text = string_value(node)
+    if text is not None and text.strip().isdigit():
+        return int(text)
     return None
 
 
-def _number_of(node: cst.BaseExpression) -> float | None:
-    if isinstance(node, (cst.Integer, cst.Float)):
-        return float(node.evaluated_value)
+def _number_of(node: ast.expr) -> float | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
     return None
 
 
-def _kwarg(call: cst.Call, name: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    return None
+def _kwarg(call: ast.Call, name: str) -> ast.expr | None:
+    keyword = keyword_arg(call, name)
+    return None if keyword is None else keyword.value
 
 
-def _string_arg(call: cst.Call, index: int) -> str | None:
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    if len(positional) > index and isinstance(positional[index].value, cst.SimpleString):
-        return positional[index].value.evaluated_value
-    return None
+def _string_arg(call: ast.Call, index: int) -> str | None:
+    positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+    return string_value(positional[index]) if len(positional) > index else None
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector(Visitor):
     """One pass: remember name tables and candidate calls; resolution happens afterwards."""
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
-        self.constants: dict[str, cst.BaseExpression] = {}
-        self.options: dict[str, cst.BaseExpression] = {}   # argparse dest -> default node
-        self.attributes: dict[str, cst.BaseExpression] = {}  # class attribute / dict key -> value node
-        self.loaders: list[tuple[cst.Call, str]] = []
-        self.optimizers: list[cst.Call] = []
-        self.autocasts: list[cst.Call] = []
-        self.scalers: list[cst.Call] = []
-        self.checkpoints: list[cst.Call] = []
-        self.zero_grads: list[cst.Call] = []
-        self.backwards: list[cst.Call] = []
-        self.modulo_steps: list[cst.BaseExpression] = []
+        self.constants: dict[str, ast.expr] = {}
+        self.options: dict[str, ast.expr] = {}   # argparse dest -> default node
+        self.attributes: dict[str, ast.expr] = {}  # class attribute / dict key -> value node
+        self.loaders: list[tuple[ast.Call, str]] = []
+        self.optimizers: list[ast.Call] = []
+        self.autocasts: list[ast.Call] = []
+        self.scalers: list[ast.Call] = []
+        self.checkpoints: list[ast.Call] = []
+        self.zero_grads: list[ast.Call] = []
+        self.backwards: list[ast.Call] = []
+        self.modulo_steps: list[ast.expr] = []
         self._class_depth = 0
         self._assign_target: list[str] = []
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._class_depth += 1
 
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+    def leave_ClassDef(self, node: ast.ClassDef) -> None:
         self._class_depth -= 1
 
-    def _remember(self, name: str, value: cst.BaseExpression) -> None:
+    def _remember(self, name: str, value: ast.expr) -> None:
         table = self.attributes if self._class_depth else self.constants
         table.setdefault(name, value)
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
+    def visit_Assign(self, node: ast.Assign) -> None:
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
         for name in names:
             self._remember(name, node.value)
-        self._assign_target.append(" ".join(self.ctx.code(t.target) for t in node.targets))
+        self._assign_target.append(" ".join(self.ctx.code(t) for t in node.targets))
 
-    def leave_Assign(self, node: cst.Assign) -> None:
+    def leave_Assign(self, node: ast.Assign) -> None:
         self._assign_target.pop()
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if isinstance(node.target, cst.Name) and node.value is not None:
-            self._remember(node.target.value, node.value)
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if isinstance(node.target, ast.Name) and node.value is not None:
+            self._remember(node.target.id, node.value)
 
-    def visit_Param(self, node: cst.Param) -> None:
-        if node.default is not None:
-            self.constants.setdefault(node.name.value, node.default)
+    def visit_arguments(self, node: ast.arguments) -> None:
+        positional = [*node.posonlyargs, *node.args]
+        defaults = zip(positional[len(positional) - len(node.defaults):], node.defaults)
+        keyword_defaults = ((arg, default) for arg, default in zip(node.kwonlyargs, node.kw_defaults) if default is not None)
+        for arg, default in (*defaults, *keyword_defaults):
+            self.constants.setdefault(arg.arg, default)
 
-    def visit_DictElement(self, node: cst.DictElement) -> None:
-        if isinstance(node.key, cst.SimpleString):
-            self.attributes.setdefault(node.key.evaluated_value, node.value)
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key, value in zip(node.keys, node.values):
+            key_text = string_value(key)
+            if key_text is not None:
+                self.attributes.setdefault(key_text, value)
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
             self.backwards.append(node)
         name = self.ctx.qualified(node.func) or ""
         last = name.rsplit(".", 1)[-1]
@@ -181,17 +183,14 @@ class _Collector(cst.CSTVisitor):
         elif last == "zero_grad":
             self.zero_grads.append(node)
         elif last == "dict":  # dict(batch_size=32)
-            for arg in node.args:
-                if arg.keyword is not None:
-                    self.attributes.setdefault(arg.keyword.value, arg.value)
+            for keyword in node.keywords:
+                if keyword.arg is not None:
+                    self.attributes.setdefault(keyword.arg, keyword.value)
 
-    def _argparse(self, node: cst.Call) -> None:
-        dest_node = _kwarg(node, "dest")
-        flags = [a.value.evaluated_value for a in node.args
-                 if a.keyword is None and isinstance(a.value, cst.SimpleString)]
-        if isinstance(dest_node, cst.SimpleString):
-            dest = dest_node.evaluated_value
-        else:
+    def _argparse(self, node: ast.Call) -> None:
+        dest = string_value(_kwarg(node, "dest"))
+        flags = [text for text in map(string_value, node.args) if text is not None]
+        if dest is None:
             longs = [f for f in flags if f.startswith("--")] or flags
             if not longs:
                 return
@@ -200,31 +199,31 @@ class _Collector(cst.CSTVisitor):
         if default is not None:
             self.options.setdefault(dest, default)
 
-    def visit_If(self, node: cst.If) -> None:
+    def visit_If(self, node: ast.If) -> None:
         if not _calls_step(node.body):
             return
         for candidate in _modulo_operands(node.test):
             self.modulo_steps.append(candidate)
 
 
-def _calls_step(body: cst.CSTNode) -> bool:
+def _calls_step(body: list[ast.stmt]) -> bool:
     found = []
 
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "step":
+    class Finder(Visitor):
+        def visit_Call(self, node: ast.Call) -> None:
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "step":
                 found.append(node)
 
     walk_visit(body, Finder())
     return bool(found)
 
 
-def _modulo_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+def _modulo_operands(test: ast.expr) -> list[ast.expr]:
     operands = []
 
-    class Finder(cst.CSTVisitor):
-        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            if isinstance(node.operator, cst.Modulo):
+    class Finder(Visitor):
+        def visit_BinOp(self, node: ast.BinOp) -> None:
+            if isinstance(node.op, ast.Mod):
                 operands.append(node.right)
 
     walk_visit(test, Finder())
@@ -237,25 +236,23 @@ class _Resolver:
     def __init__(self, collected: _Collector) -> None:
         self.c = collected
 
-    def resolve(self, node: cst.BaseExpression | None, depth: int = 0) -> tuple[int, cst.CSTNode, str] | None:
+    def resolve(self, node: ast.expr | None, depth: int = 0) -> tuple[int, ast.expr, str] | None:
         if node is None or depth > 5:
             return None
         value = _int_of(node)
         if value is not None:
             return value, node, "literal"
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "int" and node.args:
-            return self.resolve(node.args[0].value, depth + 1)
-        if isinstance(node, cst.Name):
-            found = self._lookup(node.value, (self.c.constants, self.c.options, self.c.attributes), depth)
-            return self._tag(found, f"constant {node.value}")
-        if isinstance(node, cst.Attribute):
-            attr = node.attr.value
-            found = self._lookup(attr, (self.c.options, self.c.attributes, self.c.constants), depth)
-            return self._tag(found, self._kind(attr))
-        if isinstance(node, cst.Subscript) and len(node.slice) == 1:
-            index = node.slice[0].slice
-            if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
-                key = index.value.evaluated_value
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and node.args:
+            return self.resolve(node.args[0], depth + 1)
+        if isinstance(node, ast.Name):
+            found = self._lookup(node.id, (self.c.constants, self.c.options, self.c.attributes), depth)
+            return self._tag(found, f"constant {node.id}")
+        if isinstance(node, ast.Attribute):
+            found = self._lookup(node.attr, (self.c.options, self.c.attributes, self.c.constants), depth)
+            return self._tag(found, self._kind(node.attr))
+        if isinstance(node, ast.Subscript):
+            key = string_value(node.slice)
+            if key is not None:
                 return self._tag(self._lookup(key, (self.c.attributes, self.c.options), depth), f"config key {key!r}")
         return None
 
@@ -278,7 +275,7 @@ class _Resolver:
         return None
 
 
-def _found(ctx: FileContext, node: cst.CSTNode, value: Any, how: str) -> Found:
+def _found(ctx: FileContext, node: ast.AST, value: Any, how: str) -> Found:
     (line, col), (end_line, end_col) = ctx.span(node)
     return Found(value, line, col, end_line, end_col, how)
 
@@ -286,9 +283,9 @@ def _found(ctx: FileContext, node: cst.CSTNode, value: Any, how: str) -> Found:
 def extract_recipe(path: str, source: str) -> Recipe:
     """Read the training recipe of ``source`` statically (see the module docstring).
 
-    Raises libcst.ParserSyntaxError only for unparsable source (callers lint first).
+    Raises SyntaxError only for unparsable source (callers lint first).
     """
-    module = cst.parse_module(source)
+    module = ast.parse(source)
     ctx = FileContext(path, source, module)
     collected = _Collector(ctx)
     walk_visit(module, collected)
@@ -303,6 +300,13 @@ def extract_recipe(path: str, source: str) -> Recipe:
     recipe.grad_accum = _grad_accum(ctx, collected, resolver)
     _set_to_none(ctx, collected, recipe)
     return recipe
+
+
+def _argument_code(ctx: FileContext, call: ast.Call) -> list[str]:
+    """The code of each argument of ``call`` in source order (``name=value`` for keywords)."""
+    arguments = [*call.args, *call.keywords]
+    arguments.sort(key=lambda node: (node.lineno, node.col_offset))
+    return [ctx.code(argument) for argument in arguments]
 
 
 def _is_eval(text: str) -> bool:
@@ -334,7 +338,7 @@ def _optimizer(ctx: FileContext, c: _Collector, recipe: Recipe) -> None:
     for call in c.optimizers:
         qualified = ctx.qualified(call.func) or ""
         cls = qualified.rsplit(".", 1)[-1]
-        recipe.optimizer_call = f"{qualified}({', '.join(ctx.code(a).rstrip(', ') for a in call.args[1:])})"
+        recipe.optimizer_call = f"{qualified}({', '.join(_argument_code(ctx, call)[1:])})"
         name = _OPTIMIZERS.get(cls.lower())
         if name is None:
             recipe.notes.append(f"optimizer {qualified} (line {ctx.span(call)[0][0]}) is not modelled by the estimator")
@@ -350,17 +354,14 @@ def _optimizer(ctx: FileContext, c: _Collector, recipe: Recipe) -> None:
 def _precision(ctx: FileContext, c: _Collector, recipe: Recipe) -> None:
     for call in c.autocasts:
         qualified = ctx.qualified(call.func) or ""
-        device = _string_arg(call, 0) or (_kwarg(call, "device_type").evaluated_value
-                                          if isinstance(_kwarg(call, "device_type"), cst.SimpleString) else None)
+        device = _string_arg(call, 0) or string_value(_kwarg(call, "device_type"))
         if device == "cpu":
             continue
-        enabled = _kwarg(call, "enabled")
-        if isinstance(enabled, cst.Name) and enabled.value == "False":
+        if is_constant(_kwarg(call, "enabled"), False):
             continue
         dtype = _kwarg(call, "dtype")
-        positional = [a for a in call.args if a.keyword is None]
-        if dtype is None and qualified != "torch.cuda.amp.autocast" and len(positional) > 1:
-            dtype = positional[1].value
+        if dtype is None and qualified != "torch.cuda.amp.autocast" and len(call.args) > 1:
+            dtype = call.args[1]
         precision = "amp-fp16" if dtype is None else _DTYPES.get(ctx.qualified(dtype) or "")
         if precision is None:
             recipe.notes.append(f"autocast dtype {ctx.code(dtype)} (line {ctx.span(call)[0][0]}) not recognised")
@@ -390,11 +391,10 @@ def _set_to_none(ctx: FileContext, c: _Collector, recipe: Recipe) -> None:
     for call in c.zero_grads:
         value = _kwarg(call, "set_to_none")
         if value is None:
-            positional = [a for a in call.args if a.keyword is None]
-            value = positional[0].value if positional else None
-        if isinstance(value, cst.Name) and value.value in ("True", "False"):
-            recipe.set_to_none = _found(ctx, call, value.value == "True", "zero_grad(set_to_none=...)")
-            if value.value == "False":
+            value = call.args[0] if call.args else None
+        if is_constant(value, True) or is_constant(value, False):
+            recipe.set_to_none = _found(ctx, call, value.value, "zero_grad(set_to_none=...)")
+            if value.value is False:
                 return  # one call that keeps gradients is enough to keep them
         elif value is None and recipe.set_to_none is None:
             recipe.set_to_none = _found(ctx, call, True, "zero_grad() (default set_to_none=True)")

@@ -1,1 +1,1 @@
-"""The linter: one libcst parse per file, every enabled rule in one visit."""
+"""The linter: one CPython ``ast`` parse per file, every enabled rule in one visit."""

@@ -51,15 +51,24 @@ fed an accelerator input; ``.cpu()``, ``.item()``, ``.tolist()``,
 
 from __future__ import annotations
 
+import ast
 import enum
 import re
 from dataclasses import dataclass, field, replace
 
-import libcst as cst
-
 from memlint.lint.names import dotted_name
+from memlint.lint.syntax import (
+    FOR_TYPES,
+    FUNCTION_TYPES,
+    LOOP_TYPES,
+    WITH_TYPES,
+    call_arguments,
+    is_constant,
+    keyword_arg,
+    string_value,
+)
 from memlint.lint.vocabulary import FORWARD_METHODS, MODEL_NAME
-from memlint.lint.walk import children as syntactic_children, visit as walk_visit
+from memlint.lint.walk import Visitor, children as syntactic_children, visit as walk_visit
 
 
 class Tri(enum.Enum):
@@ -136,44 +145,41 @@ LOSS_FUNCTION = re.compile(
 MODULE_CONSTRUCTOR = re.compile(r"^torch\.nn\.(?!functional\.)[A-Z]\w*$|^torch\.nn\.parallel\.\w+$|^transformers\.\w+$")
 NO_GRAD_CONTEXTS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
 GRAD_CONTEXT_SETTER = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
-LOOP_TYPES = (cst.For, cst.While)
-COMPREHENSION_TYPES = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-FUNCTION_TYPES = (cst.FunctionDef, cst.Lambda)
+#: Where the search for loops around a node stops: a loop outside a
+#: function (or lambda) does not repeat that function's body.
+LOOP_BOUNDARIES = (*FUNCTION_TYPES, ast.Lambda)
+#: Statements that compute no value the analysis tracks.
+VALUELESS_STATEMENTS = (ast.Delete, ast.Global, ast.Nonlocal, ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom)
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
-def call_method_name(call: cst.Call) -> str | None:
+def call_method_name(call: ast.Call) -> str | None:
     """``"backward"`` for ``x.backward(...)``; None when the callee is not an attribute."""
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
 
 
-def keyword_arg(call: cst.Call, name: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg
-    return None
+def is_false_literal(node: ast.AST | None) -> bool:
+    return is_constant(node, False)
 
 
-def is_false_literal(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
+def is_true_literal(node: ast.AST | None) -> bool:
+    return is_constant(node, True)
 
 
-def is_true_literal(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
-def targets_of(node: cst.BaseAssignTargetExpression | cst.BaseExpression) -> list[str]:
-    """Names bound by an assignment target (``a``, ``a, (b, c)``, ``self.x``)."""
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [name for element in node.elements for name in targets_of(element.value)]
-    if isinstance(node, cst.StarredElement):
+def targets_of(node: ast.AST) -> list[str]:
+    """Names bound by an assignment target (``a``, ``a, (b, c)``, ``*rest``, ``self.x``)."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [name for element in node.elts for name in targets_of(element)]
+    if isinstance(node, ast.Starred):
         return targets_of(node.value)
     dotted = dotted_name(node)
     return [dotted] if dotted is not None else []
 
 
-def root_name(node: cst.BaseExpression) -> str | None:
+def root_name(node: ast.AST) -> str | None:
     """``acc`` for ``acc``, ``acc[k]``, ``acc.x[k]``; ``self.acc`` for ``self.acc[k]``."""
-    while isinstance(node, cst.Subscript):
+    while isinstance(node, ast.Subscript):
         node = node.value
     dotted = dotted_name(node)
     if dotted is None:
@@ -183,17 +189,49 @@ def root_name(node: cst.BaseExpression) -> str | None:
     return dotted.split(".")[0]
 
 
+def _unstarred(node: ast.expr) -> ast.expr:
+    """``xs`` for ``*xs``; any other expression itself."""
+    return node.value if isinstance(node, ast.Starred) else node
+
+
+def _first_argument(call: ast.Call) -> ast.expr | None:
+    """The first argument of ``call`` (positional, else the first keyword's value)."""
+    arguments = call_arguments(call)
+    return arguments[0] if arguments else None
+
+
+def _unnamed_arguments(call: ast.Call) -> list[ast.expr]:
+    """Arguments passed without a keyword, in source order: positional
+    ones, ``*xs`` and ``**kw`` (as ``xs`` and ``kw``)."""
+    return [_unstarred(arg) for arg in call.args] + [keyword.value for keyword in call.keywords if keyword.arg is None]
+
+
+def _device_arguments(call: ast.Call) -> list[ast.expr]:
+    """The arguments of ``x.to(...)`` that may name a device: the unnamed ones and ``device=``."""
+    return [_unstarred(arg) for arg in call.args] + [keyword.value for keyword in call.keywords if keyword.arg in (None, "device")]
+
+
+def _subscript_indices(index: ast.expr) -> list[ast.expr]:
+    """What a subscript evaluates of its index: the index itself (``a[i]``,
+    ``a[i, j]``), but no slice: of ``a[1:n]`` nothing, of ``a[:, j]`` ``j``."""
+    if isinstance(index, ast.Slice):
+        return []
+    if isinstance(index, ast.Tuple) and any(isinstance(element, ast.Slice) for element in index.elts):
+        return [_unstarred(element) for element in index.elts if not isinstance(element, ast.Slice)]
+    return [index]
+
+
 @dataclass
 class Scope:
     """The facts of one analysed function body (or the module's top level)."""
 
-    node: cst.CSTNode
-    values: dict[cst.CSTNode, Value] = field(default_factory=dict)
-    forward_calls: list[cst.Call] = field(default_factory=list)
-    no_grad_nodes: set[cst.CSTNode] = field(default_factory=set)
+    node: ast.AST
+    values: dict[ast.AST, Value] = field(default_factory=dict)
+    forward_calls: list[ast.Call] = field(default_factory=list)
+    no_grad_nodes: set[ast.AST] = field(default_factory=set)
     backward_names: set[str] = field(default_factory=set)
     returns: Value | None = None
-    assigned_before: dict[cst.CSTNode, set[str]] = field(default_factory=dict)
+    assigned_before: dict[ast.AST, set[str]] = field(default_factory=dict)
 
 
 class Dataflow:
@@ -201,89 +239,88 @@ class Dataflow:
 
     def __init__(self, ctx) -> None:
         self.ctx = ctx
-        self._scopes: dict[cst.CSTNode, Scope] = {}
-        self._functions: dict[str, cst.FunctionDef] | None = None
-        self._in_progress: set[cst.CSTNode] = set()
-        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
-        self._bound_names: dict[cst.CSTNode, set[str]] = {}
+        self._scopes: dict[ast.AST, Scope] = {}
+        self._functions: dict[str, FunctionNode] | None = None
+        self._in_progress: set[ast.AST] = set()
+        self._parents: dict[ast.AST, ast.AST] | None = None
+        self._bound_names: dict[ast.AST, set[str]] = {}
 
     # -- structure -------------------------------------------------------
     @property
-    def parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
+    def parents(self) -> dict[ast.AST, ast.AST]:
         """Child -> parent map of the whole module (built once, on demand)."""
         if self._parents is None:
             self._parents = self.ctx.index.parents
         return self._parents
 
-    def ancestors(self, node: cst.CSTNode):
+    def ancestors(self, node: ast.AST):
         """Ancestors of ``node``, innermost first."""
         parent = self.parents.get(node)
         while parent is not None:
             yield parent
             parent = self.parents.get(parent)
 
-    def scope_node(self, node: cst.CSTNode) -> cst.CSTNode:
+    def scope_node(self, node: ast.AST) -> ast.AST:
         """The function (or module) whose body contains ``node``."""
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
+            if isinstance(ancestor, FUNCTION_TYPES):
                 return ancestor
         return self.ctx.module
 
-    def enclosing_loops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+    def enclosing_loops(self, node: ast.AST) -> list[ast.AST]:
         """``for``/``while`` loops around ``node`` within its function, innermost first."""
         loops = []
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, FUNCTION_TYPES):
+            if isinstance(ancestor, LOOP_BOUNDARIES):
                 break
             if isinstance(ancestor, LOOP_TYPES) and not _in_loop_header(node, ancestor, self):
                 loops.append(ancestor)
         return loops
 
-    def in_loop(self, node: cst.CSTNode) -> bool:
+    def in_loop(self, node: ast.AST) -> bool:
         return bool(self.enclosing_loops(node))
 
     @property
-    def functions(self) -> dict[str, cst.FunctionDef]:
+    def functions(self) -> dict[str, FunctionNode]:
         """Functions and methods defined in this file, by name (last wins)."""
         if self._functions is None:
-            self._functions = {node.name.value: node for node in self.ctx.index.of_type(cst.FunctionDef)}
+            self._functions = {node.name: node for node in self.ctx.index.of_type(*FUNCTION_TYPES)}
         return self._functions
 
     # -- queries ---------------------------------------------------------
-    def scope(self, node: cst.CSTNode) -> Scope:
+    def scope(self, node: ast.AST) -> Scope:
         """The analysed scope containing ``node``."""
-        owner = node if isinstance(node, (cst.FunctionDef, cst.Module)) else self.scope_node(node)
+        owner = node if isinstance(node, (*FUNCTION_TYPES, ast.Module)) else self.scope_node(node)
         found = self._scopes.get(owner)
         if found is None:
             found = self._analyse(owner)
         return found
 
-    def value(self, expr: cst.BaseExpression) -> Value:
+    def value(self, expr: ast.expr) -> Value:
         """What is known about ``expr`` at the point where it is evaluated."""
         return self.scope(expr).values.get(expr, UNKNOWN)
 
-    def is_attached(self, expr: cst.BaseExpression) -> bool:
+    def is_attached(self, expr: ast.expr) -> bool:
         return self.value(expr).attached
 
-    def is_on_accelerator(self, expr: cst.BaseExpression) -> bool:
+    def is_on_accelerator(self, expr: ast.expr) -> bool:
         return self.value(expr).on_accelerator
 
-    def is_forward_call(self, call: cst.Call) -> bool:
+    def is_forward_call(self, call: ast.Call) -> bool:
         return call in self.scope(call).forward_calls
 
-    def grad_disabled(self, node: cst.CSTNode) -> bool:
+    def grad_disabled(self, node: ast.AST) -> bool:
         """True when ``node`` runs under no_grad/inference_mode (context or decorator)."""
         for ancestor in (node, *self.ancestors(node)):
-            if isinstance(ancestor, cst.With) and self._disables_grad(ancestor):
+            if isinstance(ancestor, WITH_TYPES) and self._disables_grad(ancestor):
                 return True
-            if isinstance(ancestor, cst.FunctionDef) and self.decorated_no_grad(ancestor):
+            if isinstance(ancestor, FUNCTION_TYPES) and self.decorated_no_grad(ancestor):
                 return True
         return False
 
-    def decorated_no_grad(self, function: cst.FunctionDef) -> bool:
-        for decorator in function.decorators:
-            expr = decorator.decorator
-            target = expr.func if isinstance(expr, cst.Call) else expr
+    def decorated_no_grad(self, function: FunctionNode) -> bool:
+        for decorator in function.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
             if self.ctx.qualified(target) in NO_GRAD_CONTEXTS:
                 return True
         return False
@@ -295,33 +332,32 @@ class Dataflow:
             return UNKNOWN
         return self.scope(function).returns or UNKNOWN
 
-    def defined_outside(self, name: str, loop: cst.CSTNode) -> bool:
+    def defined_outside(self, name: str, loop: ast.AST) -> bool:
         """True when ``name`` is bound before ``loop`` (or is an attribute/global)."""
         if "." in name:
             return True
         scope = self.scope(loop)
         return name in scope.assigned_before.get(loop, set()) or name not in self._bound_in(loop)
 
-    def _bound_in(self, loop: cst.CSTNode) -> set[str]:
+    def _bound_in(self, loop: ast.AST) -> set[str]:
         """Names bound inside ``loop`` (one walk per loop, however many names are asked about)."""
         found = self._bound_names.get(loop)
         if found is None:
             found = self._bound_names[loop] = _names_bound_in(loop)
         return found
 
-    def _disables_grad(self, with_node: cst.With) -> bool:
+    def _disables_grad(self, with_node: ast.With | ast.AsyncWith) -> bool:
         for item in with_node.items:
-            expr = item.item
-            target = expr.func if isinstance(expr, cst.Call) else expr
+            expr = item.context_expr
+            target = expr.func if isinstance(expr, ast.Call) else expr
             qualified = self.ctx.qualified(target)
             if qualified in NO_GRAD_CONTEXTS:
                 return True
-            if qualified in GRAD_CONTEXT_SETTER and isinstance(expr, cst.Call) and expr.args:
-                if is_false_literal(expr.args[0].value):
-                    return True
+            if qualified in GRAD_CONTEXT_SETTER and isinstance(expr, ast.Call) and is_false_literal(_first_argument(expr)):
+                return True
         return False
 
-    def _analyse(self, owner: cst.CSTNode) -> Scope:
+    def _analyse(self, owner: ast.AST) -> Scope:
         scope = Scope(owner)
         self._scopes[owner] = scope
         self._in_progress.add(owner)
@@ -332,34 +368,36 @@ class Dataflow:
         return scope
 
 
-class _BoundNames(cst.CSTVisitor):
+class _BoundNames(Visitor):
+    """Names given a fresh value by ``=``, an annotated assignment with a
+    value, or a ``for`` target. An augmented assignment (``+=``) reads the
+    previous value, so it binds nothing new."""
+
     def __init__(self) -> None:
         self.names: set[str] = set()
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self.names.update(targets_of(node.target))
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self.names.update(targets_of(target))
 
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        pass  # an augmented assignment reads the previous value: not a fresh binding
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.names.update(targets_of(node.target))
 
-    def visit_For(self, node: cst.For) -> None:
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.names.update(targets_of(node.target))
 
 
-def _names_bound_in(node: cst.CSTNode) -> set[str]:
+def _names_bound_in(node: ast.AST) -> set[str]:
     collector = _BoundNames()
     walk_visit(node, collector)
     return collector.names
 
 
-def _in_loop_header(node: cst.CSTNode, loop: cst.CSTNode, flow: Dataflow) -> bool:
+def _in_loop_header(node: ast.AST, loop: ast.AST, flow: Dataflow) -> bool:
     """True when ``node`` is in the ``for`` target/iterable or ``while`` test, not the body."""
-    header = (loop.target, loop.iter) if isinstance(loop, cst.For) else (loop.test,)
-    current: cst.CSTNode | None = node
+    header = (loop.target, loop.iter) if isinstance(loop, FOR_TYPES) else (loop.test,)
+    current: ast.AST | None = node
     while current is not None and current is not loop:
         if any(current is part for part in header):
             return True
@@ -380,87 +418,71 @@ class _Interpreter:
     # -- driver ----------------------------------------------------------
     def run(self) -> None:
         owner = self.scope.node
-        if isinstance(owner, cst.FunctionDef):
+        if isinstance(owner, FUNCTION_TYPES):
             self._bind_parameters(owner)
             if self.flow.decorated_no_grad(owner):
                 self.no_grad_depth += 1
-            self.scope.backward_names = _backward_receivers(owner.body)
-            self.block(owner.body)
-        else:
-            self.scope.backward_names = _backward_receivers(owner)
-            self._module_body(owner)
+        self.scope.backward_names = _backward_receivers(owner.body)
+        self.block(owner.body)
 
-    def _module_body(self, module: cst.Module) -> None:
-        for statement in module.body:
-            self.statement(statement)
-
-    def _bind_parameters(self, function: cst.FunctionDef) -> None:
-        params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            name = param.name.value
-            self.env[name] = Value(is_model=bool(MODEL_NAME.match(name)))
+    def _bind_parameters(self, function: FunctionNode) -> None:
+        """Named parameters (not ``*args``/``**kwargs``): a model when the name says so."""
+        parameters = function.args
+        for parameter in (*parameters.posonlyargs, *parameters.args, *parameters.kwonlyargs):
+            self.env[parameter.arg] = Value(is_model=bool(MODEL_NAME.match(parameter.arg)))
         self.env.setdefault("self", UNKNOWN)
 
-    def block(self, body) -> None:
-        if isinstance(body, cst.SimpleStatementSuite):
-            for small in body.body:
-                self.small_statement(small)
-            return
-        for statement in body.body:
+    def block(self, body: list[ast.stmt]) -> None:
+        for statement in body:
             self.statement(statement)
 
-    def statement(self, statement: cst.CSTNode) -> None:
+    def statement(self, statement: ast.stmt) -> None:
         handler = getattr(self, f"stmt_{type(statement).__name__}", None)
         if handler is not None:
             handler(statement)
+        elif not isinstance(statement, VALUELESS_STATEMENTS):
+            self._evaluate_expressions_in(statement)  # assert, type alias
 
     # -- compound statements ------------------------------------------------
-    def stmt_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        for small in node.body:
-            self.small_statement(small)
-
-    def stmt_If(self, node: cst.If) -> None:
+    def stmt_If(self, node: ast.If) -> None:
         self.expr(node.test)
         before = dict(self.env)
         self.block(node.body)
         after_body = self.env
         self.env = dict(before)
-        if node.orelse is not None:
-            if isinstance(node.orelse, cst.If):
-                self.stmt_If(node.orelse)
-            else:
-                self.block(node.orelse.body)
+        self.block(node.orelse)  # an ``elif`` is an ``If`` alone in ``orelse``
         self.env = _join_env(after_body, self.env)
 
-    def stmt_For(self, node: cst.For) -> None:
+    def stmt_For(self, node: ast.For | ast.AsyncFor) -> None:
         iterable = self.expr(node.iter)
         self._loop(node, lambda: self._bind_loop_target(node.target, iterable), node.body, node.orelse)
 
-    def stmt_While(self, node: cst.While) -> None:
+    stmt_AsyncFor = stmt_For
+
+    def stmt_While(self, node: ast.While) -> None:
         self._loop(node, lambda: self.expr(node.test), node.body, node.orelse)
 
-    def _loop(self, node, header, body, orelse) -> None:
+    def _loop(self, node: ast.AST, header, body: list[ast.stmt], orelse: list[ast.stmt]) -> None:
         self.scope.assigned_before[node] = set(self.env)
         before = dict(self.env)
         for _ in range(2):  # the second pass sees values carried from the first iteration
             header()
             self.block(body)
             self.env = _join_env(before, self.env)
-        if orelse is not None:
-            self.block(orelse.body)
+        self.block(orelse)
 
-    def _bind_loop_target(self, target: cst.BaseExpression, iterable: Value) -> None:
+    def _bind_loop_target(self, target: ast.expr, iterable: Value) -> None:
         element = Value(iterable.graph if iterable.is_tensor_like else Tri.MAYBE, iterable.device)
         for name in targets_of(target):
             self.env[name] = element
         self.expr(target)
 
-    def stmt_With(self, node: cst.With) -> None:
+    def stmt_With(self, node: ast.With | ast.AsyncWith) -> None:
         disables = self.flow._disables_grad(node)
         for item in node.items:
-            value = self.expr(item.item)
-            if item.asname is not None:
-                for name in targets_of(item.asname.name):
+            value = self.expr(item.context_expr)
+            if item.optional_vars is not None:
+                for name in targets_of(item.optional_vars):
                     self.env[name] = value
         if disables:
             self.no_grad_depth += 1
@@ -469,7 +491,9 @@ class _Interpreter:
         if disables:
             self.no_grad_depth -= 1
 
-    def stmt_Try(self, node: cst.Try) -> None:
+    stmt_AsyncWith = stmt_With
+
+    def stmt_Try(self, node: ast.Try | ast.TryStar) -> None:
         before = dict(self.env)
         self.block(node.body)
         merged = self.env
@@ -478,15 +502,12 @@ class _Interpreter:
             self.block(handler.body)
             merged = _join_env(merged, self.env)
         self.env = merged
-        if node.orelse is not None:
-            self.block(node.orelse.body)
-        if node.finalbody is not None:
-            self.block(node.finalbody.body)
+        self.block(node.orelse)
+        self.block(node.finalbody)
 
-    def stmt_TryStar(self, node) -> None:
-        self.stmt_Try(node)
+    stmt_TryStar = stmt_Try
 
-    def stmt_Match(self, node) -> None:
+    def stmt_Match(self, node: ast.Match) -> None:
         self.expr(node.subject)
         before = dict(self.env)
         merged = dict(before)
@@ -496,52 +517,54 @@ class _Interpreter:
             merged = _join_env(merged, self.env)
         self.env = merged
 
-    def stmt_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.env[node.name.value] = UNKNOWN  # analysed separately, on demand
+    def stmt_FunctionDef(self, node: FunctionNode) -> None:
+        self.env[node.name] = UNKNOWN  # analysed separately, on demand
 
-    def stmt_ClassDef(self, node: cst.ClassDef) -> None:
-        self.env[node.name.value] = UNKNOWN
+    stmt_AsyncFunctionDef = stmt_FunctionDef
+
+    def stmt_ClassDef(self, node: ast.ClassDef) -> None:
+        self.env[node.name] = UNKNOWN
 
     # -- simple statements ----------------------------------------------
-    def small_statement(self, node: cst.BaseSmallStatement) -> None:
-        if isinstance(node, cst.Assign):
-            value = self.expr(node.value)
-            for target in node.targets:
-                self._assign(target.target, value, node.value)
-        elif isinstance(node, cst.AnnAssign):
-            if node.value is not None:
-                self._assign(node.target, self.expr(node.value), node.value)
-        elif isinstance(node, cst.AugAssign):
-            value = self.expr(node.value)
-            previous = self.expr(node.target)
-            self._assign(node.target, previous.join(value) if previous is not UNKNOWN else value, node.value)
-        elif isinstance(node, cst.Expr):
-            self.expr(node.value)
-        elif isinstance(node, cst.Return):
-            if node.value is not None:
-                value = self.expr(node.value)
-                self.scope.returns = value if self.scope.returns is None else self.scope.returns.join(value)
-        elif isinstance(node, (cst.Del, cst.Global, cst.Nonlocal, cst.Pass, cst.Break, cst.Continue, cst.Import, cst.ImportFrom)):
-            return
-        else:
-            for child in syntactic_children(node):
-                if isinstance(child, cst.BaseExpression):
-                    self.expr(child)
+    def stmt_Assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self._assign(target, value, node.value)
 
-    def _assign(self, target: cst.BaseExpression, value: Value, source: cst.BaseExpression) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            element = _element_value(value)
-            source_elements = source.elements if isinstance(source, (cst.Tuple, cst.List)) else None
-            for index, item in enumerate(target.elements):
-                item_value = element
-                if source_elements is not None and index < len(source_elements):
-                    item_value = self.scope.values.get(source_elements[index].value, element)
-                self._assign(item.value, item_value, source)
+    def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self._assign(node.target, self.expr(node.value), node.value)
+
+    def stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        value = self.expr(node.value)
+        previous = self.expr(node.target)
+        self._assign(node.target, previous.join(value) if previous is not UNKNOWN else value, node.value)
+
+    def stmt_Expr(self, node: ast.Expr) -> None:
+        self.expr(node.value)
+
+    def stmt_Return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            value = self.expr(node.value)
+            self.scope.returns = value if self.scope.returns is None else self.scope.returns.join(value)
+
+    def stmt_Raise(self, node: ast.Raise) -> None:
+        if node.exc is not None:  # the ``from`` cause is not evaluated
+            self.expr(node.exc)
+
+    def _evaluate_expressions_in(self, node: ast.AST) -> None:
+        for child in syntactic_children(node):
+            if isinstance(child, ast.expr):
+                self.expr(child)
+
+    def _assign(self, target: ast.expr, value: Value, source: ast.expr) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            self._assign_elements(target, value, source)
             return
-        if isinstance(target, cst.StarredElement):
+        if isinstance(target, ast.Starred):
             self._assign(target.value, value, source)
             return
-        if isinstance(target, cst.Subscript):
+        if isinstance(target, ast.Subscript):
             self.expr(target)
             return
         name = dotted_name(target)
@@ -553,8 +576,19 @@ class _Interpreter:
         self.env[name] = value
         self.scope.values[target] = value
 
+    def _assign_elements(self, target: ast.Tuple | ast.List, value: Value, source: ast.expr) -> None:
+        """``a, b = ...``: each name gets the matching element of a literal
+        tuple/list on the right, else an element of ``value``."""
+        element = _element_value(value)
+        source_elements = [_unstarred(item) for item in source.elts] if isinstance(source, (ast.Tuple, ast.List)) else None
+        for index, item in enumerate(target.elts):
+            item_value = element
+            if source_elements is not None and index < len(source_elements):
+                item_value = self.scope.values.get(source_elements[index], element)
+            self._assign(item, item_value, source)
+
     # -- expressions -------------------------------------------------------
-    def expr(self, node: cst.BaseExpression) -> Value:
+    def expr(self, node: ast.expr) -> Value:
         method = getattr(self, f"expr_{type(node).__name__}", None)
         value = method(node) if method is not None else self._children_join(node)
         if self.no_grad_depth and value.graph is not Tri.NO and not value.is_model:
@@ -562,32 +596,30 @@ class _Interpreter:
         self.scope.values[node] = value
         return value
 
-    def _children_join(self, node: cst.CSTNode) -> Value:
+    def _children_join(self, node: ast.AST) -> Value:
         result = PLAIN
         for child in syntactic_children(node):
-            if isinstance(child, cst.BaseExpression):
+            if isinstance(child, ast.expr):
                 result = _combine(result, self.expr(child))
-            elif isinstance(child, cst.CSTNode):
+            else:
                 result = _combine(result, self._children_join(child))
         return result
 
-    def expr_Name(self, node: cst.Name) -> Value:
-        if node.value in ("True", "False", "None"):
-            return PLAIN
-        found = self.env.get(node.value)
+    def expr_Name(self, node: ast.Name) -> Value:
+        found = self.env.get(node.id)
         if found is not None:
             return found
-        if MODEL_NAME.match(node.value):
+        if MODEL_NAME.match(node.id):
             return Value(is_model=True)
         return UNKNOWN
 
-    def expr_Attribute(self, node: cst.Attribute) -> Value:
+    def expr_Attribute(self, node: ast.Attribute) -> Value:
         dotted = dotted_name(node)
         if dotted is not None and dotted in self.env:
             self.expr(node.value)
             return self.env[dotted]
         base = self.expr(node.value)
-        attr = node.attr.value
+        attr = node.attr
         if attr in NONDIFF_ATTRIBUTES:
             return PLAIN
         if attr == "data":
@@ -600,105 +632,99 @@ class _Interpreter:
             return Value(graph=Tri.MAYBE, device=base.device, is_model=bool(MODEL_NAME.match(attr)))
         return replace(base, is_model=False)
 
-    def expr_Subscript(self, node: cst.Subscript) -> Value:
+    def expr_Subscript(self, node: ast.Subscript) -> Value:
         base = self.expr(node.value)
-        for element in node.slice:
-            if isinstance(element.slice, cst.Index):
-                self.expr(element.slice.value)
+        for index in _subscript_indices(node.slice):
+            self.expr(index)
         return replace(base, is_model=False)
 
-    def expr_BinaryOperation(self, node: cst.BinaryOperation) -> Value:
+    def expr_BinOp(self, node: ast.BinOp) -> Value:
         return _combine(self.expr(node.left), self.expr(node.right))
 
-    def expr_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
-        operand = self.expr(node.expression)
-        return PLAIN if isinstance(node.operator, cst.Not) else operand
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Value:
+        operand = self.expr(node.operand)
+        return PLAIN if isinstance(node.op, ast.Not) else operand
 
-    def expr_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
-        return self.expr(node.left).join(self.expr(node.right))
+    def expr_BoolOp(self, node: ast.BoolOp) -> Value:
+        result = self.expr(node.values[0])
+        for operand in node.values[1:]:
+            result = result.join(self.expr(operand))
+        return result
 
-    def expr_Comparison(self, node: cst.Comparison) -> Value:
+    def expr_Compare(self, node: ast.Compare) -> Value:
         self.expr(node.left)
-        for target in node.comparisons:
-            self.expr(target.comparator)
+        for comparator in node.comparators:
+            self.expr(comparator)
         return Value(Tri.NO, Tri.MAYBE, is_tensor_like=True)
 
-    def expr_IfExp(self, node: cst.IfExp) -> Value:
+    def expr_IfExp(self, node: ast.IfExp) -> Value:
         self.expr(node.test)
         return self.expr(node.body).join(self.expr(node.orelse))
 
-    def expr_Integer(self, node) -> Value:
+    def expr_Constant(self, node: ast.Constant) -> Value:
         return PLAIN
 
-    expr_Float = expr_Imaginary = expr_SimpleString = expr_ConcatenatedString = expr_FormattedString = expr_Integer
+    expr_JoinedStr = expr_Constant  # an f-string: its parts are not evaluated
 
-    def expr_Tuple(self, node) -> Value:
-        return self._container(node.elements)
+    def expr_Tuple(self, node: ast.Tuple | ast.List | ast.Set) -> Value:
+        result = PLAIN
+        for element in node.elts:
+            result = _combine(result, self.expr(_unstarred(element)))
+        return replace(result, is_model=False)
 
     expr_List = expr_Set = expr_Tuple
 
-    def expr_Dict(self, node: cst.Dict) -> Value:
+    def expr_Dict(self, node: ast.Dict) -> Value:
         result = PLAIN
-        for element in node.elements:
-            if isinstance(element, cst.DictElement):
-                self.expr(element.key)
-                result = _combine(result, self.expr(element.value))
-            else:
-                result = _combine(result, self.expr(element.value))
+        for key, value in zip(node.keys, node.values):
+            if key is not None:  # None: ``**other``
+                self.expr(key)
+            result = _combine(result, self.expr(value))
         return replace(result, is_model=False)
 
-    def _container(self, elements) -> Value:
-        result = PLAIN
-        for element in elements:
-            result = _combine(result, self.expr(element.value))
-        return replace(result, is_model=False)
-
-    def expr_Lambda(self, node: cst.Lambda) -> Value:
+    def expr_Lambda(self, node: ast.Lambda) -> Value:
         return UNKNOWN
 
-    def expr_GeneratorExp(self, node) -> Value:
+    def expr_GeneratorExp(self, node: ast.GeneratorExp | ast.ListComp | ast.SetComp) -> Value:
         return self._comprehension(node, node.elt)
 
     expr_ListComp = expr_SetComp = expr_GeneratorExp
 
-    def expr_DictComp(self, node: cst.DictComp) -> Value:
+    def expr_DictComp(self, node: ast.DictComp) -> Value:
         return self._comprehension(node, node.value)
 
-    def _comprehension(self, node, element: cst.BaseExpression) -> Value:
+    def _comprehension(self, node: ast.expr, element: ast.expr) -> Value:
         saved = dict(self.env)
-        clause = node.for_in
-        while clause is not None:
+        for clause in node.generators:
             iterable = self.expr(clause.iter)
             for name in targets_of(clause.target):
                 self.env[name] = Value(iterable.graph if iterable.is_tensor_like else Tri.MAYBE, iterable.device)
             for condition in clause.ifs:
-                self.expr(condition.test)
-            clause = clause.inner_for_in
-        if isinstance(node, cst.DictComp):
+                self.expr(condition)
+        if isinstance(node, ast.DictComp):
             self.expr(node.key)
         value = self.expr(element)
         self.env = saved
         return replace(value, is_model=False)
 
-    def expr_NamedExpr(self, node: cst.NamedExpr) -> Value:
+    def expr_NamedExpr(self, node: ast.NamedExpr) -> Value:
         value = self.expr(node.value)
         self._assign(node.target, value, node.value)
         return value
 
-    def expr_Await(self, node: cst.Await) -> Value:
-        return self.expr(node.expression)
+    def expr_Await(self, node: ast.Await) -> Value:
+        return self.expr(node.value)
 
     # -- calls -------------------------------------------------------------
-    def expr_Call(self, node: cst.Call) -> Value:
-        args = [self.expr(arg.value) for arg in node.args]
+    def expr_Call(self, node: ast.Call) -> Value:
+        args = [self.expr(argument) for argument in call_arguments(node)]
         qualified = self.ctx.qualified(node.func)
-        if isinstance(node.func, cst.Attribute):
-            return self._method_call(node, node.func.attr.value, args, qualified)
+        if isinstance(node.func, ast.Attribute):
+            return self._method_call(node, node.func.attr, args, qualified)
         callee = self.expr(node.func)
-        name = node.func.value if isinstance(node.func, cst.Name) else None
+        name = node.func.id if isinstance(node.func, ast.Name) else None
         return self._function_call(node, name, qualified, callee, args)
-
-    def _function_call(self, node: cst.Call, name: str | None, qualified: str | None, callee: Value, args: list[Value]) -> Value:
+    def _function_call(self, node: ast.Call, name: str | None, qualified: str | None, callee: Value, args: list[Value]) -> Value:
         if name in PLAIN_BUILTINS and qualified == name:
             return PLAIN
         if name in PASSTHROUGH_BUILTINS and qualified == name:
@@ -719,7 +745,7 @@ class _Interpreter:
             return returned
         return Value(Tri.MAYBE, _any_device(args))
 
-    def _qualified_call(self, node: cst.Call, qualified: str, args: list[Value]) -> Value | None:
+    def _qualified_call(self, node: ast.Call, qualified: str, args: list[Value]) -> Value | None:
         if not qualified.startswith(("torch.", "transformers.")):
             return None
         if NONDIFF_TORCH.match(qualified):
@@ -738,13 +764,13 @@ class _Interpreter:
             return self._forward(node, args, Value(is_model=True))
         return Value(_join_all(args).graph if args else Tri.NO, _any_device(args), is_tensor_like=True)
 
-    def _factory_device(self, node: cst.Call, default: Tri) -> Tri:
+    def _factory_device(self, node: ast.Call, default: Tri) -> Tri:
         device = keyword_arg(node, "device")
         if device is None:
             return default
         return _device_of_expression(device.value)
 
-    def _method_call(self, node: cst.Call, method: str, args: list[Value], qualified: str | None) -> Value:
+    def _method_call(self, node: ast.Call, method: str, args: list[Value], qualified: str | None) -> Value:
         if qualified is not None and qualified.split(".")[0] in ("torch", "transformers"):
             imported = self._qualified_call(node, qualified, args)
             if imported is not None and not qualified.startswith(("torch.Tensor",)):
@@ -777,7 +803,7 @@ class _Interpreter:
             return self._local_function_result(method, args)
         return Value(Tri.MAYBE, Tri.MAYBE)
 
-    def _model_method(self, node: cst.Call, method: str, receiver: Value, args: list[Value]) -> Value:
+    def _model_method(self, node: ast.Call, method: str, receiver: Value, args: list[Value]) -> Value:
         if method in ("to", "cuda", "cpu", "half", "float", "bfloat16", "double", "train", "eval", "requires_grad_"):
             return receiver
         if FORWARD_METHODS.match(method):
@@ -790,23 +816,21 @@ class _Interpreter:
             return Value(Tri.NO, receiver.device)
         return Value(Tri.MAYBE, receiver.device)
 
-    def _to_device(self, node: cst.Call, current: Tri) -> Tri:
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value not in ("device",):
-                continue
-            device = _device_of_expression(arg.value)
-            if device is not Tri.MAYBE or self._looks_like_device_name(arg.value):
-                return Tri.YES if self._looks_like_device_name(arg.value) else device
+    def _to_device(self, node: ast.Call, current: Tri) -> Tri:
+        for argument in _device_arguments(node):
+            device = _device_of_expression(argument)
+            if device is not Tri.MAYBE or self._looks_like_device_name(argument):
+                return Tri.YES if self._looks_like_device_name(argument) else device
         return current
 
-    def _looks_like_device_name(self, node: cst.BaseExpression) -> bool:
+    def _looks_like_device_name(self, node: ast.expr) -> bool:
         dotted = dotted_name(node)
         if dotted is None:
             return False
         last = dotted.split(".")[-1].lower()
         return "device" in last or last in ("dev", "rank", "local_rank", "gpu", "gpu_id")
 
-    def _forward(self, node: cst.Call, args: list[Value], model: Value, count_as_forward: bool = True) -> Value:
+    def _forward(self, node: ast.Call, args: list[Value], model: Value, count_as_forward: bool = True) -> Value:
         if count_as_forward:
             self.scope.forward_calls.append(node)
         graph = Tri.NO if self.no_grad_depth else Tri.YES
@@ -855,18 +879,18 @@ def _join_env(left: dict[str, Value], right: dict[str, Value]) -> dict[str, Valu
     return merged
 
 
-def _device_of_expression(node: cst.BaseExpression) -> Tri:
+def _device_of_expression(node: ast.expr) -> Tri:
     """YES for ``"cuda"``/``"cuda:0"``/``torch.device("cuda")``, NO for ``"cpu"``."""
-    if isinstance(node, cst.SimpleString):
-        text = node.evaluated_value if isinstance(node.evaluated_value, str) else ""
+    text = string_value(node)
+    if text is not None:
         if text.startswith(("cuda", "mps", "xpu", "hpu")):
             return Tri.YES
         if text.startswith("cpu") or text == "meta":
             return Tri.NO
         return Tri.MAYBE
-    if isinstance(node, cst.Call) and node.args:
-        return _device_of_expression(node.args[0].value)
-    if isinstance(node, cst.Name) and node.value == "None":
+    if isinstance(node, ast.Call) and _first_argument(node) is not None:
+        return _device_of_expression(_first_argument(node))  # torch.device("cuda")
+    if is_constant(node, None):
         return Tri.NO
     dotted = dotted_name(node)
     if dotted is not None and ("device" in dotted.split(".")[-1].lower()):
@@ -874,37 +898,37 @@ def _device_of_expression(node: cst.BaseExpression) -> Tri:
     return Tri.MAYBE
 
 
-def _backward_receivers(body: cst.CSTNode) -> set[str]:
+def _backward_receivers(body: list[ast.stmt]) -> set[str]:
     """Names whose ``.backward()`` is called, directly or via a scaler/accelerator."""
     collector = _BackwardCollector()
     walk_visit(body, collector)
     return collector.names
 
 
-class _BackwardCollector(cst.CSTVisitor):
+class _BackwardCollector(Visitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def visit_FunctionDef(self, node: FunctionNode) -> bool:
         return False  # nested functions are separate scopes
 
-    def visit_Call(self, node: cst.Call) -> None:
+    def visit_Call(self, node: ast.Call) -> None:
         method = call_method_name(node)
-        if method == "backward" and isinstance(node.func, cst.Attribute):
+        if method == "backward":
             receiver = node.func.value
-            if isinstance(receiver, cst.Call) and call_method_name(receiver) == "scale" and receiver.args:
-                receiver = receiver.args[0].value  # scaler.scale(loss).backward()
+            if isinstance(receiver, ast.Call) and call_method_name(receiver) == "scale" and _first_argument(receiver) is not None:
+                receiver = _first_argument(receiver)  # scaler.scale(loss).backward()
             receiver_name = dotted_name(receiver)
-            positional = [arg for arg in node.args if arg.keyword is None]
-            if positional and receiver_name is not None and "loss" not in receiver_name.lower():
+            unnamed = _unnamed_arguments(node)
+            if unnamed and receiver_name is not None and "loss" not in receiver_name.lower():
                 # accelerator.backward(loss) / fabric.backward(loss) / engine.backward(loss)
-                self._add(positional[0].value)
+                self._add(unnamed[0])
             elif receiver_name is not None:
                 self.names.add(receiver_name)
-        elif method == "manual_backward" and node.args:
-            self._add(node.args[0].value)
+        elif method == "manual_backward" and _first_argument(node) is not None:
+            self._add(_first_argument(node))
 
-    def _add(self, node: cst.BaseExpression) -> None:
+    def _add(self, node: ast.expr) -> None:
         name = dotted_name(node)
         if name is not None:
             self.names.add(name)

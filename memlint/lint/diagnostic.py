@@ -1,13 +1,22 @@
 """Diagnostics, fixes and severities: the linter's output values.
 
 Positions are 1-based lines and 1-based columns (as editors show them); the
-end position is exclusive, like ruff's and SARIF's.
+end position is exclusive, like ruff's and SARIF's. Lines end at ``\n``,
+``\r\n`` or ``\r``, as CPython's tokenizer counts them.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def line_offsets(text: str) -> list[int]:
+    """Offset in ``text`` of the start of each line (index 0 = line 1)."""
+    return [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
 
 
 class Severity(str, enum.Enum):

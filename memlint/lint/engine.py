@@ -7,25 +7,23 @@ The flow for one file (:func:`lint_source`):
 2. ``# memlint: skip-file`` skips the file;
 3. the trigger pre-filter keeps only rules one of whose trigger tokens occurs
    in the text; with none left the file gets only the syntax check of step 4;
-4. CPython's parser checks the syntax (a syntax error, or nesting too deep,
-   is a MEM001 diagnostic) and its tree feeds the pre-parse gate
-   (:mod:`memlint.lint.facts`): rules whose requirements the code does not
-   meet are dropped; with none left libcst never sees the file;
-5. one libcst parse, walked once into a node index; each remaining rule's
-   ``visit_<Type>``/``leave_<Type>`` hooks get the nodes of their types in
-   traversal order;
+4. CPython's parser (``ast``) checks the syntax (a syntax error, or nesting
+   too deep, is a MEM001 diagnostic), and the pre-parse gate
+   (:mod:`memlint.lint.facts`) drops the rules whose requirements the code
+   does not meet;
+5. the same ``ast`` tree is walked once into a node index; each remaining
+   rule's ``visit_<Type>``/``leave_<Type>`` hooks get the nodes of their
+   types in traversal order;
 6. inline suppressions are applied.
 
 A rule that crashes on a file is dropped for that file only and reported as
 an internal error; the other rules' findings on that file are kept.
 
-Steps 1-4 need neither libcst nor the rule modules: they use the
-registry's static :func:`~memlint.lint.registry.rule_index`. libcst (~0.35 s
-to import on the 2-core reference machine) and the rule modules are imported
-only when a file survives the gate (:func:`lint_pending`), so a run where no
-file needs parsing, or where every file is a cache hit, never pays for them.
-The runner calls the two halves separately to keep the cheap half out of its
-process pool.
+Steps 1-3 need neither the parser nor the rule modules: they use the
+registry's static :func:`~memlint.lint.registry.rule_index`. The rule modules
+are imported only when a file needs them (:func:`lint_pending`), so a run
+where every file is a cache hit never imports them. The runner calls the two
+halves separately to keep the cheap half out of its process pool.
 """
 
 from __future__ import annotations
@@ -33,25 +31,22 @@ from __future__ import annotations
 import codecs
 import sys
 from collections import defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memlint.lint.diagnostic import Diagnostic, FileResult, Severity
 from memlint.lint.registry import rule_classes, rule_index
 from memlint.lint.suppression import is_suppressed, skips_file, suppressions
 
+if TYPE_CHECKING:
+    from memlint.lint.context import FileContext
+    from memlint.lint.rule import Rule
+
 SYNTAX_ERROR_CODE = "MEM001"
 
-#: libcst's native parser nests an ``and``/``or`` chain one level per operand
-#: and overflows its stack (a segfault that kills the process) between 6,000
-#: and 8,000 operands (measured with libcst 1.5.1 on the 2-core reference
-#: machine, 8 MiB stack); CPython's ast keeps the chain flat and accepts it.
-BOOLEAN_CHAIN_LIMIT = 4000
-
-#: Larger files are skipped with a note. libcst parses and positions about
-#: 0.1-0.3 MB/s (measured on the 2-core reference machine, libcst 1.5), so a
-#: 5 MB generated file would take minutes; hand-written training code is far
-#: below this (the largest transformers modeling files are ~0.3 MB).
+#: Larger files are skipped with a note: they are generated code (tables,
+#: embedded data), not training code; the largest hand-written transformers
+#: modeling files are ~0.3 MB.
 MAX_SOURCE_BYTES = 2**20
 
 
@@ -116,7 +111,7 @@ def precheck(path: str, data: bytes, options: LintOptions) -> tuple[FileResult, 
     if not codes:
         if SYNTAX_ERROR_CODE in options.codes():
             # No rule can run, but the syntax is still checked: CPython's
-            # parser only (~12x cheaper than libcst's), never libcst.
+            # parser only, no rule.
             return result, Pending(path, source, ())
         return result, None
     return result, Pending(path, source, tuple(codes))
@@ -124,7 +119,7 @@ def precheck(path: str, data: bytes, options: LintOptions) -> tuple[FileResult, 
 
 def lint_pending(pending: Pending) -> FileResult:
     """Check a pre-filtered file's syntax, gate its rules on the ``ast``
-    facts, and parse it with libcst only when some rule can still report."""
+    facts, and run the rules that can still report on the same tree."""
     result = FileResult(path=pending.path)
     tree = _python_tree(pending.path, pending.source, result)
     if tree is None:
@@ -138,20 +133,12 @@ def lint_pending(pending: Pending) -> FileResult:
     codes = applicable_codes(pending.codes, facts)
     if not codes:
         return result
-    if facts.longest_boolean_chain > BOOLEAN_CHAIN_LIMIT:
-        message = (f"an `and`/`or` chain of {facts.longest_boolean_chain} operands is too long for libcst's "
-                   f"parser (limit {BOOLEAN_CHAIN_LIMIT}); not linted")
-        result.diagnostics.append(_syntax_error(pending.path, 1, 1, message))
-        return result
     rules = [rule for rule in rule_classes(codes).values() if rule.is_triggered_by(pending.source)]
     if not rules:
         return result
-    module = _parse_cst(pending.path, pending.source, result)
-    if module is None:
-        return result
     from memlint.lint.context import FileContext
 
-    ctx = FileContext(pending.path, pending.source, module, tree)
+    ctx = FileContext(pending.path, pending.source, tree)
     try:
         errors = _run_rules(ctx, rules)
     finally:
@@ -241,10 +228,8 @@ def _is_utf8(head: bytes) -> bool:
 def _python_tree(path: str, source: str, result: FileResult):
     """CPython's ``ast`` of ``source``, or None after recording a MEM001.
 
-    CPython's own parser runs first: it is fast, gives the best messages,
-    decides what is valid Python for the running interpreter, and refuses
-    nesting that would overflow libcst's native parser's stack (a segfault,
-    measured with 5000 nested parentheses in libcst 1.5).
+    CPython's own parser decides what is valid Python for the running
+    interpreter and gives the best messages; its tree is what the rules read.
     """
     import ast
 
@@ -260,52 +245,10 @@ def _python_tree(path: str, source: str, result: FileResult):
     return None
 
 
-def _parse_cst(path: str, source: str, result: FileResult):
-    """libcst's tree of ``source`` (already accepted by CPython), or None
-    after recording a MEM001 for code libcst cannot parse."""
-    import libcst as cst
-
-    try:
-        with _parser_output_trusted():
-            return cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        message = "syntax error: " + exc.message.strip().splitlines()[0]
-        result.diagnostics.append(_syntax_error(path, exc.raw_line, exc.raw_column + 1, message))
-    except RecursionError:
-        result.diagnostics.append(_syntax_error(path, 1, 1, "too deeply nested to parse"))
-    return None
-
-
-@contextmanager
-def _parser_output_trusted():
-    """Skip libcst's per-node validation while its own parser builds a tree.
-
-    Every libcst node validates its fields on construction
-    (``CSTNode.__post_init__`` calls ``_validate``), which is for nodes that
-    code builds by hand; the parser's nodes are valid by construction. The
-    checks were ~9% of parse time on the benchmark corpus (libcst 1.5.1).
-    Nodes built outside this block (fixes) are validated as usual.
-    """
-    from libcst._nodes.base import CSTNode
-
-    validate = CSTNode.__dict__.get("__post_init__")
-    if validate is None:  # a libcst without the hook: nothing to skip
-        yield
-        return
-    CSTNode.__post_init__ = _no_validation
-    try:
-        yield
-    finally:
-        CSTNode.__post_init__ = validate
-
-
-def _no_validation(self) -> None:
-    pass
-
-
-#: libcst's traversal and position pass recurse ~10 Python frames per level of
-#: nesting; CPython's parser accepts up to 200 nested brackets, so the default
-#: limit of 1000 frames would refuse valid code nested ~90 deep.
+#: The dataflow analysis recurses a few Python frames per level of expression
+#: nesting, and a long ``a + b + c ...`` chain is nested one level per
+#: operand; the default limit of 1000 frames would refuse valid code (a
+#: 400-term sum). Deeper code is a MEM001 "too deeply nested to analyse".
 VISIT_RECURSION_LIMIT = 20_000
 
 
@@ -345,18 +288,20 @@ class _Dispatcher:
     def run(self) -> None:
         """Call the hooks on the nodes of their types, in traversal order;
         ``ctx.stack`` follows (the ancestors of the node at hand)."""
+        from memlint.lint.walk import hook_name
+
         index = self.ctx.index
         nodes = index.nodes
         for position, is_visit in index.events(set(self.visit_hooks), set(self.leave_hooks)):
             node = nodes[position]
             self.ctx.position = position
             table = self.visit_hooks if is_visit else self.leave_hooks
-            hooks = table.get(type(node).__name__)
+            hooks = table.get(hook_name(type(node)))
             if hooks:
                 self._call(hooks, node)
         self.ctx.position = None
 
-    def _call(self, hooks: list, node: cst.CSTNode) -> None:
+    def _call(self, hooks: list, node) -> None:
         for rule, hook in list(hooks):
             try:
                 hook(node)

@@ -6,7 +6,7 @@ are taken in source order, a fix whose edits overlap an already accepted one
 is left for the next round, the file is re-linted, and this repeats up to
 :data:`MAX_ROUNDS` times (a fix can also make room for, or reveal, another).
 
-A file is written only when the fixed text still parses (libcst), and only
+A file is written only when the fixed text still parses (CPython's parser), and only
 when its bytes on disk are still the ones that were read (a content hash):
 an editor or another tool that changed it meanwhile wins. Writes are atomic:
 a temporary file in the same directory, the original file mode, then
@@ -21,21 +21,17 @@ import difflib
 import hashlib
 import io
 import os
-import re
 import stat
 import sys
 import tempfile
 import tokenize
 from dataclasses import dataclass, field
 
-from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult, Fix
+from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult, Fix, line_offsets
 from memlint.lint.engine import LintOptions, lint_source
 
 #: Fix-and-relint rounds per file; two fixes rarely interact more than this.
 MAX_ROUNDS = 4
-
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
 
 @dataclass
 class FileFixes:
@@ -58,14 +54,6 @@ class FileFixes:
 def is_applicable(fix: Fix | None, unsafe: bool) -> bool:
     """True when ``fix`` is applied under the given ``--unsafe-fixes`` setting."""
     return fix is not None and (fix.applicability is Applicability.SAFE or unsafe)
-
-
-def line_offsets(text: str) -> list[int]:
-    """Offset in ``text`` of the start of each line (index 0 = line 1).
-
-    Lines end at ``\\n``, ``\\r\\n`` or ``\\r``, as in libcst's positions.
-    """
-    return [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
 
 
 def _offset(offsets: list[int], text: str, line: int, col: int) -> int:

@@ -5,7 +5,7 @@
 ``ec`` resolve to it too; ``import torch.nn.functional as F`` makes
 ``F.cross_entropy`` resolve to ``torch.nn.functional.cross_entropy``.
 
-This is deliberately cheaper than libcst's full scope analysis: imports
+This is deliberately cheaper than a full scope analysis: imports
 anywhere in the file are collected into one flat alias map. A name that is
 not imported resolves to itself, so a local ``load`` never becomes
 ``torch.load``.
@@ -13,19 +13,18 @@ not imported resolves to itself, so a local ``load`` never becomes
 
 from __future__ import annotations
 
-import libcst as cst
-from memlint.lint.walk import visit as walk_visit
+import ast
 
 
-def dotted_name(node: cst.BaseExpression) -> str | None:
+def dotted_name(node: ast.AST) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None (calls, subscripts...)."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if not isinstance(node, ast.Name):
         return None
-    parts.append(node.value)
+    parts.append(node.id)
     return ".".join(reversed(parts))
 
 
@@ -36,23 +35,31 @@ class ImportMap:
         self.aliases: dict[str, str] = {}
 
     @classmethod
-    def from_module(cls, module: cst.Module) -> "ImportMap":
-        imports = cls()
-        collector = _ImportCollector(imports.aliases)
-        walk_visit(module, collector)
-        return imports
-
-    @classmethod
     def from_statements(cls, statements) -> "ImportMap":
         """The map of these ``Import``/``ImportFrom`` nodes, in source order."""
         imports = cls()
-        collector = _ImportCollector(imports.aliases)
         for statement in statements:
-            if isinstance(statement, cst.Import):
-                collector.visit_Import(statement)
+            if isinstance(statement, ast.Import):
+                imports._add_import(statement)
             else:
-                collector.visit_ImportFrom(statement)
+                imports._add_import_from(statement)
         return imports
+
+    def _add_import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname is not None:
+                self.aliases[alias.asname] = alias.name
+            else:
+                head = alias.name.split(".")[0]
+                self.aliases.setdefault(head, head)
+
+    def _add_import_from(self, node: ast.ImportFrom) -> None:
+        if node.level or node.module is None:
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                return
+            self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
     def qualify(self, dotted: str) -> str:
         """Map the first component of ``dotted`` through the aliases."""
@@ -62,7 +69,7 @@ class ImportMap:
             return dotted
         return f"{target}.{rest}" if rest else target
 
-    def qualified(self, node: cst.BaseExpression) -> str | None:
+    def qualified(self, node: ast.AST) -> str | None:
         """Qualified name of a Name/Attribute expression, or None."""
         dotted = dotted_name(node)
         return None if dotted is None else self.qualify(dotted)
@@ -70,36 +77,3 @@ class ImportMap:
     def imports_module(self, prefix: str) -> bool:
         """True when something under ``prefix`` (e.g. ``"tensorflow"``) is imported."""
         return any(t == prefix or t.startswith(prefix + ".") for t in self.aliases.values())
-
-
-class _ImportCollector(cst.CSTVisitor):
-    def __init__(self, aliases: dict[str, str]) -> None:
-        self.aliases = aliases
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        for alias in node.names:
-            full = dotted_name(alias.name)
-            if full is None:
-                continue
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.aliases[alias.asname.name.value] = full
-            else:
-                head = full.split(".")[0]
-                self.aliases.setdefault(head, head)
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            return False
-        base = dotted_name(node.module)
-        if base is None:
-            return False
-        for alias in node.names:
-            name = dotted_name(alias.name)
-            if name is None:
-                continue
-            local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            self.aliases[local] = f"{base}.{name}"
-        return False

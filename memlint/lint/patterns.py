@@ -4,43 +4,53 @@ from __future__ import annotations
 
 import re
 
-import libcst as cst
+import ast
 
 from memlint.lint.names import dotted_name
-from memlint.lint.walk import file_memo, visit as walk_visit
+from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
+from memlint.lint.walk import Visitor, file_memo, visit as walk_visit
 
 
-def with_method(node: cst.BaseExpression, method: str) -> cst.Call:
-    """``node.method()``, parenthesising ``node`` when it is an operation."""
-    if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Await, cst.Lambda, cst.NamedExpr)) and not node.lpar:
-        node = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.Call(func=cst.Attribute(value=node, attr=cst.Name(method)))
+#: Expressions that need parentheses before ``.method()``.
+_OPERATIONS = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Await, ast.Lambda, ast.NamedExpr)
 
 
-def returned_names(function: cst.FunctionDef) -> set[str]:
+def with_method(ctx, node: ast.expr, method: str) -> str:
+    """The code ``node.method()`` that replaces ``node``'s text (``ctx`` is
+    the file's :class:`~memlint.lint.context.FileContext`). An operation is
+    parenthesised, also when the source already has parentheses around it
+    (they are outside its text): ``x += (a + b)`` becomes
+    ``x += ((a + b).detach())``, correct with one redundant pair."""
+    code = ctx.code(node)
+    if isinstance(node, _OPERATIONS):
+        code = f"({code})"
+    return f"{code}.{method}()"
+
+
+def returned_names(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Names that appear in the function's ``return``/``yield`` values."""
     collector = _ReturnedNames()
     walk_visit(function.body, collector)
     return collector.names
 
 
-class _ReturnedNames(cst.CSTVisitor):
+class _ReturnedNames(Visitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> bool:
         return False
 
-    def visit_Return(self, node: cst.Return) -> None:
+    def visit_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             self.names |= names_in(node.value)
 
-    def visit_Yield(self, node: cst.Yield) -> None:
-        if isinstance(node.value, cst.BaseExpression):
+    def visit_Yield(self, node: ast.Yield) -> None:
+        if node.value is not None:
             self.names |= names_in(node.value)
 
 
-def names_in(node: cst.CSTNode) -> frozenset[str]:
+def names_in(node: ast.AST) -> frozenset[str]:
     """Every Name and dotted ``self.x`` read inside ``node``."""
     def collect() -> frozenset[str]:
         collector = _NamesIn()
@@ -50,20 +60,20 @@ def names_in(node: cst.CSTNode) -> frozenset[str]:
     return file_memo(("names_in", id(node)), collect)
 
 
-class _NamesIn(cst.CSTVisitor):
+class _NamesIn(Visitor):
     def __init__(self) -> None:
         self.names: set[str] = set()
 
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
+    def visit_Name(self, node: ast.Name) -> None:
+        self.names.add(node.id)
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
+    def visit_Attribute(self, node: ast.Attribute) -> None:
         dotted = dotted_name(node)
         if dotted is not None and dotted.startswith("self."):
             self.names.add(".".join(dotted.split(".")[:2]))
 
 
-def contains_training_step(node: cst.CSTNode) -> bool:
+def contains_training_step(node: ast.AST | list[ast.stmt]) -> bool:
     """True when ``node`` contains a ``.backward(...)`` or ``.step(...)`` call."""
     def find() -> bool:
         finder = _MethodCallFinder(frozenset({"backward", "step", "manual_backward"}))
@@ -73,13 +83,13 @@ def contains_training_step(node: cst.CSTNode) -> bool:
     return file_memo(("training_step", id(node)), find)
 
 
-class _MethodCallFinder(cst.CSTVisitor):
+class _MethodCallFinder(Visitor):
     def __init__(self, methods: frozenset[str]) -> None:
         self.methods = methods
         self.found = False
 
-    def visit_Call(self, node: cst.Call) -> bool:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.methods:
+    def visit_Call(self, node: ast.Call) -> bool:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in self.methods:
             self.found = True
         return not self.found
 
@@ -88,7 +98,7 @@ class _MethodCallFinder(cst.CSTVisitor):
 STORING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft", "put", "update", "setdefault"})
 
 
-def collection_target(node: cst.CSTNode) -> tuple[str, list[cst.BaseExpression]] | None:
+def collection_target(node: ast.AST) -> tuple[str, list[ast.expr]] | None:
     """The container a statement stores values into, and the stored values.
 
     - ``lst.append(v)`` / ``self.outs.extend(v)`` / ``buf.add(logits=v)`` /
@@ -102,27 +112,27 @@ def collection_target(node: cst.CSTNode) -> tuple[str, list[cst.BaseExpression]]
     """
     from memlint.lint.dataflow import root_name
 
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        if node.func.attr.value not in STORING_METHODS:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr not in STORING_METHODS:
             return None
         container = root_name(node.func.value)
         if container is None:
             return None
-        values = [arg.value for arg in node.args]
-        if node.func.attr.value == "insert" and len(values) >= 2:
+        values = call_arguments(node)
+        if node.func.attr == "insert" and len(values) >= 2:
             values = values[1:]
         return container, values
-    if (
-        isinstance(node, cst.AugAssign)
-        and isinstance(node.operator, cst.AddAssign)
-        and isinstance(node.value, (cst.List, cst.Tuple))
-    ):
+    if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple)):
         container = root_name(node.target)  # `hist += [x]` extends `hist`
-        return (container, [element.value for element in node.value.elements]) if container is not None else None
-    if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
-        container = root_name(node.targets[0].target)
+        return (container, [_unstarred(element) for element in node.value.elts]) if container is not None else None
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+        container = root_name(node.targets[0])
         return (container, [node.value]) if container is not None else None
     return None
+
+
+def _unstarred(node: ast.expr) -> ast.expr:
+    return node.value if isinstance(node, ast.Starred) else node
 
 
 #: Lightning-style hooks run once per batch: a ``self.<list>`` they store into
@@ -133,7 +143,7 @@ PER_BATCH_HOOK_NAMES = frozenset(
 )
 
 
-def outlives_iteration(flow, container: str, node: cst.CSTNode) -> bool:
+def outlives_iteration(flow, container: str, node: ast.AST) -> bool:
     """True when ``container`` (a :func:`collection_target` root) survives the
     iteration that runs ``node``: it is bound before the innermost enclosing
     loop, or it is a ``self.`` attribute stored into from a per-batch hook.
@@ -144,20 +154,20 @@ def outlives_iteration(flow, container: str, node: cst.CSTNode) -> bool:
     if not container.startswith("self."):
         return False
     function = flow.scope_node(node)
-    return isinstance(function, cst.FunctionDef) and function.name.value in PER_BATCH_HOOK_NAMES
+    return isinstance(function, FUNCTION_TYPES) and function.name in PER_BATCH_HOOK_NAMES
 
 
-def leaf_values(values) -> list[cst.BaseExpression]:
+def leaf_values(values) -> list[ast.expr]:
     """The expressions stored by ``values``, looking through dict, tuple,
     list and set literals (``{"a": x, "b": (y, z)}`` -> ``[x, y, z]``)."""
-    leaves: list[cst.BaseExpression] = []
+    leaves: list[ast.expr] = []
     pending = list(values)
     while pending:
         value = pending.pop(0)
-        if isinstance(value, (cst.Tuple, cst.List, cst.Set)):
-            pending.extend(element.value for element in value.elements)
-        elif isinstance(value, cst.Dict):
-            pending.extend(element.value for element in value.elements)
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+            pending.extend(_unstarred(element) for element in value.elts)
+        elif isinstance(value, ast.Dict):
+            pending.extend(value.values)
         else:
             leaves.append(value)
     return leaves
@@ -170,14 +180,14 @@ DATASET_BASES = frozenset(
 )
 
 
-def is_dataset_class(klass: cst.ClassDef, ctx) -> bool:
+def is_dataset_class(klass: ast.ClassDef, ctx) -> bool:
     """True for a class deriving (through its imports) from
     ``torch.utils.data.Dataset``/``IterableDataset``, or whose name or a
     base's name ends in ``Dataset``."""
-    if klass.name.value.endswith("Dataset"):
+    if klass.name.endswith("Dataset"):
         return True
     for base in klass.bases:
-        qualified = ctx.qualified(base.value)
+        qualified = ctx.qualified(base)
         if qualified is not None and (qualified in DATASET_BASES or qualified.endswith("Dataset")):
             return True
     return False
@@ -186,7 +196,7 @@ def is_dataset_class(klass: cst.ClassDef, ctx) -> bool:
 DICT_FACTORIES = frozenset({"dict", "collections.defaultdict", "collections.OrderedDict", "collections.Counter"})
 
 
-def bound_to_dict(container: str, function: cst.CSTNode, ctx) -> bool:
+def bound_to_dict(container: str, function: ast.AST, ctx) -> bool:
     """``container`` is visibly a dict: bound to ``{}``/``dict()``/``defaultdict(...)``
     in the function (or, for ``self.x``, anywhere in the file)."""
     finder = _DictBinding(container, ctx)
@@ -194,42 +204,45 @@ def bound_to_dict(container: str, function: cst.CSTNode, ctx) -> bool:
     return finder.found
 
 
-class _DictBinding(cst.CSTVisitor):
+class _DictBinding(Visitor):
     def __init__(self, container: str, ctx) -> None:
         self.container = container
         self.ctx = ctx
         self.found = False
 
-    def visit_Assign(self, node: cst.Assign) -> None:
+    def visit_Assign(self, node: ast.Assign) -> None:
         from memlint.lint.dataflow import targets_of
 
-        if not any(self.container in targets_of(target.target) for target in node.targets):
+        if not any(self.container in targets_of(target) for target in node.targets):
             return
         value = node.value
-        if isinstance(value, (cst.Dict, cst.DictComp)):
+        if isinstance(value, (ast.Dict, ast.DictComp)):
             self.found = True
-        elif isinstance(value, cst.Call) and self.ctx.qualified(value.func) in DICT_FACTORIES:
+        elif isinstance(value, ast.Call) and self.ctx.qualified(value.func) in DICT_FACTORIES:
             self.found = True
 
 
 ITERATION_NAME = re.compile(r"(?:loader|batches|dataset|data|iterator|stream|episodes?|steps|iters|iterations|epochs)$", re.IGNORECASE)
 
 
-def iteration_loop(loop: cst.CSTNode) -> bool:
+def iteration_loop(loop: ast.For | ast.AsyncFor | ast.While) -> bool:
     """A loop whose iteration count grows with the run: a `while`, a loop with
     a training step, or one over a loader/steps-like iterable. Loops over a
     model's layers, a batch's items or a fixed structure are not: what they
     collect is bounded, and inside a forward pass it is the graph itself."""
-    if isinstance(loop, cst.While) or contains_training_step(loop.body):
+    if isinstance(loop, ast.While) or contains_training_step(loop.body):
         return True
     iterable = loop.iter
-    while isinstance(iterable, cst.Call) and iterable.args and dotted_name(iterable.func) in ("enumerate", "tqdm", "tqdm.tqdm", "iter", "range", "zip"):
-        iterable = iterable.args[-1].value if dotted_name(iterable.func) == "range" else iterable.args[0].value
+    while isinstance(iterable, ast.Call) and dotted_name(iterable.func) in ("enumerate", "tqdm", "tqdm.tqdm", "iter", "range", "zip"):
+        arguments = call_arguments(iterable)
+        if not arguments:
+            break
+        iterable = arguments[-1] if dotted_name(iterable.func) == "range" else arguments[0]
     name = dotted_name(iterable)
     return name is not None and bool(ITERATION_NAME.search(name))
 
 
-def carried_across_iterations(flow, name: str, node: cst.CSTNode) -> cst.CSTNode | None:
+def carried_across_iterations(flow, name: str, node: ast.AST) -> ast.AST | None:
     """The loop across whose iterations ``name`` (bound outside it) keeps what
     ``node`` adds: the innermost enclosing :func:`iteration_loop` that ``name``
     is bound outside of; None when ``name`` is re-created inside every such

@@ -3,13 +3,13 @@
 Adding a rule means adding one module to ``rules/`` that defines one
 :class:`~memlint.lint.rule.Rule` subclass; nothing else changes.
 
-Two views of the rules exist. :func:`all_rules` imports every rule module
-(rule modules import libcst, ~0.35 s on the 2-core reference machine).
+Two views of the rules exist. :func:`all_rules` imports every rule module.
 :func:`rule_index` reads each module's source with :mod:`ast` instead and
 extracts ``CODE``, ``DEFAULT_ENABLED``, ``TRIGGERS`` and the pre-parse
 requirements ``NEEDS_NAMES``/``NEEDS_GRAPH_SOURCE`` when they are
 literals, so that selecting rules, the trigger pre-filter, the pre-parse
-gate and cache hits never import libcst. A module whose metadata is not plain literals (computed
+gate and cache hits import no rule module (and the parent process of a
+parallel run none at all). A module whose metadata is not plain literals (computed
 triggers, an overridden ``is_triggered_by``, a rule base class other than
 ``Rule``) is imported instead, so the index is never wrong, only slower.
 """

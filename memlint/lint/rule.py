@@ -6,19 +6,20 @@ docstring (sections of RULES.md), ``VALID``/``INVALID`` examples that become
 tests, ``TRIGGERS``: substrings a file must contain for the rule to run,
 and the optional pre-parse requirements ``NEEDS_NAMES`` and
 ``NEEDS_GRAPH_SOURCE`` (see :mod:`memlint.lint.facts`): necessary
-conditions checked on CPython's ``ast`` before libcst parses the file.
+conditions checked on the code's identifiers before the rules run.
 
-Hooks are libcst-style methods: ``visit_Call(self, node)`` /
-``leave_For(self, node)``. One instance is made per file; all enabled rules
-share one traversal (see :mod:`memlint.lint.engine`), during which
-``self.ctx.stack`` holds the ancestors of the visited node (outermost first).
+Hooks are methods named for CPython ``ast`` node classes:
+``visit_Call(self, node)`` / ``leave_For(self, node)`` (a ``FunctionDef``,
+``For`` or ``With`` hook also receives the ``async`` variant). One instance
+is made per file; all enabled rules share one traversal (see
+:mod:`memlint.lint.engine`), during which ``self.ctx.stack`` holds the
+ancestors of the visited node (outermost first).
 """
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, ClassVar
-
-import libcst as cst
 
 from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, Fix, Severity
 
@@ -65,7 +66,7 @@ class Rule:
 
     def report(
         self,
-        node: cst.CSTNode,
+        node: ast.AST,
         message: str | None = None,
         fix: Fix | None = None,
     ) -> None:
@@ -86,8 +87,8 @@ class Rule:
             )
         )
 
-    def replacement(self, node: cst.CSTNode, new: cst.CSTNode | str, safe: bool, title: str | None = None) -> Fix:
-        """A fix replacing ``node``'s source text by ``new`` (a node or code)."""
+    def replacement(self, node: ast.AST, new: str, safe: bool, title: str | None = None) -> Fix:
+        """A fix replacing ``node``'s source text by the code ``new``."""
         return Fix(
             title=title or self.FIX_TITLE or "Apply fix",
             applicability=Applicability.SAFE if safe else Applicability.UNSAFE,

@@ -4,9 +4,9 @@ A problem with one file (unreadable, undecodable, a crashing rule) is
 confined to that file's :class:`FileResult`; the others are always linted.
 
 The parent process reads, decodes and pre-filters every file itself
-(:func:`memlint.lint.engine.precheck`, microseconds per file, no libcst).
-Only the files that must be parsed (by CPython for the syntax check, then
-by libcst if the gate lets some rule through) go to the pool, largest first
+(:func:`memlint.lint.engine.precheck`, microseconds per file, no parse).
+Only the files that must be parsed (by CPython, for the syntax check and,
+if the gate lets some rule through, the rules) go to the pool, largest first
 in chunks of about equal size, so the pool's workers do nothing but the
 expensive part and finish together; results are put back in job order.
 """

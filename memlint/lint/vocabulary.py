@@ -1,5 +1,6 @@
-"""Names the analysis recognises, kept free of libcst so that the engine's
-pre-parse gate (:mod:`memlint.lint.facts`) can use them without importing it.
+"""Names the analysis recognises, kept apart from the dataflow analysis so
+that the engine's pre-parse gate (:mod:`memlint.lint.facts`) can use them
+without importing it.
 
 The dataflow analysis (:mod:`memlint.lint.dataflow`) decides with these
 patterns what is a model and which method calls are forward passes; the

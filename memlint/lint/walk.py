@@ -1,117 +1,95 @@
-"""Fast, read-only traversal of libcst trees.
-
-libcst's own ``node.visit(visitor)`` rebuilds and re-validates every node
-it passes (it is written for transformers), which made traversal ~80% of
-lint time (measured with cProfile on 50 corpus files). Rules only read the
-tree, so memlint walks the dataclass fields directly, iteratively (no
-recursion limit), skipping pure-formatting fields (whitespace, parentheses,
-commas), in source order.
+"""Fast, read-only traversal of CPython ``ast`` trees.
 
 The engine walks each parsed module once, into a :class:`NodeIndex`
 (pre-order node list, parents, nodes by type), and hands the rules' hooks
 only the nodes of the types they hook, in traversal order
-(:meth:`NodeIndex.events`), instead of walking the tree a second time.
+(:meth:`NodeIndex.events`), instead of walking the tree again per rule.
 
-``visit(node, visitor)`` runs a libcst-style visitor (``visit_<Type>`` /
-``leave_<Type>`` methods; a ``visit_`` returning False skips the children)
-over this walk, so collectors written for libcst work unchanged.
+Children are read from each class's ``_fields`` with one C-level
+``attrgetter`` per class, iteratively (no recursion limit), in source order
+(decorators before the ``def``; a dict literal's keys and values
+interleaved). Expression contexts and operators (``ast.Load()``,
+``ast.Add()``) are not nodes of the walk: CPython shares one instance of
+each across the whole tree, so they have no single parent.
+
+``visit(node, visitor)`` runs a :class:`Visitor` (``visit_<Type>`` /
+``leave_<Type>`` methods; a ``visit_`` returning False skips the children).
+A hook named for ``FunctionDef``, ``For`` or ``With`` also receives the
+``async`` variant (:data:`memlint.lint.syntax.HOOK_ALIASES`).
 """
 
 from __future__ import annotations
 
+import ast
 import bisect
-import dataclasses
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from operator import attrgetter
-from typing import Literal, TypeVar
+from typing import TypeVar
 from weakref import WeakKeyDictionary
 
-import libcst as cst
+from memlint.lint.syntax import HOOK_ALIASES
 
-#: Fields that hold only formatting: never visited.
-_FORMATTING_FIELDS = frozenset(
-    {
-        "lpar", "rpar", "leading_lines", "lines_after_decorators", "comma", "semicolon", "header", "footer",
-        "trailing_whitespace", "indent", "equal", "colon", "lbracket", "rbracket", "lbrace", "rbrace", "dot",
-        "asynchronous", "default_indent", "default_newline", "encoding", "has_trailing_newline", "newline",
-    }
-)
-#: Classes whose dataclass field order differs from source order.
+#: Fields that never hold nodes of the walk (expression contexts, operator singletons).
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
+#: Classes whose ``_fields`` order differs from source order.
 _SOURCE_ORDER = {
-    cst.FunctionDef: ("decorators", "name", "type_parameters", "params", "returns", "body"),
-    cst.ClassDef: ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
-    cst.IfExp: ("body", "test", "orelse"),
-    cst.ExceptHandler: ("type", "name", "body"),
+    ast.FunctionDef: ("decorator_list", "args", "returns", "body"),
+    ast.AsyncFunctionDef: ("decorator_list", "args", "returns", "body"),
+    ast.ClassDef: ("decorator_list", "bases", "keywords", "body"),
+    ast.IfExp: ("body", "test", "orelse"),
 }
-_FIELDS: dict[type, tuple[str, ...]] = {}
 T = TypeVar("T")
 
 
-def _all_subclasses(base: type) -> set[type]:
-    found, stack = set(), [base]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            if sub not in found:
-                found.add(sub)
-                stack.append(sub)
-    return found
+class Visitor:
+    """Base class of collectors run by :func:`visit`: define
+    ``visit_<ast class name>(self, node)`` (return False to skip the
+    children) and ``leave_<ast class name>(self, node)`` hooks."""
 
 
-#: Every libcst node class: membership in a set is the cheapest "is a node" test.
-_NODE_CLASSES = frozenset(_all_subclasses(cst.CSTNode))
+def hook_name(node_class: type) -> str:
+    """The name hooks use for ``node_class`` (``AsyncFor`` -> ``For``)."""
+    name = node_class.__name__
+    return HOOK_ALIASES.get(name, name)
 
 
-def _fields_of(cls: type) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        order = _SOURCE_ORDER.get(cls)
-        if order is None:
-            order = tuple(f.name for f in dataclasses.fields(cls))
-        names = tuple(n for n in order if n not in _FORMATTING_FIELDS and not n.startswith("whitespace"))
-        _FIELDS[cls] = names
-    return names
-
-
-def _may_hold_nodes(field: dataclasses.Field) -> bool:
-    return field.type not in (str, bool) and getattr(field.type, "__origin__", None) is not Literal
-
-
-def _child_getter(cls: type) -> Callable[[cst.CSTNode], tuple] | None:
+def _child_getter(cls: type) -> Callable[[ast.AST], tuple] | None:
     """A function returning the values of ``cls``'s child fields in source
-    order (one C-level ``attrgetter`` call); None when it has none."""
-    holders = {f.name for f in dataclasses.fields(cls) if _may_hold_nodes(f)}
-    names = tuple(name for name in _fields_of(cls) if name in holders)
+    order (one ``attrgetter`` call); None when it has none."""
+    names = tuple(n for n in _SOURCE_ORDER.get(cls, cls._fields) if n not in _SKIPPED_FIELDS)
     if not names:
         return None
     if len(names) == 1:
         name = names[0]
-        return lambda node: (getattr(node, name),)
+        return lambda node: (getattr(node, name, None),)
     return attrgetter(*names)
 
 
-_GETTERS: dict[type, Callable[[cst.CSTNode], tuple] | None] = {}
+_GETTERS: dict[type, Callable[[ast.AST], tuple] | None] = {}
+_AST = ast.AST
 
 
-def children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The syntactic children of ``node`` in source order (formatting skipped)."""
+def children(node: ast.AST) -> list[ast.AST]:
+    """The syntactic children of ``node`` in source order."""
     kind = node.__class__
+    if kind is ast.Dict:
+        return [child for pair in zip(node.keys, node.values) for child in pair if child is not None]
     getter = _GETTERS[kind] if kind in _GETTERS else _GETTERS.setdefault(kind, _child_getter(kind))
-    found: list[cst.CSTNode] = []
+    found: list[ast.AST] = []
     if getter is None:
         return found
     for value in getter(node):
-        value_kind = value.__class__
-        if value_kind in _NODE_CLASSES:
+        if value.__class__ is list:
+            found.extend([item for item in value if isinstance(item, _AST)])
+        elif isinstance(value, _AST):
             found.append(value)
-        elif value_kind is tuple or value_kind is list:
-            found.extend([item for item in value if item.__class__ in _NODE_CLASSES])
     return found
 
 
-def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """``root`` and all its descendants, pre-order."""
-    stack = [root]
+def walk(root: ast.AST | list[ast.AST]) -> Iterator[ast.AST]:
+    """``root`` (a node or a list of them) and all its descendants, pre-order."""
+    stack = list(reversed(root)) if root.__class__ is list else [root]
     while stack:
         node = stack.pop()
         yield node
@@ -122,12 +100,12 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def traverse(
-    root: cst.CSTNode,
-    on_visit: Callable[[cst.CSTNode], bool | None],
-    on_leave: Callable[[cst.CSTNode], None] | None = None,
+    root: ast.AST,
+    on_visit: Callable[[ast.AST], bool | None],
+    on_leave: Callable[[ast.AST], None] | None = None,
 ) -> None:
     """Depth-first traversal; ``on_visit`` returning False skips the children."""
-    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    stack: list[tuple[ast.AST, bool]] = [(root, False)]
     while stack:
         node, leaving = stack.pop()
         if leaving:
@@ -156,29 +134,25 @@ def _hook_lookup(visitor_class: type) -> Callable[[type], tuple[Callable | None,
     def lookup(node_class: type) -> tuple[Callable | None, Callable | None]:
         found = table.get(node_class)
         if found is None:
-            name = node_class.__name__
-            found = table[node_class] = (_own_hook(visitor_class, f"visit_{name}"), _own_hook(visitor_class, f"leave_{name}"))
+            name = hook_name(node_class)
+            found = table[node_class] = (getattr(visitor_class, f"visit_{name}", None), getattr(visitor_class, f"leave_{name}", None))
         return found
 
     return lookup
 
 
-def _own_hook(visitor_class: type, attr: str) -> Callable | None:
-    """The hook ``attr`` of ``visitor_class``; None for a missing one and for
-    the do-nothing defaults that subclasses of ``cst.CSTVisitor`` inherit."""
-    hook = getattr(visitor_class, attr, None)
-    if hook is None or hook is getattr(cst.CSTVisitor, attr, None):
-        return None
-    return hook
-
-
-def visit(root: cst.CSTNode, visitor: object) -> None:
-    """Run a libcst-style visitor (``visit_<Type>``/``leave_<Type>``) over ``root``.
+def visit(root: ast.AST | list[ast.AST], visitor: object) -> None:
+    """Run ``visitor``'s ``visit_<Type>``/``leave_<Type>`` hooks over ``root``
+    (a node, or a list of them such as a function's ``body``).
 
     While the engine runs a module's rules (:func:`indexed`), a ``root``
     inside that module is visited from the module's :class:`NodeIndex`:
     only the nodes of the types the visitor hooks are touched.
     """
+    if root.__class__ is list:
+        for node in root:
+            visit(node, visitor)
+        return
     if _ACTIVE:
         position = _ACTIVE[-1].position_of(root)
         if position is not None:
@@ -186,11 +160,11 @@ def visit(root: cst.CSTNode, visitor: object) -> None:
             return
     hooks_of = _hook_lookup(type(visitor))
 
-    def on_visit(node: cst.CSTNode):
+    def on_visit(node: ast.AST):
         enter = hooks_of(type(node))[0]
         return None if enter is None else enter(visitor, node)
 
-    def on_leave(node: cst.CSTNode) -> None:
+    def on_leave(node: ast.AST) -> None:
         leave = hooks_of(type(node))[1]
         if leave is not None:
             leave(visitor, node)
@@ -198,13 +172,23 @@ def visit(root: cst.CSTNode, visitor: object) -> None:
     traverse(root, on_visit, on_leave)
 
 
-def indexed_descendants(root: cst.CSTNode, types: tuple[type, ...], skip_inside: tuple[type, ...] = ()) -> list[cst.CSTNode] | None:
-    """``root`` and its descendants of exactly ``types``, in source order,
-    not inside a nested node of ``skip_inside`` (``root`` itself may be one),
-    from the active index (:func:`indexed`); None when no active index holds
-    ``root`` (then the caller walks)."""
+def indexed_descendants(root: ast.AST | list[ast.AST], types: tuple[type, ...], skip_inside: tuple[type, ...] = ()) -> list[ast.AST] | None:
+    """``root`` (a node or a list of them) and its descendants of exactly
+    ``types``, in source order, not inside a nested node of ``skip_inside``
+    (a node ``root`` itself may be one; a list's elements may not), from the active index (:func:`indexed`);
+    None when no active index holds ``root`` (then the caller walks)."""
     if not _ACTIVE:
         return None
+    if root.__class__ is list:  # a body: its own nested definitions are skipped too
+        found: list[ast.AST] = []
+        for node in root:
+            if isinstance(node, skip_inside):
+                continue
+            part = indexed_descendants(node, types, skip_inside)
+            if part is None:
+                return None
+            found.extend(part)
+        return found
     index = _ACTIVE[-1]
     position = index.position_of(root)
     return None if position is None else index.subtree_of_type(position, types, skip_inside)
@@ -242,21 +226,21 @@ class NodeIndex:
     each walk the whole tree again.
 
     ``nodes[i]``'s parent is ``nodes[parent_positions[i]]`` (-1 for the
-    root); positions rather than nodes, so that a node object that libcst
-    shares between two places cannot confuse the event order.
+    root): integer positions are compact and sort fast when the events of
+    many hooks are merged.
     """
 
-    def __init__(self, root: cst.CSTNode) -> None:
-        self.nodes: list[cst.CSTNode] = []
+    def __init__(self, root: ast.AST) -> None:
+        self.nodes: list[ast.AST] = []
         self.parent_positions: list[int] = []
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.parents: dict[ast.AST, ast.AST] = {}
         self._positions_by_type: dict[type, list[int]] = {}
         self._ends: list[int] | None = None
         self._positions: dict[int, int] | None = None
         #: Per-file results of :func:`file_memo`.
         self.memo: dict[Hashable, object] = {}
         nodes, parent_positions, parents, by_type = self.nodes, self.parent_positions, self.parents, self._positions_by_type
-        stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
+        stack: list[tuple[ast.AST, int]] = [(root, -1)]
         while stack:
             node, parent_position = stack.pop()
             position = len(nodes)
@@ -274,15 +258,15 @@ class NodeIndex:
                 kids.reverse()
                 stack.extend([(child, position) for child in kids])
 
-    def of_type(self, *types: type) -> list[cst.CSTNode]:
-        """Nodes of exactly these libcst classes, in source order."""
+    def of_type(self, *types: type) -> list[ast.AST]:
+        """Nodes of exactly these ``ast`` classes, in source order."""
         nodes = self.nodes
         if len(types) == 1:
             return [nodes[i] for i in self._positions_by_type.get(types[0], ())]
         positions = sorted(i for kind in types for i in self._positions_by_type.get(kind, ()))
         return [nodes[i] for i in positions]
 
-    def ancestors_at(self, position: int) -> list[cst.CSTNode]:
+    def ancestors_at(self, position: int) -> list[ast.AST]:
         """The ancestors of ``nodes[position]``, outermost first."""
         found = []
         parent = self.parent_positions[position]
@@ -292,7 +276,7 @@ class NodeIndex:
         found.reverse()
         return found
 
-    def position_of(self, node: cst.CSTNode) -> int | None:
+    def position_of(self, node: ast.AST) -> int | None:
         """Pre-order position of ``node``; None when it is not in this module."""
         if self._positions is None:
             self._positions = {id(n): i for i, n in enumerate(self.nodes)}
@@ -310,7 +294,7 @@ class NodeIndex:
         whole = start == 0 and end == len(self.nodes)
         keyed: list[tuple[int, int, int, bool]] = []
         for kind, positions in self._positions_by_type.items():
-            name = kind.__name__
+            name = hook_name(kind)
             entered, exited = name in visited, name in left
             if not (entered or exited):
                 continue
@@ -323,7 +307,7 @@ class NodeIndex:
         keyed.sort()
         return [(i if is_visit else -minus_i, is_visit) for i, _, minus_i, is_visit in keyed]
 
-    def subtree_of_type(self, position: int, types: tuple[type, ...], skip_inside: tuple[type, ...] = ()) -> list[cst.CSTNode]:
+    def subtree_of_type(self, position: int, types: tuple[type, ...], skip_inside: tuple[type, ...] = ()) -> list[ast.AST]:
         """Nodes of exactly ``types`` in the subtree at ``position``, in
         source order, leaving out every nested node of ``skip_inside`` (not
         the subtree's root) and all it contains."""
@@ -381,12 +365,11 @@ class NodeIndex:
 
 
 def hooked_names(visitor_class: type) -> set[str]:
-    """Class names that ``visitor_class`` has a ``visit_``/``leave_`` hook
-    for, defined outside libcst (whose CSTVisitor defines a do-nothing hook
-    for every node type)."""
+    """Hook names (:func:`hook_name`) that ``visitor_class`` has a
+    ``visit_``/``leave_`` method for."""
     names = set()
     for klass in visitor_class.__mro__:
-        if klass is object or klass.__module__.split(".")[0] == "libcst":
+        if klass is object:
             continue
         names.update(
             attr.split("_", 1)[1] for attr in vars(klass)

@@ -168,7 +168,7 @@ def test_missing_path(tree):
 
 
 def test_crashing_rule_is_one_error_line(tree, capsys, register_rule):
-    import libcst as cst
+    import ast
 
     from memlint.cli import main
     from memlint.lint.diagnostic import Severity
@@ -177,7 +177,7 @@ def test_crashing_rule_is_one_error_line(tree, capsys, register_rule):
     class Crashes(Rule):
         CODE, NAME, MESSAGE, SEVERITY, TRIGGERS = "MEM993", "crashes", "x", Severity.INFO, ("torch",)
 
-        def visit_Call(self, node: cst.Call) -> None:
+        def visit_Call(self, node: ast.Call) -> None:
             raise ValueError("boom")
 
     register_rule(Crashes)

@@ -2,17 +2,22 @@
 rule of what is graph-attached, on the accelerator, a model or a forward
 pass, checked on small functions."""
 
-import libcst as cst
+import ast
+
 import pytest
 
 from memlint.lint.context import FileContext
 from memlint.lint.dataflow import Tri
-from memlint.lint.walk import walk
 
 
 def _flow(source: str):
-    module = cst.parse_module(source)
+    module = ast.parse(source)
     return FileContext("t.py", source, module).dataflow, module
+
+
+def _in_source_order(nodes):
+    """``ast.walk`` goes breadth-first: sort what it found by position."""
+    return sorted(nodes, key=lambda node: (node.lineno, node.col_offset))
 
 
 def value_of(source: str, name: str):
@@ -20,13 +25,14 @@ def value_of(source: str, name: str):
     flow, module = _flow(source)
     targets = [
         leaf
-        for node in walk(module)
-        if isinstance(node, cst.AssignTarget)
-        for leaf in walk(node.target)
-        if isinstance(leaf, cst.Name) and leaf.value == name
+        for node in ast.walk(module)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        for leaf in ast.walk(target)
+        if isinstance(leaf, ast.Name) and leaf.id == name
     ]
     assert targets, name
-    return flow.value(targets[-1])
+    return flow.value(_in_source_order(targets)[-1])
 
 
 HEADER = "import torch\nimport torch.nn.functional as F\n"
@@ -115,7 +121,9 @@ def test_forward_calls_grad_disabled_and_loops():
         "        b = model(x)\n"
     )
     flow, module = _flow(source)
-    calls = [n for n in walk(module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == "model"]
+    calls = _in_source_order(
+        n for n in ast.walk(module) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "model"
+    )
     assert [flow.is_forward_call(c) for c in calls] == [True, True]
     assert [flow.grad_disabled(c) for c in calls] == [True, False]
     assert all(len(flow.enclosing_loops(c)) == 1 for c in calls)

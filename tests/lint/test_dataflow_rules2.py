@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from memlint.lint.context import FileContext
 from memlint.lint.patterns import collection_target, is_dataset_class, leaf_values, outlives_iteration
 
 
 def _context(source: str) -> FileContext:
-    return FileContext("t.py", source, cst.parse_module(source))
+    return FileContext("t.py", source, ast.parse(source))
 
 
-def _calls(module: cst.Module, method: str) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value == method:
-                found.append(node)
-
-    module.visit(Finder())
-    return found
+def _calls(module: ast.Module, method: str) -> list[ast.Call]:
+    """The calls of ``.<method>(...)``, in source order."""
+    found = [
+        node
+        for node in ast.walk(module)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == method
+    ]
+    return sorted(found, key=lambda node: (node.lineno, node.col_offset))
 
 
 def test_leaf_values_looks_through_literals():
-    expr = cst.parse_expression("{'a': x, 'b': (y, [z])}")
-    assert [cst.Module([]).code_for_node(leaf) for leaf in leaf_values([expr])] == ["x", "y", "z"]
+    source = "{'a': x, 'b': (y, [z])}"
+    expr = ast.parse(source, mode="eval").body
+    assert [ast.get_source_segment(source, leaf) for leaf in leaf_values([expr])] == ["x", "y", "z"]
 
 
 def test_outlives_iteration_for_loop_and_per_batch_hook():
@@ -48,5 +47,5 @@ def test_is_dataset_class_through_imports_and_names():
         "class A(tud.IterableDataset):\n    pass\nclass ImagesDataset(Base):\n    pass\nclass Plain(Base):\n    pass\n"
     )
     ctx = _context(source)
-    classes = [s for s in ctx.module.body if isinstance(s, cst.ClassDef)]
+    classes = [s for s in ctx.module.body if isinstance(s, ast.ClassDef)]
     assert [is_dataset_class(k, ctx) for k in classes] == [True, True, False]

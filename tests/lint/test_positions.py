@@ -1,75 +1,12 @@
-"""The fast position paths (a node's simple statement alone; its function
-alone, for big files) equal libcst's whole-module positions, node for node."""
+"""Diagnostic positions: ``FileContext.span``/``code`` turn CPython's ``ast``
+positions (UTF-8 byte columns) into character columns; the text they cut
+equals the standard library's ``ast.get_source_segment``, node for node."""
 
-import libcst as cst
+import ast
+
 import pytest
 
-from memlint.lint.context import SMALL_FILE_CHARS, FileContext
-from memlint.lint.walk import walk
-
-SOURCE = '''
-import torch
-
-
-class Trainer:
-    """Docstring.
-
-    Spanning lines.
-    """
-
-    @staticmethod
-    @torch.no_grad()
-    def evaluate(model, loader):
-        """A docstring
-        over lines."""
-        out = []
-        for x in loader:
-            out.append(model(x.cuda()))  # comment
-        return out
-
-    def fit(self, loader, opt):
-        def closure():
-            loss = self.model(
-                next(loader),
-            ).loss
-            return loss
-
-        for _ in range(3):
-            opt.step(closure)
-
-
-async def fetch(a, b):
-    return await a(b)
-'''
-
-
-def _compare(source: str, every: int = 1, fast_path: str = "_span_in_function") -> int:
-    """Compare a fast path's span with libcst's whole-module position for
-    every ``every``-th node it can place; the number compared."""
-    module = cst.parse_module(source)
-    ctx = FileContext("x.py", source, module)
-    checked = 0
-    for node in list(walk(module))[::every]:
-        fast = getattr(ctx, fast_path)(node)
-        if fast is None:
-            continue
-        whole = ctx._positions[node]
-        assert fast == ((whole.start.line, whole.start.column + 1), (whole.end.line, whole.end.column + 1)), ctx.code(node)
-        checked += 1
-    return checked
-
-
-def test_function_positions_match_whole_module_positions():
-    assert _compare(SOURCE) > 50
-
-
-def test_function_positions_on_a_real_large_file():
-    torch = pytest.importorskip("torch")
-    path = torch.__file__.replace("__init__.py", "_tensor.py")
-    source = open(path, encoding="utf-8").read()
-    assert len(source) > SMALL_FILE_CHARS
-    assert _compare(source, every=15) > 200
-
+from memlint.lint.context import FileContext
 
 UNUSUAL = (
     "import torch\n"
@@ -81,6 +18,7 @@ UNUSUAL = (
     "\t\t) + '''a\n"
     "b''' ; w = x\n"
     "class A:\n"
+    "    @staticmethod\n"
     "    def f(self):\n"
     "        try:\n"
     "            pass\n"
@@ -91,23 +29,64 @@ UNUSUAL = (
     "        else:\n"
     "            return [y for y in\n"
     "                    range(2)]\n"
+    "\x0cz = (1 +\\\n"
+    "     2)\n"
+    "async def g(a):\n"
+    "    async with a as b:\n"
+    "        return await b(f'{a!r:>{3}}')\n"
 )
+LINE_ENDS = {"unix": "\n", "windows": "\r\n", "old mac": "\r"}
 
 
-@pytest.mark.parametrize("source", [SOURCE, UNUSUAL], ids=["classes", "unusual"])
-def test_statement_positions_match_whole_module_positions(source):
-    assert _compare(source, fast_path="_span_in_statement") > 40
+def _compare(source: str, every: int = 1) -> int:
+    """Check every ``every``-th positioned node's text against
+    ``ast.get_source_segment`` (which splits the whole source per call);
+    the number of nodes checked."""
+    tree = ast.parse(source)
+    ctx = FileContext("x.py", source, tree)
+    checked = 0
+    for node in list(ast.walk(tree))[::every]:
+        if getattr(node, "end_col_offset", None) is None:
+            continue
+        assert ctx.code(node) == ast.get_source_segment(source, node), ast.dump(node)[:80]
+        checked += 1
+    return checked
 
 
-def test_statement_positions_on_a_real_large_file():
+@pytest.mark.parametrize("line_end", LINE_ENDS.values(), ids=LINE_ENDS.keys())
+def test_node_text_equals_the_standard_librarys_segment(line_end):
+    assert _compare(UNUSUAL.replace("\n", line_end)) > 60
+
+
+def test_node_text_on_a_real_large_file():
     torch = pytest.importorskip("torch")
-    path = torch.__file__.replace("__init__.py", "_tensor.py")
-    source = open(path, encoding="utf-8").read()
-    assert _compare(source, every=15, fast_path="_span_in_statement") > 200
+    source = open(torch.__file__.replace("__init__.py", "_tensor.py"), encoding="utf-8").read()
+    assert _compare(source, every=15) > 200
 
 
-def test_statement_positions_give_way_when_the_parsers_disagree():
-    source = "x = 1\ny = 2\n"
-    ctx = FileContext("x.py", source, cst.parse_module(source), tree=__import__("ast").parse("x = 1\n"))
-    assert ctx._statement_starts is None
-    assert ctx.span(ctx.module.body[1].body[0]) == ((2, 1), (2, 6))
+def test_columns_count_characters_not_bytes():
+    source = "s = 'é€'; t = torch.load(s)\n"
+    tree = ast.parse(source)
+    call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call))
+    assert call.col_offset == 17  # bytes: é and € take 2 and 3
+    assert FileContext("x.py", source, tree).span(call) == ((1, 15), (1, 28))
+
+
+def test_a_node_without_a_position_spans_its_children():
+    source = "with open(p) as f, lock:\n    pass\n"
+    tree = ast.parse(source)
+    ctx = FileContext("x.py", source, tree)
+    item = tree.body[0].items[0]
+    assert ctx.span(item) == ((1, 6), (1, 18))
+    assert ctx.code(item) == "open(p) as f"
+
+
+def test_edits_replace_and_insert_at_character_positions():
+    source = "é = f(x)\n"
+    tree = ast.parse(source)
+    ctx = FileContext("x.py", source, tree)
+    call = tree.body[0].value
+    edit = ctx.edit_replacing(call.args[0], "y")
+    assert (edit.start_line, edit.start_col, edit.end_line, edit.end_col, edit.content) == (1, 7, 1, 8, "y")
+    insert = ctx.edit_inserting(1, 8, ", z")
+    assert (insert.start_col, insert.end_col) == (8, 8)
