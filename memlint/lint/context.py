@@ -14,10 +14,12 @@ class FileContext:
     ``ast`` (``module``), the node index, the imports and the dataflow
     analysis (the last three built on first use)."""
 
-    def __init__(self, path: str, source: str, module: ast.Module) -> None:
+    def __init__(self, path: str, source: str, module: ast.Module, index=None) -> None:
         self.path = path
         self.source = source
         self.module = module
+        if index is not None:  # the engine's, already built for the pre-parse gate
+            self.index = index
         self.diagnostics: list[Diagnostic] = []
         #: Pre-order position (in :attr:`index`) of the node whose hook runs.
         self.position: int | None = None

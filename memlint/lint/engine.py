@@ -128,9 +128,10 @@ def lint_pending(pending: Pending) -> FileResult:
     if not pending.codes:
         return result  # only the syntax check was asked for
     from memlint.lint.facts import CodeFacts
+    from memlint.lint.walk import NodeIndex
 
-    facts = CodeFacts.of(tree)
-    codes = applicable_codes(pending.codes, facts)
+    index = NodeIndex(tree)
+    codes = applicable_codes(pending.codes, CodeFacts.of(index))
     if not codes:
         return result
     rules = [rule for rule in rule_classes(codes).values() if rule.is_triggered_by(pending.source)]
@@ -138,7 +139,7 @@ def lint_pending(pending: Pending) -> FileResult:
         return result
     from memlint.lint.context import FileContext
 
-    ctx = FileContext(pending.path, pending.source, tree)
+    ctx = FileContext(pending.path, pending.source, tree, index)
     try:
         errors = _run_rules(ctx, rules)
     finally:
@@ -153,7 +154,7 @@ def lint_pending(pending: Pending) -> FileResult:
 
 def applicable_codes(codes: tuple[str, ...], facts) -> tuple[str, ...]:
     """The codes among ``codes`` whose pre-parse requirements the module's
-    code meets (:class:`~memlint.lint.facts.CodeFacts` of its CPython ``ast``)."""
+    code meets (:class:`~memlint.lint.facts.CodeFacts` of its syntax tree)."""
     index = rule_index()
     return tuple(code for code in codes if code not in index or index[code].applies_to(facts))
 
@@ -292,11 +293,14 @@ class _Dispatcher:
 
         index = self.ctx.index
         nodes = index.nodes
+        names: dict[type, str] = {}
         for position, is_visit in index.events(set(self.visit_hooks), set(self.leave_hooks)):
             node = nodes[position]
             self.ctx.position = position
             table = self.visit_hooks if is_visit else self.leave_hooks
-            hooks = table.get(hook_name(type(node)))
+            kind = node.__class__
+            name = names.get(kind) or names.setdefault(kind, hook_name(kind))
+            hooks = table.get(name)
             if hooks:
                 self._call(hooks, node)
         self.ctx.position = None

@@ -1,15 +1,14 @@
-"""The pre-parse gate: what CPython's ``ast`` of a file says about which
-rules could possibly report on it.
+"""The pre-parse gate: what a file's syntax tree says about which rules
+could possibly report on it.
 
 The text pre-filter (each rule's ``TRIGGERS`` substrings) is cheap but
 coarse: a word in a docstring or a comment passes it, and some triggers
-(``+``, ``for``) are in nearly every file. libcst's parse is memlint's
-largest single cost (about 45 ms per file, 12x CPython's parser, measured on
-the benchmark corpus), so before paying for it the engine asks each
+(``+``, ``for``) are in nearly every file. So before the rules run (and
+before the dataflow analysis that most of them share), the engine asks each
 triggered rule's declared requirements (``Rule.NEEDS_NAMES``,
-``Rule.NEEDS_GRAPH_SOURCE``) against :class:`CodeFacts`, built from the
-``ast`` tree that the syntax guard parses anyway. A file no rule can report
-on is never parsed by libcst.
+``Rule.NEEDS_GRAPH_SOURCE``) against :class:`CodeFacts`, read from the node
+index that the rules would use anyway. A file no rule can report on costs
+its parse and one walk.
 
 The requirements are necessary conditions, never heuristics: a rule that
 declares ``NEEDS_NAMES = ("zero_grad",)`` cannot report on a file whose code
@@ -40,37 +39,26 @@ class CodeFacts:
     """
 
     identifiers: frozenset[str]
-    #: The most operands of one ``and``/``or`` chain (flat in CPython's ast,
-    #: nested one level per operand in libcst's tree).
-    longest_boolean_chain: int = 0
 
     @classmethod
-    def of(cls, tree: ast.AST) -> "CodeFacts":
-        """Facts of a CPython ``ast`` tree (one walk, ~3 ms for a 15 KB module)."""
+    def of(cls, index) -> "CodeFacts":
+        """Facts of a module from its :class:`~memlint.lint.walk.NodeIndex`
+        (the nodes grouped by class: no further walk)."""
         found: set[str] = set()
-        add = found.add
-        longest = 0
-        for node in ast.walk(tree):
-            kind = node.__class__
-            if kind is ast.BoolOp:
-                longest = max(longest, len(node.values))
-            elif kind is ast.Name:
-                add(node.id)
-            elif kind is ast.Attribute:
-                add(node.attr)
-            elif kind is ast.keyword or kind is ast.arg:
-                if node.arg:
-                    add(node.arg)
-            elif kind is ast.alias:
-                found.update(node.name.split("."))
-                if node.asname:
-                    add(node.asname)
-            elif kind is ast.ImportFrom:
-                if node.module:
-                    found.update(node.module.split("."))
-            elif kind in _DEFINITIONS:
-                add(node.name)
-        return cls(frozenset(found), longest)
+        found.update([node.id for node in index.of_type(ast.Name)])
+        found.update([node.attr for node in index.of_type(ast.Attribute)])
+        for kind in (ast.keyword, ast.arg):
+            found.update([node.arg for node in index.of_type(kind) if node.arg])
+        for alias in index.of_type(ast.alias):
+            found.update(alias.name.split("."))
+            if alias.asname:
+                found.add(alias.asname)
+        for statement in index.of_type(ast.ImportFrom):
+            if statement.module:
+                found.update(statement.module.split("."))
+        for kind in _DEFINITIONS:
+            found.update([node.name for node in index.of_type(kind)])
+        return cls(frozenset(found))
 
     def uses_any(self, names: tuple[str, ...]) -> bool:
         """True when the code uses one of ``names`` (exact identifiers)."""

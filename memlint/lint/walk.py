@@ -48,10 +48,15 @@ class Visitor:
     children) and ``leave_<ast class name>(self, node)`` hooks."""
 
 
+_HOOK_NAMES: dict[type, str] = {}
+
+
 def hook_name(node_class: type) -> str:
     """The name hooks use for ``node_class`` (``AsyncFor`` -> ``For``)."""
-    name = node_class.__name__
-    return HOOK_ALIASES.get(name, name)
+    name = _HOOK_NAMES.get(node_class)
+    if name is None:
+        name = _HOOK_NAMES[node_class] = HOOK_ALIASES.get(node_class.__name__, node_class.__name__)
+    return name
 
 
 def _child_getter(cls: type) -> Callable[[ast.AST], tuple] | None:
@@ -364,15 +369,21 @@ class NodeIndex:
         return self._ends
 
 
-def hooked_names(visitor_class: type) -> set[str]:
+#: Per visitor class (weakly, as :data:`_HOOKS`), its :func:`hooked_names`.
+_HOOKED: "WeakKeyDictionary[type, frozenset[str]]" = WeakKeyDictionary()
+
+
+def hooked_names(visitor_class: type) -> frozenset[str]:
     """Hook names (:func:`hook_name`) that ``visitor_class`` has a
     ``visit_``/``leave_`` method for."""
-    names = set()
-    for klass in visitor_class.__mro__:
-        if klass is object:
-            continue
-        names.update(
-            attr.split("_", 1)[1] for attr in vars(klass)
-            if attr.startswith(("visit_", "leave_")) and attr.count("_") == 1
-        )
+    names = _HOOKED.get(visitor_class)
+    if names is None:
+        found: set[str] = set()
+        for klass in visitor_class.__mro__:
+            if klass is not object:
+                found.update(
+                    attr.split("_", 1)[1] for attr in vars(klass)
+                    if attr.startswith(("visit_", "leave_")) and attr.count("_") == 1
+                )
+        names = _HOOKED[visitor_class] = frozenset(found)
     return names

@@ -1,13 +1,13 @@
 """Cold start of ``memlint check one_file.py`` (not a test): median of N runs.
 
-Each run is a fresh process, as a pre-commit hook or an editor runs it. Four
-cases, with two floors for reference:
+Each run is a fresh process, as a pre-commit hook or an editor runs it.
+Three cases, with Python's own start as the floor:
 
-- ``parse``: a fixture that triggers rules, so libcst is imported and the
-  file parsed (``--no-cache``);
-- ``no-trigger``: a file that triggers no rule (nothing parsed, no libcst);
-- ``cache-hit``: the ``parse`` file again with a hot cache (no libcst);
-- floors: ``python -c pass`` and ``python -c "import libcst"``.
+- ``parse``: a fixture that triggers rules, so it is parsed, the rule
+  modules are imported and the rules run (``--no-cache``);
+- ``no-trigger``: a file that triggers no rule (syntax check only);
+- ``cache-hit``: the ``parse`` file again with a hot cache (no parse, no rule);
+- floor: ``python -c pass``.
 
     python tests/benchmarks/bench_single_file.py [--runs 15]
 """
@@ -77,7 +77,6 @@ def measure(runs: int) -> dict[str, tuple[float, float]]:
         cache = str(work / "cache")
         results = {
             "python -c pass": median_seconds([sys.executable, "-c", "pass"], runs),
-            "python -c 'import libcst'": median_seconds([sys.executable, "-c", "import libcst"], runs),
             "parse (--no-cache)": median_seconds([*memlint, "check", "--exit-zero", "--no-cache", str(target)], runs),
             "no-trigger (--no-cache)": median_seconds([*memlint, "check", "--exit-zero", "--no-cache", str(quiet)], runs),
             "cache-hit": median_seconds([*memlint, "check", "--exit-zero", "--cache-dir", cache, str(target)], runs),

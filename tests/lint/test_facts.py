@@ -9,10 +9,11 @@ import pytest
 
 from memlint.lint.facts import CodeFacts
 from memlint.lint.registry import RuleInfo
+from memlint.lint.walk import NodeIndex
 
 
 def facts(source: str) -> CodeFacts:
-    return CodeFacts.of(ast.parse(source))
+    return CodeFacts.of(NodeIndex(ast.parse(source)))
 
 
 def test_identifiers_come_from_code_only():

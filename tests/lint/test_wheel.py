@@ -1,5 +1,5 @@
 """The built wheel works on its own: built from a copy of the working tree,
-installed into a fresh virtualenv (no system site-packages; libcst and rich
+installed into a fresh virtualenv (no system site-packages; rich
 come from the package index), it lists every rule in rules/ and finds a bug."""
 
 from __future__ import annotations
