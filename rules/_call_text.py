@@ -10,6 +10,7 @@ apart, owned by the argument before it, as libcst's ``Arg.comma`` was.
 from __future__ import annotations
 
 import io
+import re
 import tokenize
 from dataclasses import dataclass
 from itertools import accumulate
@@ -17,6 +18,7 @@ from itertools import accumulate
 #: Tokens that only lay out the text.
 _LAYOUT = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER})
 _OPENING = frozenset({"(", "[", "{"})
+_LONE_CR = re.compile(r"\r(?!\n)")
 _CLOSING = frozenset({")", "]", "}"})
 
 
@@ -38,8 +40,11 @@ class CallText:
     @classmethod
     def of(cls, code: str) -> CallText:
         """Split ``code``, the source of a call expression."""
-        line_starts = list(accumulate(map(len, io.StringIO(code).readlines()), initial=0))
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in _LAYOUT]
+        # tokenize and StringIO end lines at "\n" only; a lone "\r" (old Mac
+        # line ends) becomes "\n", same length, so offsets still fit ``code``.
+        lines = _LONE_CR.sub("\n", code)
+        line_starts = list(accumulate(map(len, io.StringIO(lines).readlines()), initial=0))
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(lines).readline) if t.type not in _LAYOUT]
 
         def offset(point: tuple[int, int]) -> int:
             return line_starts[point[0] - 1] + point[1]

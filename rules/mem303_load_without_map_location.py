@@ -1,15 +1,13 @@
 """MEM303 load-without-map-location."""
 
 import ast
-import re
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.rules._call_text import CallText
 
 LOAD_FUNCTIONS = frozenset({"torch.load"})
 MAP_LOCATION = 'map_location="cpu"'
-#: Line ends as ``ast`` counts lines.
-_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 class LoadWithoutMapLocation(Rule):
@@ -80,53 +78,13 @@ class LoadWithoutMapLocation(Rule):
         ``, `` follows the last argument directly; what stood between that
         argument and the ``)`` (spaces, comments, line breaks) goes after the
         new argument when it holds a trailing comma, before it otherwise."""
-        code = self.ctx.code(call)
-        close = len(code) - 1  # the call's `)`
-        last = _last_argument(call)
-        if last is None:
-            return code[:close] + MAP_LOCATION + code[close:]
-        start = self.ctx.span(call)[0]
-        # a sole generator argument's span includes the call's parentheses
-        end = min(_offset_in(code, start, self.ctx.span(last)[1]), close)
-        end, trailing_comma = _end_of_argument(code, end, close)
-        between = code[end:close]
-        if trailing_comma:
-            return code[:end] + ", " + MAP_LOCATION + between + code[close:]
-        return code[:end] + ", " + between + MAP_LOCATION + code[close:]
-
-
-def _last_argument(call: ast.Call) -> ast.expr | None:
-    """The call's last argument in source order (a keyword argument's value)."""
-    arguments = [*call.args, *(keyword.value for keyword in call.keywords)]
-    return max(arguments, key=lambda node: (node.end_lineno, node.end_col_offset), default=None)
-
-
-def _offset_in(code: str, start: tuple[int, int], position: tuple[int, int]) -> int:
-    """Offset in ``code`` (text beginning at 1-based ``start``) of the 1-based ``position``."""
-    line, col = position
-    if line == start[0]:
-        return col - start[1]
-    line_starts = [match.end() for match in _LINE_END.finditer(code)]
-    return line_starts[line - start[0] - 1] + col - 1
-
-
-def _end_of_argument(code: str, end: int, close: int) -> tuple[int, bool]:
-    """Where the last argument ends in ``code``, with its own closing
-    parentheses (``ast`` spans leave them out), and whether a trailing comma
-    follows it: between ``end`` and the call's ``)`` there are only those
-    parentheses, at most one comma, whitespace and comments."""
-    after_parentheses = end
-    trailing_comma = in_comment = False
-    for offset in range(end, close):
-        char = code[offset]
-        if char in "\r\n":
-            in_comment = False
-        elif in_comment:
-            continue
-        elif char == "#":
-            in_comment = True
-        elif char == ")":
-            after_parentheses = offset + 1
-        elif char == ",":
-            trailing_comma = True
-    return after_parentheses, trailing_comma
+        call_text = CallText.of(self.ctx.code(call))
+        if not call_text.arguments:
+            return call_text.callee + call_text.opening + MAP_LOCATION + ")"
+        *earlier, last = call_text.arguments
+        between = call_text.separators[-1]
+        before = call_text.callee + call_text.opening
+        before += "".join(argument + separator for argument, separator in zip(earlier, call_text.separators)) + last
+        if call_text.trailing_comma:
+            return before + ", " + MAP_LOCATION + between + ")"
+        return before + ", " + between + MAP_LOCATION + ")"
