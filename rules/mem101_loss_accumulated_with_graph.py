@@ -49,6 +49,8 @@ class LossAccumulatedWithGraph(Rule):
     The fix appends `.detach()` to the added value: the total keeps its
     type and device and loses only the graph, which is safe. Use `.item()`
     by hand when a Python float is wanted (it synchronises with the GPU).
+    No fix is offered for a conditional or `and`/`or` value
+    (`total += loss if flag else 0`): its other branch may be no tensor.
 
     ## Known problems
     An accumulator that is itself passed to `.backward()` or returned from
@@ -107,8 +109,9 @@ class LossAccumulatedWithGraph(Rule):
             return operation.left
         return None
 
-    def _detach_fix(self, added: ast.expr) -> Fix:
-        return self.replacement(added, with_method(self.ctx, added, "detach"), safe=True)
+    def _detach_fix(self, added: ast.expr) -> Fix | None:
+        detached = with_method(self.ctx, added, "detach")
+        return None if detached is None else self.replacement(added, detached, safe=True)
 
     def _leaks(self, target: ast.expr, added: ast.expr, statement: ast.stmt) -> bool:
         if isinstance(added, (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.Dict, ast.DictComp)):

@@ -51,7 +51,8 @@ class TensorCollectedWithGraph(Rule):
 
     ## Fix safety
     The fix appends `.detach()` to a stored tensor expression (not to a
-    dict or tuple literal), which keeps its value and device: safe.
+    dict or tuple literal, nor to a conditional or `and`/`or` value whose
+    other branch may be no tensor), which keeps its value and device: safe.
 
     ## Known problems
     A list whose elements are later stacked and backpropagated on purpose
@@ -125,7 +126,8 @@ class TensorCollectedWithGraph(Rule):
         value = attached[0]
         if len(attached) != 1 or isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.GeneratorExp)):
             return None
-        return self.replacement(value, with_method(self.ctx, value, "detach"), safe=True)
+        detached = with_method(self.ctx, value, "detach")
+        return None if detached is None else self.replacement(value, detached, safe=True)
 
 
 def _assignments(function: ast.AST) -> list[tuple[str, ast.expr]]:

@@ -67,7 +67,9 @@ class DeviceTensorCollectedInLoop(Rule):
     ## Fix safety
     The fix appends `.cpu()` to the stored tensor. It is unsafe: code that
     later uses the collected tensors on the accelerator (`torch.cat(preds)`
-    compared with device tensors) now receives CPU tensors.
+    compared with device tensors) now receives CPU tensors. No fix is
+    offered for a conditional or `and`/`or` value: its other branch may be
+    no tensor.
 
     ## Known problems
     Tensors graph-attached when stored are left to MEM102. Loops over a
@@ -164,7 +166,8 @@ class DeviceTensorCollectedInLoop(Rule):
         if len(leaves) != 1:
             return None
         leaf = leaves[0]
-        return self.replacement(leaf, with_method(self.ctx, leaf, "cpu"), safe=False)
+        on_host = with_method(self.ctx, leaf, "cpu")
+        return None if on_host is None else self.replacement(leaf, on_host, safe=False)
 
 
 def _in_loop(stack: list[ast.AST]) -> bool:

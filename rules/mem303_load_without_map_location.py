@@ -37,7 +37,8 @@ class LoadWithoutMapLocation(Rule):
     directly on the GPU now receives CPU tensors.
 
     ## Known problems
-    A call that passes `map_location` through `**kwargs` is not reported.
+    A call with `**kwargs` or `*args` is not reported: `map_location` may be
+    among them.
 
     ## References
     - [torch.load](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -57,6 +58,7 @@ class LoadWithoutMapLocation(Rule):
         "import numpy as np\nx = np.load('data.npy')\n",
         "from mylib import load\nx = load('ckpt.pt')\n",
         "import torch\ndef f(**kw):\n    return torch.load('a.pt', **kw)\n",
+        "import torch\ndef f(*args):\n    return torch.load(*args)\n",
     )
     INVALID = (
         "import torch\nstate = torch.load('ckpt.pt')\n",
@@ -67,8 +69,8 @@ class LoadWithoutMapLocation(Rule):
     def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in LOAD_FUNCTIONS:
             return
-        if len([arg for arg in node.args if not isinstance(arg, ast.Starred)]) >= 2:
-            return  # map_location passed positionally
+        if len(node.args) >= 2 or any(isinstance(arg, ast.Starred) for arg in node.args):
+            return  # map_location passed positionally, or maybe among `*args`
         if any(keyword.arg in (None, "map_location") for keyword in node.keywords):
             return  # `map_location=` or `**kwargs`
         self.report(node, fix=self.replacement(node, self._with_map_location(node), safe=False))

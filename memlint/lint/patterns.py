@@ -15,12 +15,21 @@ from memlint.lint.walk import Visitor, file_memo, visit as walk_visit
 _OPERATIONS = (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Await, ast.Lambda, ast.NamedExpr)
 
 
-def with_method(ctx, node: ast.expr, method: str) -> str:
+#: Expressions whose value may be a tensor in one case and not in another
+#: (``loss if flag else 0``, ``loss or 0``): a method call on the whole can fail.
+_EITHER_VALUE = (ast.IfExp, ast.BoolOp)
+
+
+def with_method(ctx, node: ast.expr, method: str) -> str | None:
     """The code ``node.method()`` that replaces ``node``'s text (``ctx`` is
-    the file's :class:`~memlint.lint.context.FileContext`). An operation is
-    parenthesised, also when the source already has parentheses around it
-    (they are outside its text): ``x += (a + b)`` becomes
-    ``x += ((a + b).detach())``, correct with one redundant pair."""
+    the file's :class:`~memlint.lint.context.FileContext`); None for a
+    conditional or ``and``/``or`` expression, whose other branch may be no
+    tensor (``(loss if flag else 0).detach()`` fails when ``flag`` is false).
+    An operation is parenthesised, also when the source already has
+    parentheses around it (they are outside its text): ``x += (a + b)``
+    becomes ``x += ((a + b).detach())``, correct with one redundant pair."""
+    if isinstance(node, _EITHER_VALUE):
+        return None
     code = ctx.code(node)
     if isinstance(node, _OPERATIONS):
         code = f"({code})"

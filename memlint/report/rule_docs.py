@@ -50,19 +50,26 @@ def rule_record(rule: type[Rule]) -> dict:
 
 
 def print_rule(code: str, stream=None) -> int:
-    """Print the page of rule ``code`` as rendered Markdown; returns the exit code (0).
+    """Print the page of rule ``code``: rendered on a terminal, the plain
+    Markdown source when piped or redirected (as ruff does); returns the
+    exit code (0).
 
     Raises:
         UsageError: unknown code (the CLI prints one line and exits 2).
     """
     from rich.console import Console
-    from rich.markdown import Markdown
 
     from memlint.docs_gen import rule_page
 
     rule = find_rule(code)
-    console = Console(file=stream or sys.stdout, soft_wrap=False)
+    stream = stream or sys.stdout
     page = "\n".join(line for line in rule_page(rule).splitlines() if not line.startswith("<!--"))
+    console = Console(file=stream, soft_wrap=False)
+    if not console.is_terminal:
+        stream.write(page.strip() + "\n")
+        return 0
+    from rich.markdown import Markdown
+
     console.print(Markdown(page))
     return 0
 

@@ -3,6 +3,7 @@ and that linting never imports torch."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -14,13 +15,26 @@ from .helpers import REPO, cases_dir, run_memlint
 BUGGY = "import torch\nstate = torch.load('ckpt.pt')\n"
 
 
-def test_rule_page_in_terminal():
+def test_rule_page_piped_is_the_markdown_page():
     proc = run_memlint("rule", "MEM303")
     assert proc.returncode == 0
-    assert "load-without-map-location" in proc.stdout
-    assert "What it does" in proc.stdout and "Fix safety" in proc.stdout
-    assert "##" not in proc.stdout  # rendered, not raw Markdown
+    page = (REPO / "docs" / "rules" / "MEM303.md").read_text(encoding="utf-8")
+    assert proc.stdout.strip() == "\n".join(line for line in page.splitlines() if not line.startswith("<!--")).strip()
     assert run_memlint("rule", "mem303").stdout == proc.stdout
+
+
+def test_rule_page_in_terminal_is_rendered():
+    from memlint.report.rule_docs import print_rule
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    assert print_rule("MEM303", out) == 0
+    text = out.getvalue()
+    assert "load-without-map-location" in text and "What it does" in text and "Fix safety" in text
+    assert "##" not in text  # rendered, not raw Markdown
 
 
 def test_unknown_rule_is_one_line_exit_2():

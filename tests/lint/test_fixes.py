@@ -286,3 +286,25 @@ def test_fixing_unusually_spaced_code_works(tmp_path, capsys):
     assert code == 0 and "Traceback" not in err
     assert odd.read_text() == "import torch\nz = torch.load(a if b else(lambda:0), map_location=\"cpu\")\n"
     assert good.read_text() == "import torch\nstate = torch.load('x', map_location=\"cpu\")\n"
+
+
+def test_no_method_fix_on_a_value_that_may_be_no_tensor():
+    """`(loss if flag else 0).detach()` fails when `flag` is false: the
+    findings stay, without a fix; a plain or arithmetic value keeps its fix."""
+    source = (
+        "def train(model, loader, crit, opt, flag):\n"
+        "    total, kept, outs = 0.0, 0.0, []\n"
+        "    for x, y in loader:\n"
+        "        out = model(x)\n"
+        "        loss = crit(out, y)\n"
+        "        loss.backward()\n"
+        "        total += loss if flag else 0\n"
+        "        kept += loss or 0\n"
+        "        outs.append(out if flag else None)\n"
+        "        total += loss * 2\n"
+    )
+    found = lint_source("t.py", source.encode(), LintOptions(frozenset({"MEM101", "MEM102"}))).diagnostics
+    fixes = {(d.code, d.line): d.fix for d in found}
+    assert set(fixes) == {("MEM101", 7), ("MEM101", 8), ("MEM102", 9), ("MEM101", 10)}
+    assert fixes[("MEM101", 7)] is None and fixes[("MEM101", 8)] is None and fixes[("MEM102", 9)] is None
+    assert fixes[("MEM101", 10)].edits[0].content == "(loss * 2).detach()"
