@@ -1,17 +1,16 @@
 """MEM104 inference-without-no-grad."""
 
+import ast
 import re
 from functools import cached_property
 
-import ast
-
 from memlint.lint.dataflow import call_method_name
-from memlint.lint.vocabulary import MODEL_NAME
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import contains_training_step
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
+from memlint.lint.vocabulary import MODEL_NAME
 from memlint.lint.walk import Visitor, visit as walk_visit
 
 EVAL_FUNCTION = re.compile(
@@ -30,7 +29,9 @@ class InferenceWithoutNoGrad(Rule):
     `predict`, `inference`, `test_step`/`validation_step` (outside
     Lightning), or after `model.eval()` in the same function — when no
     enclosing `torch.no_grad()`/`torch.inference_mode()` (context or
-    decorator) disables grad and no `.backward()` follows.
+    decorator) disables grad and no `.backward()` follows. In a function
+    that also trains (a `fit` with a validation loop), the forward passes
+    after `model.eval()` in a loop without a training step are reported.
 
     ## Why is this bad?
     With grad enabled, autograd saves every activation the backward pass
@@ -81,12 +82,15 @@ class InferenceWithoutNoGrad(Rule):
         "def train(model, loader, opt):\n    model.eval()\n    for x in loader:\n        loss = model(x)\n        loss.backward()\n        opt.step()\n",
         "import lightning as L\nclass M(L.LightningModule):\n    def validation_step(self, batch, idx):\n        return self.model(batch)\n",
         "import torch\ndef validate(model, x):\n    return model(x)\ndef run(model, x):\n    with torch.no_grad():\n        return validate(model, x)\n",
+        "import torch\ndef fit(model, loader, val_loader, opt):\n    for x in loader:\n        model(x).sum().backward()\n        opt.step()\n    model.eval()\n    with torch.no_grad():\n        for x in val_loader:\n            model(x)\n",
+        "def fit(model, gen, loader, opt):\n    gen.eval()\n    for x in loader:\n        loss = model(gen(x)).mean()\n        loss.backward()\n        opt.step()\n",
     )
     INVALID = (
         "def evaluate(model, loader):\n    for x in loader:\n        out = model(x)  # expect: MEM104\n",
         "def run(model, loader):\n    model.eval()\n    preds = [model(x) for x in loader]  # expect: MEM104\n",
         "class W:\n    def validation_step(self, x):\n        return self.net(x)  # expect: MEM104\n",
         "import torch as T\ndef predict(model, x):\n    with T.enable_grad():\n        return model(x)  # expect: MEM104\n",
+        "def fit(model, loader, val_loader, opt, crit):\n    for epoch in range(3):\n        model.train()\n        for x, y in loader:\n            loss = crit(model(x), y)\n            loss.backward()\n            opt.step()\n        model.eval()\n        for x, y in val_loader:\n            loss = crit(model(x), y)  # expect: MEM104\n",
     )
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -99,8 +103,13 @@ class InferenceWithoutNoGrad(Rule):
             return
         scope = flow.scope(node)
         forward = [call for call in scope.forward_calls if not self._is_loss_call(call) and not _nested_in_function(call, node, flow)]
-        if not forward or contains_training_step(node.body) or scope.backward_names:
+        if not forward:
             return
+        if contains_training_step(node.body) or scope.backward_names:
+            if eval_call is not None:
+                forward = [call for call in forward if self._in_evaluation_loop(call, eval_call)]
+            else:
+                forward = []
         for call in forward:
             if flow.grad_disabled(call):
                 continue
@@ -110,6 +119,12 @@ class InferenceWithoutNoGrad(Rule):
                 return
             self.report(call)
             return
+
+    def _in_evaluation_loop(self, call: ast.Call, eval_call: ast.Call) -> bool:
+        """In a function that also trains: ``call`` comes after ``eval_call``
+        and its innermost loop (in the function) has no training step."""
+        loops = self.ctx.dataflow.enclosing_loops(call)
+        return bool(loops) and _after(eval_call, call, self.ctx) and not contains_training_step(loops[0].body)
 
     @cached_property
     def _functions_calling_eval(self) -> set[ast.FunctionDef | ast.AsyncFunctionDef]:
