@@ -4,9 +4,10 @@ import ast
 
 from memlint.lint.dataflow import root_name
 from memlint.lint.diagnostic import Fix, Severity
-from memlint.lint.patterns import carried_across_iterations, contains_training_step, returned_names, with_method
+from memlint.lint.patterns import carried_across_iterations, is_training_step_call, returned_names, with_method
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.rules._training import reaches
 
 
 class LossAccumulatedWithGraph(Rule):
@@ -53,9 +54,9 @@ class LossAccumulatedWithGraph(Rule):
     (`total += loss if flag else 0`): its other branch may be no tensor.
 
     ## Known problems
-    An accumulator that is itself passed to `.backward()` or returned from
-    its function (a loss summed over heads or chunks on purpose) is not
-    reported. Values that cross function boundaries are followed only for
+    An accumulator that is itself passed to `.backward()`, or returned from
+    a function whose loop runs no training step (a loss summed over heads
+    or chunks on purpose), is not reported. Values that cross function boundaries are followed only for
     functions and methods defined in the same file.
 
     ## References
@@ -81,6 +82,7 @@ class LossAccumulatedWithGraph(Rule):
         "def f(model, loader, crit):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        total = total + loss  # expect: MEM101\n",
         "def f(model, loader, n):\n    acc = {}\n    for batch in loader:\n        losses = model(batch)\n        for k in losses:\n            acc[k] += losses[k] / n  # expect: MEM101\n",
         "class T:\n    def training_step(self, b):\n        return self.model(b).loss\n    def fit(self, loader):\n        total = 0\n        for b in loader:\n            total += self.training_step(b)  # expect: MEM101\n",
+        "def step(model, opt, x):\n    loss = model(x)\n    loss.backward()\n    opt.step()\n    return loss\ndef train(model, opt, loader):\n    total = 0\n    for x in loader:\n        total += step(model, opt, x)  # expect: MEM101\n    return total\n",
     )
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -130,10 +132,14 @@ class LossAccumulatedWithGraph(Rule):
 
     def _intended_loss_sum(self, name: str, statement: ast.stmt, loop: ast.stmt) -> bool:
         """A loss built on purpose: the total is backpropagated, or returned
-        from a function whose loop does no training step (a sum over heads,
-        chunks or terms that the caller trains on)."""
-        scope = self.ctx.dataflow.scope(statement)
+        from a function whose loop does no training step, not even in a
+        local function it calls (a sum over heads, chunks or terms that the
+        caller trains on)."""
+        flow = self.ctx.dataflow
+        scope = flow.scope(statement)
         if name in scope.backward_names:
             return True
         function = scope.node
-        return isinstance(function, FUNCTION_TYPES) and name in returned_names(function) and not contains_training_step(loop)
+        if not isinstance(function, FUNCTION_TYPES) or name not in returned_names(function):
+            return False
+        return not reaches(loop.body, is_training_step_call, flow.functions)

@@ -82,10 +82,19 @@ class _NamesIn(Visitor):
             self.names.add(".".join(dotted.split(".")[:2]))
 
 
+#: Method calls that make a training step: ``loss.backward()``, ``opt.step()``...
+TRAINING_STEP_METHODS = frozenset({"backward", "step", "manual_backward"})
+
+
+def is_training_step_call(node: ast.AST) -> bool:
+    """True for a ``.backward(...)``, ``.step(...)`` or ``.manual_backward(...)`` call."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRAINING_STEP_METHODS
+
+
 def contains_training_step(node: ast.AST | list[ast.stmt]) -> bool:
     """True when ``node`` contains a ``.backward(...)`` or ``.step(...)`` call."""
     def find() -> bool:
-        finder = _MethodCallFinder(frozenset({"backward", "step", "manual_backward"}))
+        finder = _MethodCallFinder(TRAINING_STEP_METHODS)
         walk_visit(node, finder)
         return finder.found
 
