@@ -89,6 +89,7 @@ class HiddenStateNotDetached(Rule):
         "def f(model, loader, opt, crit, hidden):\n    for x, y in loader:\n        out, hidden = model(x, hidden)  # expect: MEM105\n        crit(out, y).backward(retain_graph=True)\n        opt.step()\n",
         "import torch\ndef f(cell, env, n):\n    h = torch.zeros(1, 8)\n    c = torch.zeros(1, 8)\n    obs = env.reset()\n    for t in range(n):\n        h, c = cell(obs, (h, c))  # expect: MEM105\n        obs = env.step(h.argmax().item())\n",
         "def f(lstm, loader, opt, crit, h, c):\n    for x, y in loader:\n        out, (h, c) = lstm(x, (h, c))  # expect: MEM105\n        crit(out, y).backward()\n        opt.step()\n",
+        "def f(lstm, loader, opt, crit):\n    h = c = None\n    for x, y in loader:\n        out, (h, c) = lstm(x, (h, c) if h is not None else None)  # expect: MEM105\n        crit(out, y).backward()\n        opt.step()\n",
         "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.rnn = nn.GRU(4, 8)\n        self.hidden = None\n    def forward(self, x):\n        out, self.hidden = self.rnn(x, self.hidden)  # expect: MEM105\n        return out\n",
     )
 
@@ -176,9 +177,12 @@ def _in_loop(stack: list[ast.AST]) -> bool:
 
 
 def _bare_names(expr: ast.expr) -> set[str]:
-    """``h`` for ``h``, ``{h, c}`` for ``(h, c)`` / ``[h, c]``; calls and operations are not bare."""
+    """``h`` for ``h``, ``{h, c}`` for ``(h, c)`` / ``[h, c]`` / ``(h, c) if h
+    is not None else None``; calls and operations are not bare."""
     if isinstance(expr, ast.Starred):
         return _bare_names(expr.value)
+    if isinstance(expr, ast.IfExp):  # the state, or a fresh start on the first step
+        return _bare_names(expr.body) | _bare_names(expr.orelse)
     if isinstance(expr, (ast.Tuple, ast.List)):
         names = set()
         for element in expr.elts:
