@@ -27,7 +27,10 @@ def default_enabled_text(rule: type[Rule]) -> str:
 
 
 def fix_text(rule: type[Rule]) -> str:
-    return rule.FIX_TITLE or "none"
+    """``Add `.detach()` ... (safe)``; ``none`` for a rule without a fix."""
+    if rule.FIX_TITLE is None:
+        return "none"
+    return f"{rule.FIX_TITLE} ({rule.FIX_APPLICABILITY.value})"
 
 
 def section(doc: str, title: str) -> str:
@@ -94,7 +97,7 @@ def index_page(rules: tuple[type[Rule], ...]) -> str:
     for rule in rules:
         lines.append(
             f"| [{rule.CODE}]({rule.CODE}.md) | `{rule.NAME}` | {rule.SEVERITY.value} | "
-            f"{default_enabled_text(rule)} | {'yes' if rule.FIX_TITLE else ''} | {_cell(summary(rule))} |"
+            f"{default_enabled_text(rule)} | {rule.FIX_APPLICABILITY.value if rule.FIX_TITLE else ''} | {_cell(summary(rule))} |"
         )
     lines.append("")
     return "\n".join(lines)

@@ -113,7 +113,7 @@ class LossAccumulatedWithGraph(Rule):
 
     def _detach_fix(self, added: ast.expr) -> Fix | None:
         detached = with_method(self.ctx, added, "detach")
-        return None if detached is None else self.replacement(added, detached, safe=True)
+        return None if detached is None else self.replacement(added, detached)
 
     def _leaks(self, target: ast.expr, added: ast.expr, statement: ast.stmt) -> bool:
         if isinstance(added, (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.Dict, ast.DictComp)):

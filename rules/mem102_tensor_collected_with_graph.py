@@ -127,7 +127,7 @@ class TensorCollectedWithGraph(Rule):
         if len(attached) != 1 or isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.GeneratorExp)):
             return None
         detached = with_method(self.ctx, value, "detach")
-        return None if detached is None else self.replacement(value, detached, safe=True)
+        return None if detached is None else self.replacement(value, detached)
 
 
 def _assignments(function: ast.AST) -> list[tuple[str, ast.expr]]:

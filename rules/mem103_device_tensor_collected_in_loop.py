@@ -5,7 +5,7 @@ import re
 import ast
 
 from memlint.lint.dataflow import Tri, root_name, targets_of
-from memlint.lint.diagnostic import Fix, Severity
+from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import (
     bound_to_dict,
@@ -91,6 +91,7 @@ class DeviceTensorCollectedInLoop(Rule):
     MESSAGE = "an accelerator tensor is stored in a container that outlives the iteration: device memory grows every iteration"
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Move the stored tensor to the CPU with `.cpu()`"
+    FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("cuda", ".to(", "device")
     NEEDS_NAMES = ("cuda", "to", "device")  # the only ways the dataflow puts a value on the accelerator
     VALID = (
@@ -167,7 +168,7 @@ class DeviceTensorCollectedInLoop(Rule):
             return None
         leaf = leaves[0]
         on_host = with_method(self.ctx, leaf, "cpu")
-        return None if on_host is None else self.replacement(leaf, on_host, safe=False)
+        return None if on_host is None else self.replacement(leaf, on_host)
 
 
 def _in_loop(stack: list[ast.AST]) -> bool:

@@ -77,4 +77,4 @@ class ZeroGradKeepsGrads(Rule):
                 return
 
     def _without(self, node: ast.Call, index: int) -> Fix:
-        return self.replacement(node, CallText.of(self.ctx.code(node)).without(index), safe=True)
+        return self.replacement(node, CallText.of(self.ctx.code(node)).without(index))

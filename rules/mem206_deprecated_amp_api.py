@@ -118,4 +118,4 @@ class DeprecatedAmpApi(Rule):
                 arguments[index] = f"{_AUTOCAST_POSITIONAL[index]}={arguments[index]}"
         kept = "".join(argument + separator for argument, separator in zip(arguments, call.separators))
         device_argument = f'"{device}", ' if kept else f'"{device}"'
-        return self.replacement(node, f"{torch_name}.amp.{attr}{call.opening}{device_argument}{kept})", safe=True)
+        return self.replacement(node, f"{torch_name}.amp.{attr}{call.opening}{device_argument}{kept})")

@@ -2,7 +2,7 @@
 
 import ast
 
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.rule import Rule
 from memlint.rules._call_text import CallText
 
@@ -50,6 +50,7 @@ class LoadWithoutMapLocation(Rule):
     MESSAGE = "`torch.load` without `map_location` restores tensors onto the GPU they were saved from"
     SEVERITY = Severity.WARNING
     FIX_TITLE = 'Add `map_location="cpu"`'
+    FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("load",)
     NEEDS_NAMES = ("load",)
     VALID = (
@@ -73,7 +74,7 @@ class LoadWithoutMapLocation(Rule):
             return  # map_location passed positionally, or maybe among `*args`
         if any(keyword.arg in (None, "map_location") for keyword in node.keywords):
             return  # `map_location=` or `**kwargs`
-        self.report(node, fix=self.replacement(node, self._with_map_location(node), safe=False))
+        self.report(node, fix=self.replacement(node, self._with_map_location(node)))
 
     def _with_map_location(self, call: ast.Call) -> str:
         """The call's code with ``map_location="cpu"`` added as its last argument.

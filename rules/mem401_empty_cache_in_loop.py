@@ -95,6 +95,7 @@ class EmptyCacheInLoop(Rule):
     MESSAGE = "`torch.cuda.empty_cache()` in a loop frees no live tensor and forces slow re-allocation every iteration"
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Remove the `empty_cache()` call"
+    FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("empty_cache",)
     NEEDS_NAMES = ("empty_cache",)
     VALID = (
@@ -217,10 +218,10 @@ class EmptyCacheInLoop(Rule):
         if self._after_code_on_its_line(statement) or _shares_a_line(statement, block):
             return None
         if len(block) == 1:
-            return self.replacement(statement, "pass", safe=False)
+            return self.replacement(statement, "pass")
         start, end = self.ctx.span(statement)
         edit = Edit(start[0], 1, end[0] + 1, 1, "")
-        return Fix(title=self.FIX_TITLE, applicability=Applicability.UNSAFE, edits=(edit,))
+        return Fix(title=self.FIX_TITLE, applicability=self.FIX_APPLICABILITY, edits=(edit,))
 
     def _after_code_on_its_line(self, statement: ast.stmt) -> bool:
         """True when code precedes ``statement`` on its first line (``for b in x: f()``)."""

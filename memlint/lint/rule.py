@@ -38,6 +38,8 @@ class Rule:
     MESSAGE: ClassVar[str] = ""
     SEVERITY: ClassVar[Severity] = Severity.WARNING
     FIX_TITLE: ClassVar[str | None] = None
+    #: Whether ``--fix`` applies the rule's fix (SAFE) or only ``--unsafe-fixes`` does.
+    FIX_APPLICABILITY: ClassVar[Applicability] = Applicability.SAFE
     DEFAULT_ENABLED: ClassVar[bool] = True
     TRIGGERS: ClassVar[tuple[str, ...]] = ()
     #: The rule can only report on code that uses one of these identifiers
@@ -87,11 +89,12 @@ class Rule:
             )
         )
 
-    def replacement(self, node: ast.AST, new: str, safe: bool, title: str | None = None) -> Fix:
-        """A fix replacing ``node``'s source text by the code ``new``."""
+    def replacement(self, node: ast.AST, new: str, title: str | None = None) -> Fix:
+        """A fix replacing ``node``'s source text by the code ``new``, as safe
+        as the rule's ``FIX_APPLICABILITY`` says."""
         return Fix(
             title=title or self.FIX_TITLE or "Apply fix",
-            applicability=Applicability.SAFE if safe else Applicability.UNSAFE,
+            applicability=self.FIX_APPLICABILITY,
             edits=(self.ctx.edit_replacing(node, new),),
         )
 

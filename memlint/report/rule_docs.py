@@ -44,6 +44,7 @@ def rule_record(rule: type[Rule]) -> dict:
         "default_enabled": rule.DEFAULT_ENABLED,
         "fixable": rule.FIX_TITLE is not None,
         "fix_title": rule.FIX_TITLE,
+        "fix_applicability": rule.FIX_APPLICABILITY.value if rule.FIX_TITLE else None,
         "message": rule.MESSAGE,
         "url": rule_url(rule.CODE),
     }
@@ -75,7 +76,8 @@ def print_rule(code: str, stream=None) -> int:
 
 
 def print_rule_table(fmt: str = "table", stream=None) -> int:
-    """List every rule (code, name, severity, default on/off, fixable); returns 0."""
+    """List every rule (code, name, severity, default on/off, fix: safe
+    with ``--fix``, unsafe with ``--unsafe-fixes``); returns 0."""
     stream = stream or sys.stdout
     records = [rule_record(rule) for rule in all_rules()]
     if fmt == "json":
@@ -86,7 +88,7 @@ def print_rule_table(fmt: str = "table", stream=None) -> int:
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold")
-    for column in ("Code", "Name", "Severity", "Default", "Fixable"):
+    for column in ("Code", "Name", "Severity", "Default", "Fix"):
         table.add_column(column)
     for record in records:
         table.add_row(
@@ -94,7 +96,7 @@ def print_rule_table(fmt: str = "table", stream=None) -> int:
             record["name"],
             record["severity"],
             "on" if record["default_enabled"] else "off",
-            "yes" if record["fixable"] else "",
+            record["fix_applicability"] or "",
         )
     console = Console(file=stream)
     if not console.is_terminal:

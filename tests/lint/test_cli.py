@@ -52,10 +52,14 @@ def test_rules_table_and_json():
         row = next(line for line in table.stdout.splitlines() if rule.CODE in line)
         assert rule.NAME in row and rule.SEVERITY.value in row
         assert ("on" if rule.DEFAULT_ENABLED else "off") in row.split()
+    cells = [[cell.strip() for cell in line.split("│")] for line in table.stdout.splitlines() if line.strip().startswith("MEM")]
+    fix_column = {row[0]: row[-1] for row in cells}
+    assert (fix_column["MEM101"], fix_column["MEM303"], fix_column["MEM104"]) == ("safe", "unsafe", "")
     records = json.loads(run_memlint("rules", "--format", "json").stdout)
     assert [r["code"] for r in records] == [rule.CODE for rule in rules]
     for record, rule in zip(records, rules):
         assert record["fixable"] == (rule.FIX_TITLE is not None)
+        assert record["fix_applicability"] == (rule.FIX_APPLICABILITY.value if rule.FIX_TITLE else None)
         assert record["default_enabled"] == rule.DEFAULT_ENABLED
 
 

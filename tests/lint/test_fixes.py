@@ -34,7 +34,7 @@ class RenameCall(Rule):
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id == "old_api":
-            self.report(node, fix=self.replacement(node.func, "new_api", safe=True))
+            self.report(node, fix=self.replacement(node.func, "new_api"))
 
 
 class BreakSyntax(Rule):
@@ -49,7 +49,7 @@ class BreakSyntax(Rule):
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id == "breakme":
-            self.report(node, fix=self.replacement(node, "breakme(", safe=True))
+            self.report(node, fix=self.replacement(node, "breakme("))
 
 
 def _fix(title="t", *edits, safe=True) -> Fix:
