@@ -5,8 +5,7 @@ process, one file after another, and adds up the wall time of each phase
 over the corpus: the text pre-filter, CPython's parse (the syntax check and
 the tree the rules read), the node index, the pre-parse facts and gate
 (read from the index), and the rules (including the positions of their
-findings). Garbage collection is tuned as the runner tunes it. The files
-the gate skips cost only the first four.
+findings). The files the gate skips cost only the first four.
 
 Run::
 
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gc
 import sys
 import time
 from pathlib import Path
@@ -34,7 +32,6 @@ from memlint.lint.context import FileContext  # noqa: E402
 from memlint.lint.engine import LintOptions, _run_rules, applicable_codes, precheck  # noqa: E402
 from memlint.lint.facts import CodeFacts  # noqa: E402
 from memlint.lint.registry import rule_classes, rule_index  # noqa: E402
-from memlint.lint.runner import LINT_GC_THRESHOLD  # noqa: E402
 from memlint.lint.walk import NodeIndex  # noqa: E402
 
 PHASES = ("pre-filter", "CPython parse", "node index", "facts + gate", "rules")
@@ -47,8 +44,6 @@ def measure(files: list[str]) -> tuple[dict[str, float], int, int]:
 
     totals = dict.fromkeys(PHASES, 0.0)
     gated = linted = 0
-    gc.freeze()
-    gc.set_threshold(LINT_GC_THRESHOLD, 10, 10)
     for path in files:
         clock = time.perf_counter()
         _, pending = precheck(path, Path(path).read_bytes(), options)
