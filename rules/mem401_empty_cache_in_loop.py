@@ -24,7 +24,6 @@ _COARSE_TARGET = re.compile(r"epoch|\bep\b|model|ckpt|checkpoint|config|cfg|tria
 _STEP_TARGET = re.compile(r"batch|loader|\bstep|\biter|sample|\bdata\b|inputs", re.I)
 #: Model methods that run a whole inference step.
 _INFERENCE_METHODS = frozenset({"generate", "predict", "sample", "infer", "encode", "decode", "embed"})
-_LINE_END = re.compile(r"\r\n|\r|\n")
 #: Guards that make a flush occasional or a reaction to memory pressure.
 _MEMORY_GUARD = re.compile(r"memory_allocated|memory_reserved|mem_get_info|max_memory|memory_stats|oom|OutOfMemory", re.I)
 
@@ -133,24 +132,22 @@ class EmptyCacheInLoop(Rule):
 
     # -- where the call runs ---------------------------------------------
     def _guarded(self, node: ast.AST) -> bool:
-        for ancestor in self.ctx.dataflow.ancestors(node):
-            if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
-                return False
-            if isinstance(ancestor, ast.ExceptHandler):
+        """Inside an ``except`` handler, or under a periodic or memory-checking condition."""
+        return self.ctx.dataflow.first_ancestor_verdict(node, "MEM401 guard", self._guard_verdict, False)
+
+    def _guard_verdict(self, ancestor: ast.AST) -> bool | None:
+        if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
+            return False
+        if isinstance(ancestor, ast.ExceptHandler):
+            return True
+        if isinstance(ancestor, (ast.If, ast.IfExp, ast.While)):
+            if has_modulo(ancestor.test) or _MEMORY_GUARD.search(self.ctx.code(ancestor.test)):
                 return True
-            if isinstance(ancestor, (ast.If, ast.IfExp, ast.While)):
-                test = self.ctx.code(ancestor.test)
-                if has_modulo(ancestor.test) or _MEMORY_GUARD.search(test):
-                    return True
-        return False
+        return None
 
     def _comprehension(self, node: ast.AST) -> ast.AST | None:
-        for ancestor in self.ctx.dataflow.ancestors(node):
-            if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
-                return None
-            if isinstance(ancestor, COMPREHENSION_TYPES):
-                return ancestor
-        return None
+        found = self.ctx.dataflow.first_ancestor_verdict(node, "MEM401 comprehension", _comprehension_verdict, False)
+        return found or None
 
     def _step_loop(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
         """A loop whose iterations are training/inference steps (not epochs or models)."""
@@ -226,7 +223,14 @@ class EmptyCacheInLoop(Rule):
     def _after_code_on_its_line(self, statement: ast.stmt) -> bool:
         """True when code precedes ``statement`` on its first line (``for b in x: f()``)."""
         (line, col), _ = self.ctx.span(statement)
-        return bool(_LINE_END.split(self.ctx.source)[line - 1][: col - 1].strip())
+        return bool(self.ctx.line(line)[: col - 1].strip())
+
+
+def _comprehension_verdict(ancestor: ast.AST) -> ast.AST | bool | None:
+    """The comprehension around a call; False at a function boundary."""
+    if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
+        return False
+    return ancestor if isinstance(ancestor, COMPREHENSION_TYPES) else None
 
 
 def _block_of(statement: ast.stmt, parent: ast.AST) -> list[ast.stmt]:

@@ -64,6 +64,10 @@ class FileContext:
         offsets = self._line_offsets
         return [self.source[start:end].rstrip("\r\n") for start, end in zip(offsets, [*offsets[1:], len(self.source)])]
 
+    def line(self, number: int) -> str:
+        """The text of 1-based line ``number``, without its line end."""
+        return self._lines[number - 1]
+
     def qualified(self, node: ast.AST) -> str | None:
         """Dotted name of ``node`` resolved through the imports, or None."""
         return self.imports.qualified(node)

@@ -244,6 +244,8 @@ class Dataflow:
         self._in_progress: set[ast.AST] = set()
         self._parents: dict[ast.AST, ast.AST] | None = None
         self._bound_names: dict[ast.AST, set[str]] = {}
+        self._loops_around: dict[ast.AST, tuple[ast.AST, ...]] = {}
+        self._ancestor_verdicts: dict[str, dict[ast.AST, tuple]] = {}
 
     # -- structure -------------------------------------------------------
     @property
@@ -260,22 +262,59 @@ class Dataflow:
             yield parent
             parent = self.parents.get(parent)
 
+    def first_ancestor_verdict(self, node: ast.AST, key: str, decide, default=None):
+        """``decide(a)`` for the innermost ancestor ``a`` of ``node`` for which
+        it is not None, else ``default``.
+
+        ``decide`` must depend on the ancestor alone: the answers are
+        memoized per ancestor under ``key``, so that the ancestors of all the
+        nodes of a deep nest are walked once in all rather than once per node
+        (a 3,000-branch ``elif`` chain nests 3,000 levels deep).
+        """
+        memo = self._ancestor_verdicts.setdefault(key, {})
+        walked = []
+        found = (default,)
+        current = self.parents.get(node)
+        while current is not None:
+            known = memo.get(current)
+            if known is not None:
+                found = known
+                break
+            walked.append(current)
+            verdict = decide(current)
+            if verdict is not None:
+                found = (verdict,)
+                break
+            current = self.parents.get(current)
+        for ancestor in walked:
+            memo[ancestor] = found
+        return found[0]
+
     def scope_node(self, node: ast.AST) -> ast.AST:
         """The function (or module) whose body contains ``node``."""
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, FUNCTION_TYPES):
-                return ancestor
-        return self.ctx.module
+        return self.first_ancestor_verdict(node, "scope", _function_or_none, self.ctx.module)
 
     def enclosing_loops(self, node: ast.AST) -> list[ast.AST]:
-        """``for``/``while`` loops around ``node`` within its function, innermost first."""
-        loops = []
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, LOOP_BOUNDARIES):
+        """``for``/``while`` loops around ``node`` within its function,
+        innermost first (not a loop whose header holds ``node``); memoized
+        per node, each node's answer built from its parent's."""
+        memo = self._loops_around
+        below: list[ast.AST] = []
+        current = node
+        while current not in memo:
+            parent = self.parents.get(current)
+            if parent is None or isinstance(parent, LOOP_BOUNDARIES):
+                memo[current] = ()
                 break
-            if isinstance(ancestor, LOOP_TYPES) and not _in_loop_header(node, ancestor, self):
-                loops.append(ancestor)
-        return loops
+            below.append(current)
+            current = parent
+        loops = memo[current]
+        for child in reversed(below):
+            parent = self.parents[child]
+            if isinstance(parent, LOOP_TYPES) and not _is_loop_header(child, parent):
+                loops = (parent, *loops)
+            memo[child] = loops
+        return list(memo[node])
 
     def in_loop(self, node: ast.AST) -> bool:
         return bool(self.enclosing_loops(node))
@@ -311,12 +350,15 @@ class Dataflow:
 
     def grad_disabled(self, node: ast.AST) -> bool:
         """True when ``node`` runs under no_grad/inference_mode (context or decorator)."""
-        for ancestor in (node, *self.ancestors(node)):
-            if isinstance(ancestor, WITH_TYPES) and self._disables_grad(ancestor):
-                return True
-            if isinstance(ancestor, FUNCTION_TYPES) and self.decorated_no_grad(ancestor):
-                return True
-        return False
+        return self._disables_grad_here(node) or self.first_ancestor_verdict(node, "grad disabled", self._disables_grad_here, False)
+
+    def _disables_grad_here(self, node: ast.AST) -> bool | None:
+        """True for a ``with`` that disables grad or a function decorated so; else None."""
+        if isinstance(node, WITH_TYPES) and self._disables_grad(node):
+            return True
+        if isinstance(node, FUNCTION_TYPES) and self.decorated_no_grad(node):
+            return True
+        return None
 
     def decorated_no_grad(self, function: FunctionNode) -> bool:
         for decorator in function.decorator_list:
@@ -394,15 +436,15 @@ def _names_bound_in(node: ast.AST) -> set[str]:
     return collector.names
 
 
-def _in_loop_header(node: ast.AST, loop: ast.AST, flow: Dataflow) -> bool:
-    """True when ``node`` is in the ``for`` target/iterable or ``while`` test, not the body."""
-    header = (loop.target, loop.iter) if isinstance(loop, FOR_TYPES) else (loop.test,)
-    current: ast.AST | None = node
-    while current is not None and current is not loop:
-        if any(current is part for part in header):
-            return True
-        current = flow.parents.get(current)
-    return False
+def _is_loop_header(child: ast.AST, loop: ast.AST) -> bool:
+    """True when ``child`` of ``loop`` is its ``for`` target/iterable or ``while`` test."""
+    if isinstance(loop, FOR_TYPES):
+        return child is loop.target or child is loop.iter
+    return child is loop.test
+
+
+def _function_or_none(node: ast.AST) -> ast.AST | None:
+    return node if isinstance(node, FUNCTION_TYPES) else None
 
 
 class _Interpreter:
