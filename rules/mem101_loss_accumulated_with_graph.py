@@ -7,6 +7,7 @@ from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.patterns import carried_across_iterations, is_training_step_call, returned_names, with_method
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.lint.walk import file_memo
 from memlint.rules._training import reaches
 
 
@@ -142,4 +143,5 @@ class LossAccumulatedWithGraph(Rule):
         function = scope.node
         if not isinstance(function, FUNCTION_TYPES) or name not in returned_names(function):
             return False
-        return not reaches(loop.body, is_training_step_call, flow.functions)
+        trains = file_memo(("MEM101 loop trains", id(loop)), lambda: reaches(loop.body, is_training_step_call, flow.functions))
+        return not trains

@@ -87,9 +87,11 @@ def _source_of(path: str, run) -> str | None:
     data = run.stdin if getattr(run, "stdin", None) is not None and path in (run.options or {}) and not Path(path).is_file() else None
     try:
         data = data if data is not None else Path(path).read_bytes()
-        return data.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return None
+    from memlint.lint.engine import source_text
+
+    return source_text(data)
 
 
 def _mem302_enabled(run, path: str) -> bool:

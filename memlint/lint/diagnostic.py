@@ -11,12 +11,13 @@ import enum
 import re
 from dataclasses import dataclass, field
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+#: A line end as Python counts lines: `\n`, `\r\n` or `\r` (not form feeds).
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def line_offsets(text: str) -> list[int]:
     """Offset in ``text`` of the start of each line (index 0 = line 1)."""
-    return [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+    return [0] + [match.end() for match in LINE_BREAK.finditer(text)]
 
 
 class Severity(str, enum.Enum):

@@ -180,6 +180,12 @@ def _position_of_offset(data: bytes, offset: int) -> tuple[int, int]:
     return line, col
 
 
+def source_text(data: bytes) -> str | None:
+    """``data`` decoded as the linter decodes a file (its PEP 263 cookie, else
+    UTF-8; a BOM dropped), or None when it does not decode."""
+    return _decode("", data, FileResult(path=""))
+
+
 def _decode(path: str, data: bytes, result: FileResult) -> str | None:
     nul = data.find(b"\x00")
     if nul != -1:
@@ -197,6 +203,9 @@ def _decode(path: str, data: bytes, result: FileResult) -> str | None:
         line, col = _position_of_offset(data, exc.start)
         message = f"cannot decode byte 0x{data[exc.start]:02x} as {encoding}"
         result.diagnostics.append(_syntax_error(path, line, col, message))
+        return None
+    except (LookupError, UnicodeError) as exc:  # `# coding: rot13` names a codec that is not a text encoding
+        result.diagnostics.append(_syntax_error(path, 1, 1, f"cannot decode as {encoding}: {exc}"))
         return None
     return text[1:] if text.startswith("\ufeff") else text
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from memlint.lint.diagnostic import Diagnostic
+from memlint.lint.diagnostic import LINE_BREAK, Diagnostic
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _IGNORE = re.compile(r"#\s*memlint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
@@ -32,7 +32,9 @@ def suppressions(source: str) -> dict[int, frozenset[str] | None]:
     result: dict[int, frozenset[str] | None] = {}
     if "noqa" not in source and "memlint" not in source:
         return result
-    for number, line in enumerate(source.splitlines(), start=1):
+    # Lines as Python counts them: str.splitlines() would also break at form
+    # feeds and other separators, and shift every later line's number.
+    for number, line in enumerate(LINE_BREAK.split(source), start=1):
         if "#" not in line:
             continue
         for pattern in (_NOQA, _IGNORE):

@@ -242,6 +242,7 @@ class NodeIndex:
         self._positions_by_type: dict[type, list[int]] = {}
         self._ends: list[int] | None = None
         self._positions: dict[int, int] | None = None
+        self._kinds_by_hook_name: dict[str, list[type]] | None = None
         #: Per-file results of :func:`file_memo`.
         self.memo: dict[Hashable, object] = {}
         nodes, parent_positions, parents, by_type = self.nodes, self.parent_positions, self.parents, self._positions_by_type
@@ -298,7 +299,8 @@ class NodeIndex:
         end = len(self.nodes) if end is None else end
         whole = start == 0 and end == len(self.nodes)
         keyed: list[tuple[int, int, int, bool]] = []
-        for kind, positions in self._positions_by_type.items():
+        for kind in self._kinds_named(visited, left):
+            positions = self._positions_by_type[kind]
             name = hook_name(kind)
             entered, exited = name in visited, name in left
             if not (entered or exited):
@@ -311,6 +313,15 @@ class NodeIndex:
                 keyed.extend([(ends[i], 0, -i, False) for i in positions])
         keyed.sort()
         return [(i if is_visit else -minus_i, is_visit) for i, _, minus_i, is_visit in keyed]
+
+    def _kinds_named(self, *name_sets) -> list[type]:
+        """The node classes of this module whose hook name is in one of ``name_sets``."""
+        by_name = self._kinds_by_hook_name
+        if by_name is None:
+            by_name = self._kinds_by_hook_name = {}
+            for kind in self._positions_by_type:
+                by_name.setdefault(hook_name(kind), []).append(kind)
+        return [kind for name in set().union(*name_sets) for kind in by_name.get(name, ())]
 
     def subtree_of_type(self, position: int, types: tuple[type, ...], skip_inside: tuple[type, ...] = ()) -> list[ast.AST]:
         """Nodes of exactly ``types`` in the subtree at ``position``, in

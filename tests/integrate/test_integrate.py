@@ -205,6 +205,19 @@ def test_silent_without_configuration_and_verbose_says_why(tmp_path, memlint_run
     assert "MEM302 skipped: no estimate configured" in err
 
 
+def test_a_script_with_a_bom_or_a_coding_cookie_is_estimated(tmp_path, memlint_run, limit):
+    """The estimate reads the script decoded as the linter decodes it: a UTF-8
+    BOM is dropped and a PEP 263 cookie honoured (a BOM used to crash the run)."""
+    batch = limit + 1
+    bom = tmp_path / "bom.py"
+    bom.write_bytes(b"\xef\xbb\xbf" + script_text(batch).encode("utf-8"))
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(("# -*- coding: latin-1 -*-\n" + script_text(batch) + "NAME = 'caf\xe9'\n").encode("latin-1"))
+    code, out, err = memlint_run(str(bom), str(latin), "--format", "json", "--select", "MEM302")
+    assert "Traceback" not in err
+    assert sorted(Path(d["path"]).name for d in _mem302(out)) == ["bom.py", "latin.py"]
+
+
 def test_plain_lint_does_not_import_torch(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("".join(script_text(64).splitlines(keepends=True)[1:]))

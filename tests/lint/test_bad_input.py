@@ -63,6 +63,21 @@ def test_nul_byte(tree):
     assert line.startswith(f"{bad}:2:6:") and "NUL byte" in line
 
 
+def test_coding_cookie_naming_a_non_text_codec(tree):
+    bad = tree / "rot.py"
+    bad.write_bytes(b"# coding: rot13\nx = 1\n")
+    line = _mem001_line(_check(tree, str(bad)), bad)
+    assert line.startswith(f"{bad}:1:1:") and "cannot decode as rot13" in line
+
+
+def test_noqa_after_a_form_feed_stays_on_its_line(tree):
+    """str.splitlines() breaks at form feeds; Python's line numbers do not."""
+    fed = tree / "fed.py"
+    fed.write_text("import torch\n\x0c\nx = torch.load(p)  # noqa: MEM303\ny = torch.load(q)\n")
+    proc = _check(tree, str(fed), expect_code=1)
+    assert [line.split(": ")[0] for line in proc.stdout.splitlines() if line.startswith(str(fed))] == [f"{fed}:4:5"]
+
+
 def test_empty_file_is_fine(tree):
     empty = tree / "empty.py"
     empty.write_bytes(b"")
