@@ -4,7 +4,7 @@ Not a rule module. ``ast`` spans leave out the parentheses around an
 argument and do not cover commas or comments, so the call's text is
 tokenized instead: each argument keeps its exact spelling (``name = (x)``),
 and the text between arguments (commas, line breaks, comments) is kept
-apart, owned by the argument before it, as libcst's ``Arg.comma`` was.
+apart, owned by the argument before it (removing an argument removes its comma).
 """
 
 from __future__ import annotations
