@@ -302,14 +302,11 @@ class _Dispatcher:
 
         index = self.ctx.index
         nodes = index.nodes
-        names: dict[type, str] = {}
         for position, is_visit in index.events(set(self.visit_hooks), set(self.leave_hooks)):
             node = nodes[position]
             self.ctx.position = position
             table = self.visit_hooks if is_visit else self.leave_hooks
-            kind = node.__class__
-            name = names.get(kind) or names.setdefault(kind, hook_name(kind))
-            hooks = table.get(name)
+            hooks = table.get(hook_name(node.__class__))
             if hooks:
                 self._call(hooks, node)
         self.ctx.position = None

@@ -94,20 +94,19 @@ def is_training_step_call(node: ast.AST) -> bool:
 def contains_training_step(node: ast.AST | list[ast.stmt]) -> bool:
     """True when ``node`` contains a ``.backward(...)`` or ``.step(...)`` call."""
     def find() -> bool:
-        finder = _MethodCallFinder(TRAINING_STEP_METHODS)
+        finder = _TrainingStepFinder()
         walk_visit(node, finder)
         return finder.found
 
     return file_memo(("training_step", id(node)), find)
 
 
-class _MethodCallFinder(Visitor):
-    def __init__(self, methods: frozenset[str]) -> None:
-        self.methods = methods
+class _TrainingStepFinder(Visitor):
+    def __init__(self) -> None:
         self.found = False
 
     def visit_Call(self, node: ast.Call) -> bool:
-        if isinstance(node.func, ast.Attribute) and node.func.attr in self.methods:
+        if is_training_step_call(node):
             self.found = True
         return not self.found
 

@@ -49,25 +49,19 @@ def test_syntax_error_reported_when_only_mem001_selected(tree):
     assert proc.returncode == 2 and f"{bad}:1:" in proc.stdout and "MEM001" in proc.stdout
 
 
-def test_undecodable_bytes(tree):
-    bad = tree / "latin.py"
-    bad.write_bytes(b"import torch\nname = 'caf\xe9'\n")
+UNREADABLE = {
+    "undecodable byte": (b"import torch\nname = 'caf\xe9'\n", "2:12", "cannot decode byte 0xe9"),
+    "NUL byte": (b"import torch\nx = 1\x00\n", "2:6", "NUL byte"),
+    "cookie naming a non-text codec": (b"# coding: rot13\nx = 1\n", "1:1", "cannot decode as rot13"),
+}
+
+
+@pytest.mark.parametrize("content, position, message", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_bytes_that_do_not_decode_are_one_mem001(tree, content, position, message):
+    bad = tree / "bad.py"
+    bad.write_bytes(content)
     line = _mem001_line(_check(tree, str(bad)), bad)
-    assert line.startswith(f"{bad}:2:12:") and "cannot decode byte 0xe9" in line
-
-
-def test_nul_byte(tree):
-    bad = tree / "nul.py"
-    bad.write_bytes(b"import torch\nx = 1\x00\n")
-    line = _mem001_line(_check(tree, str(bad)), bad)
-    assert line.startswith(f"{bad}:2:6:") and "NUL byte" in line
-
-
-def test_coding_cookie_naming_a_non_text_codec(tree):
-    bad = tree / "rot.py"
-    bad.write_bytes(b"# coding: rot13\nx = 1\n")
-    line = _mem001_line(_check(tree, str(bad)), bad)
-    assert line.startswith(f"{bad}:1:1:") and "cannot decode as rot13" in line
+    assert line.startswith(f"{bad}:{position}:") and message in line
 
 
 def test_noqa_after_a_form_feed_stays_on_its_line(tree):
