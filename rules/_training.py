@@ -1,10 +1,10 @@
 """Training-step facts shared by the MEM2xx/MEM3xx/MEM4xx rules.
 
-Not a rule module (the leading underscore keeps the registry away): small,
-purely syntactic recognisers of the calls that make up a training step
-(``.backward()``, ``optimizer.step()``, ``zero_grad()``), walks that stay
-inside one function body, and the imports that mark a file as belonging to
-another framework (whose look-alike calls the rules must not report).
+Not a rule module (the leading underscore keeps the registry away): small
+recognisers of the calls that make up a training step (``.backward()``,
+``optimizer.step()``, ``zero_grad()``), and walks that stay inside one
+function body or follow the file's own functions (resolved by the
+semantic model, never by name).
 
 The walks take a node or a list of statements (a function's or a loop's
 ``body``).
@@ -13,7 +13,6 @@ The walks take a node or a list of statements (a function's or a loop's
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Iterator
 
 from memlint.lint.names import dotted_name
@@ -23,11 +22,6 @@ from memlint.lint.walk import children as syntactic_children, indexed_descendant
 #: Nodes whose bodies run at another time (a nested function, a class body).
 SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
-#: An optimizer's variable name: ``optimizer``, ``opt_g``, ``d_optim``, ``optimizerD``, ``self.optimizers[0]``.
-_OPTIMIZER_TOKEN = re.compile(r"^(?:opt|optim|optimizer|optimiser)s?(?:[a-z]|\d+)?$|^optimi[sz]er")
-#: Frameworks whose ``backward``/``step``/``zero_grad`` look-alikes are not PyTorch's.
-FOREIGN_FRAMEWORKS = ("paddle", "mindspore", "oneflow", "mxnet", "jittor", "megengine", "tensorflow", "jax", "chainer", "cupy", "mlx")
-TORCH_LIKE = ("torch", "lightning", "pytorch_lightning", "accelerate", "transformers", "deepspeed", "timm", "torchvision", "fairseq")
 
 #: A node, or a list of statements (a ``body``).
 Code = ast.AST | list[ast.stmt]
@@ -83,16 +77,6 @@ def arguments_in_order(call: ast.Call) -> list[ast.expr | ast.keyword]:
     return sorted([*call.args, *call.keywords], key=lambda node: (node.lineno, node.col_offset))
 
 
-def is_optimizer_name(name: str | None) -> bool:
-    """True for names like ``optimizer``, ``opt_d``, ``self.gen_optim`` (never a scheduler)."""
-    if not name:
-        return False
-    last = name.split(".")[-1].lower()
-    if "sched" in last:
-        return False
-    return any(_OPTIMIZER_TOKEN.match(token) for token in last.split("_"))
-
-
 def is_backward(call: ast.Call, ctx) -> bool:
     """``loss.backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``,
     ``self.manual_backward(loss)``, ``torch.autograd.backward(loss)``."""
@@ -102,38 +86,24 @@ def is_backward(call: ast.Call, ctx) -> bool:
     return ctx.qualified(call.func) == "torch.autograd.backward"
 
 
-def backward_loss(call: ast.Call) -> ast.expr | None:
-    """The loss a backward call differentiates (the scaled one unwrapped); None if unknown."""
-    method = method_name(call)
-    positional = positional_args(call)
-    if method == "backward" and isinstance(call.func, ast.Attribute):
-        receiver = call.func.value
-        if isinstance(receiver, ast.Call) and method_name(receiver) == "scale" and positional_args(receiver):
-            return positional_args(receiver)[0]
-        name = dotted_name(receiver)
-        if positional and name is not None and "loss" not in name.lower():
-            return positional[0]  # accelerator.backward(loss) / fabric / engine
-        return receiver
-    return positional[0] if positional else None
+def backward_loss(call: ast.Call, semantic) -> ast.expr | None:
+    """The expression a backward call differentiates (``loss`` for
+    ``scaler.scale(loss).backward()`` and ``accelerator.backward(loss)``); None if unknown."""
+    return semantic.differentiated(call)
 
 
-def is_delegated_backward(call: ast.Call) -> bool:
-    """``accelerator.backward(loss)``-style: a framework object runs the backward."""
-    if method_name(call) != "backward" or not isinstance(call.func, ast.Attribute):
-        return False
-    name = dotted_name(call.func.value)
-    return bool(positional_args(call)) and name is not None and "loss" not in name.lower()
+def is_delegated_backward(call: ast.Call, semantic) -> bool:
+    """``accelerator.backward(loss)``-style: a framework object runs the backward of its argument."""
+    differentiated = semantic.differentiated(call)
+    return (method_name(call) == "backward" and differentiated is not None
+            and any(differentiated is argument for argument in call.args))
 
 
-def is_optimizer_step(call: ast.Call) -> bool:
-    """``optimizer.step()``, ``opt_g.step()``, ``self.optimizers()[0].step()``, ``scaler.step(optimizer)``."""
-    if method_name(call) != "step":
-        return False
-    receiver = receiver_name(call.func.value)
-    if is_optimizer_name(receiver):
-        return True
-    positional = positional_args(call)
-    return bool(receiver and "scaler" in receiver.lower() and positional and is_optimizer_name(receiver_name(positional[0])))
+def is_optimizer_step(call: ast.Call, semantic) -> bool:
+    """``optimizer.step()``, ``scaler.step(optimizer)``, ``self.optimizers()[0].step()``:
+    a step of an optimizer (by construction, or a ``.step()`` without data
+    arguments in a function that runs a backward pass), as the semantic model decides."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "step" and semantic.is_optimizer_step(call)
 
 
 def clears_grads(node: ast.AST) -> bool:
@@ -156,23 +126,19 @@ def _is_grad_attribute(target: ast.expr) -> bool:
     return isinstance(target, ast.Attribute) and target.attr == "grad"
 
 
-def local_callees(code: Code, functions: dict[str, Function]) -> list[Function]:
-    """Functions of this file called in ``code`` by name or as ``self.name(...)``."""
+def local_callees(code: Code, semantic) -> list[Function]:
+    """Functions of this file that calls in ``code`` run (resolved by scope and receiver)."""
     found = []
     for call in calls_in(code):
-        name = None
-        if isinstance(call.func, ast.Name):
-            name = call.func.id
-        elif isinstance(call.func, ast.Attribute) and dotted_name(call.func.value) == "self":
-            name = call.func.attr
-        if name is not None and name in functions:
-            found.append(functions[name])
+        callee = semantic.callee(call)
+        if callee is not None and isinstance(callee, FUNCTION_TYPES):
+            found.append(callee)
     return found
 
 
-def reaches(code: Code, predicate: Callable[[ast.AST], bool], functions: dict[str, Function], depth: int = 2) -> bool:
-    """True when ``predicate`` holds for a node in ``code`` or in a local
-    function it calls (followed ``depth`` calls deep)."""
+def reaches(code: Code, predicate: Callable[[ast.AST], bool], semantic, depth: int = 2) -> bool:
+    """True when ``predicate`` holds for a node in ``code`` or in a function
+    of this file that it calls (followed ``depth`` calls deep)."""
     seen: set[int] = set()
     frontier: list[Code] = [code]
     for level in range(depth + 1):
@@ -185,17 +151,9 @@ def reaches(code: Code, predicate: Callable[[ast.AST], bool], functions: dict[st
             if any(predicate(child) for child in walk(body)):
                 return True
             if level < depth:
-                following.extend(local_callees(body, functions))
+                following.extend(local_callees(body, semantic))
         frontier = following
     return False
-
-
-def is_foreign(ctx) -> bool:
-    """True when the file imports another framework and nothing from the PyTorch ecosystem."""
-    imports = ctx.imports
-    if any(imports.imports_module(name) for name in TORCH_LIKE):
-        return False
-    return any(imports.imports_module(name) for name in FOREIGN_FRAMEWORKS)
 
 
 def loops_in(code: Code) -> list[ast.For | ast.AsyncFor | ast.While]:

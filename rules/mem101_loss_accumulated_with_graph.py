@@ -2,21 +2,26 @@
 
 import ast
 
-from memlint.lint.dataflow import root_name
 from memlint.lint.diagnostic import Fix, Severity
-from memlint.lint.patterns import carried_across_iterations, is_training_step_call, returned_names, with_method
+from memlint.lint.names import root_name
+from memlint.lint.patterns import with_method
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.values import Kind
 from memlint.lint.syntax import FUNCTION_TYPES
-from memlint.lint.walk import file_memo
-from memlint.rules._training import reaches
+
+_SUMS = (ast.Add, ast.Sub)
+_LITERAL_CONTAINERS = (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.Dict, ast.DictComp)
 
 
 class LossAccumulatedWithGraph(Rule):
     """## What it does
-    Reports a loop-carried accumulator that adds a graph-attached tensor:
-    `total += loss`, `total = total + loss`, `acc[key] += losses[key]`,
-    `acc += loss / n`, or `acc += self.training_step(batch)` where that
-    method returns an attached loss.
+    Reports a total kept across the iterations of a training or evaluation
+    loop that adds a graph-attached tensor: `total += loss`,
+    `total = total + loss`, `acc[key] += losses[key] / n`, an exponential
+    moving average `ema = 0.9 * ema + 0.1 * loss`, `self.running += loss`
+    in a per-batch hook (Lightning `training_step`), or a call such as
+    `meter.update(loss)` where the method (defined in the same file) adds
+    its argument into the object's state.
 
     ## Why is this bad?
     A tensor produced by a forward pass or a loss function carries its
@@ -49,16 +54,21 @@ class LossAccumulatedWithGraph(Rule):
 
     ## Fix safety
     The fix appends `.detach()` to the added value: the total keeps its
-    type and device and loses only the graph, which is safe. Use `.item()`
-    by hand when a Python float is wanted (it synchronises with the GPU).
-    No fix is offered for a conditional or `and`/`or` value
-    (`total += loss if flag else 0`): its other branch may be no tensor.
+    type and device and loses only the graph, which is safe (the added
+    tensor itself is untouched, so its own backward pass still works). Use
+    `.item()` by hand when a Python float is wanted (it synchronises with
+    the GPU). No fix is offered for a conditional or `and`/`or` value
+    (`total += loss if flag else 0`: its other branch may be no tensor), for
+    a container, for a recurrence other than `total = total + x`, or at a
+    call (`meter.update(loss)`).
 
     ## Known problems
-    An accumulator that is itself passed to `.backward()`, or returned from
-    a function whose loop runs no training step (a loss summed over heads
-    or chunks on purpose), is not reported. Values that cross function boundaries are followed only for
-    functions and methods defined in the same file.
+    A total that is itself backpropagated (a loss summed over heads,
+    chunks or micro-batches for one backward pass) is not reported, nor one
+    returned from a function that no call in the same file backpropagates
+    or detaches (its callers decide). Values are followed across functions
+    and classes defined in the same file; a loss handed to a function of
+    another module is not followed.
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html)
@@ -66,82 +76,132 @@ class LossAccumulatedWithGraph(Rule):
 
     CODE = "MEM101"
     NAME = "loss-accumulated-with-graph"
-    MESSAGE = "a graph-attached tensor is added to a loop-carried total: every iteration's autograd graph stays alive"
+    MESSAGE = "a graph-attached tensor is added to a total kept across iterations: every iteration's autograd graph stays alive"
     SEVERITY = Severity.ERROR
     FIX_TITLE = "Add `.detach()` to the accumulated value"
-    TRIGGERS = ("+=", "+ ", "+")
+    TRIGGERS = ("+", "-", "(")
     NEEDS_GRAPH_SOURCE = True
+    FRAMEWORK = "torch"
     VALID = (
         "def f(model, loader, crit, opt):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        total += loss.item()\n",
-        "def f(model, loader, crit):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        total += loss.detach()\n",
-        "def f(model, x, heads, crit, y):\n    loss = 0\n    for head in heads:\n        loss += crit(head(model(x)), y)\n    loss.backward()\n",
-        "import torch\ndef f(model, loader, crit):\n    total = 0.0\n    with torch.no_grad():\n        for x, y in loader:\n            total += crit(model(x), y)\n    return total\n",
-        "def f(model, loader):\n    correct = 0\n    for x, y in loader:\n        correct += (model(x).argmax(1) == y).sum()\n",
+        "import torch.nn as nn\ndef f(x, y, n_heads):\n    heads = nn.ModuleList([nn.Linear(4, 2) for _ in range(n_heads)])\n    loss = 0\n    for head in heads:\n        loss += nn.functional.cross_entropy(head(x), y)\n    loss.backward()\n",
+        "import torch\ndef f(model: torch.nn.Module, loader, crit):\n    total = 0.0\n    with torch.no_grad():\n        for x, y in loader:\n            total += crit(model(x), y)\n    return total\n",
+        "def f(model, loader, opt):\n    correct = 0\n    for x, y in loader:\n        out = model(x)\n        out.sum().backward()\n        correct += (out.argmax(1) == y).sum()\n",
+        "import torch\ndef f(model: torch.nn.Module, loader, opt):\n    for x, y in loader:\n        loss = 0.0\n        for term in model(x):\n            loss = loss + term\n        loss.backward()\n        opt.step()\n",
+        "class Meter:\n    def __init__(self):\n        self.sum = 0.0\n    def update(self, v):\n        self.sum += v\ndef f(model, loader, opt):\n    meter = Meter()\n    for x in loader:\n        loss = model(x).sum()\n        loss.backward()\n        meter.update(loss.item())\n",
     )
     INVALID = (
         "def f(model, loader, crit, opt):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        total += loss  # expect: MEM101\n",
         "def f(model, loader, crit):\n    total = 0.0\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        total = total + loss  # expect: MEM101\n",
-        "def f(model, loader, n):\n    acc = {}\n    for batch in loader:\n        losses = model(batch)\n        for k in losses:\n            acc[k] += losses[k] / n  # expect: MEM101\n",
-        "class T:\n    def training_step(self, b):\n        return self.model(b).loss\n    def fit(self, loader):\n        total = 0\n        for b in loader:\n            total += self.training_step(b)  # expect: MEM101\n",
-        "def step(model, opt, x):\n    loss = model(x)\n    loss.backward()\n    opt.step()\n    return loss\ndef train(model, opt, loader):\n    total = 0\n    for x in loader:\n        total += step(model, opt, x)  # expect: MEM101\n    return total\n",
+        "import torch.nn as nn\ndef f(loader, n):\n    model = nn.Linear(4, 4)\n    acc = {}\n    for x in loader:\n        losses = {'l1': model(x).abs().mean(), 'l2': model(x).pow(2).mean()}\n        for k in losses:\n            acc[k] += losses[k] / n  # expect: MEM101\n",
+        "def step(model, opt, x):\n    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n    return loss\ndef train(model, opt, loader):\n    total = 0\n    for x in loader:\n        total += step(model, opt, x)  # expect: MEM101\n    return total\n",
+        "class Meter:\n    def __init__(self):\n        self.sum = 0.0\n    def update(self, v):\n        self.sum += v\ndef f(model, loader, opt):\n    meter = Meter()\n    for x in loader:\n        loss = model(x).sum()\n        loss.backward()\n        meter.update(loss)  # expect: MEM101\n",
+        "def f(model, loader, opt):\n    ema = None\n    for x in loader:\n        loss = model(x).mean()\n        loss.backward()\n        opt.step()\n        ema = loss if ema is None else 0.98 * ema + 0.02 * loss  # expect: MEM101\n",
     )
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if not isinstance(node.op, (ast.Add, ast.Sub)):
-            return
-        if self._leaks(node.target, node.value, node):
-            self.report(node, fix=self._detach_fix(node.value))
+        if isinstance(node.op, _SUMS):
+            self._check(node, node.target, node.value, fixable=True)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.value, ast.BinOp):
-            return
-        if not isinstance(node.value.op, (ast.Add, ast.Sub)):
+        if len(node.targets) != 1 or root_name(node.targets[0]) is None:
             return
         target = node.targets[0]
         added = self._added_to(target, node.value)
-        if added is not None and self._leaks(target, added, node):
-            self.report(node, fix=self._detach_fix(added))
+        if added is not None:
+            self._check(node, target, added, fixable=True)
+        elif self._recurrence(target, node.value):
+            self._check(node, target, node.value, fixable=False)
 
-    def _added_to(self, target: ast.expr, operation: ast.BinOp) -> ast.expr | None:
-        """``loss`` in ``total = total + loss`` / ``total = loss + total``; None when
-        the operation does not update ``target``."""
+    def visit_Call(self, node: ast.Call) -> None:
+        semantic = self.ctx.semantic
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if name not in semantic.accumulating_functions():
+            return  # cheap check first: no function of this name adds into state
+        effects = [e for e in semantic.call_effects(node) if e.kind == "accumulate" and e.value.attached]
+        if not effects or semantic.grad_disabled(node):
+            return
+        for effect in effects:
+            root = semantic.effect_root(node, effect)
+            if root is not None and semantic.keeper(root, node) is not None:
+                self.report(node, message=f"{self.MESSAGE} (the call adds it into `{effect.target}`)")
+                return
+
+    # -- shapes ---------------------------------------------------------------------
+    def _added_to(self, target: ast.expr, value: ast.expr) -> ast.expr | None:
+        """``loss`` in ``total = total + loss`` / ``total = loss + total``."""
+        if not isinstance(value, ast.BinOp) or not isinstance(value.op, _SUMS):
+            return None
         target_code = self.ctx.code(target)
-        if self.ctx.code(operation.left) == target_code:
-            return operation.right
-        if self.ctx.code(operation.right) == target_code and isinstance(operation.op, ast.Add):
-            return operation.left
+        if self.ctx.code(value.left) == target_code:
+            return value.right
+        if self.ctx.code(value.right) == target_code and isinstance(value.op, ast.Add):
+            return value.left
         return None
+
+    def _recurrence(self, target: ast.expr, value: ast.expr) -> bool:
+        """``ema = a * loss + (1 - a) * ema``: an arithmetic value that reads the target."""
+        code = self.ctx.code(target)
+        branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+        return any(isinstance(branch, ast.BinOp) and any(
+            self.ctx.code(node) == code for node in ast.walk(branch) if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript))
+        ) for branch in branches)
+
+    # -- decision ---------------------------------------------------------------------
+    def _check(self, node: ast.stmt, target: ast.expr, added: ast.expr, fixable: bool) -> None:
+        if isinstance(added, _LITERAL_CONTAINERS):
+            return  # `hist += [loss]` collects rather than sums: MEM102's finding
+        semantic = self.ctx.semantic
+        if semantic.holds_no_graph(added):
+            return
+        root = root_name(target)
+        if root is None or not (semantic.enclosing_loops(node) or semantic.may_persist(root, node)):
+            return  # cheap checks first: the rest interprets the function
+        function = semantic.function_of(node)
+        if function is not None and semantic.is_module_method(function):
+            return  # state kept by a module's forward: MEM108's finding
+        if semantic.grad_disabled(node):
+            return
+        value = semantic.value(added)
+        if not value.attached or value.kind is Kind.CONTAINER:
+            return
+        if isinstance(target, ast.Subscript) and semantic.value(target.value).kind is not Kind.CONTAINER:
+            return  # `out[idx] += v` writes into a tensor in place (or into what the file does not show)
+        keeper = semantic.keeper(root, node)
+        if keeper is None or self._intended_sum(root, node):
+            return
+        if keeper.why == "calls" and semantic.repetition(keeper.function).reason == "caller":
+            return  # judged at the calls, with their own arguments
+        self.report(node, fix=self._detach_fix(added) if fixable else None)
+
+    def _intended_sum(self, root: str, node: ast.stmt) -> bool:
+        """A loss built on purpose: the total is backpropagated in its unit,
+        or returned from a function whose in-file callers all backpropagate
+        what it returns (or that no call of the file uses)."""
+        semantic = self.ctx.semantic
+        unit = semantic.unit_of(node)
+        if semantic.backpropagated(root, unit):
+            return True
+        if not isinstance(unit, FUNCTION_TYPES) or root not in _returned_names(unit):
+            return False
+        calls = semantic.call_sites_of(unit)
+        if not calls:
+            return not semantic.trains(unit.body)
+        return any(semantic.result_backpropagated(call) for call in calls)
 
     def _detach_fix(self, added: ast.expr) -> Fix | None:
         detached = with_method(self.ctx, added, "detach")
         return None if detached is None else self.replacement(added, detached)
 
-    def _leaks(self, target: ast.expr, added: ast.expr, statement: ast.stmt) -> bool:
-        if isinstance(added, (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.Dict, ast.DictComp)):
-            return False  # `hist += [loss]` collects rather than sums: MEM102's finding
-        flow = self.ctx.dataflow
-        loops = flow.enclosing_loops(statement)
-        if not loops or flow.grad_disabled(statement):
-            return False
-        if not flow.is_attached(added):
-            return False
-        name = root_name(target)
-        loop = None if name is None else carried_across_iterations(flow, name, statement)
-        if loop is None:
-            return False  # re-created every iteration, or a sum over layers/heads/terms
-        return not self._intended_loss_sum(name, statement, loop)
 
-    def _intended_loss_sum(self, name: str, statement: ast.stmt, loop: ast.stmt) -> bool:
-        """A loss built on purpose: the total is backpropagated, or returned
-        from a function whose loop does no training step, not even in a
-        local function it calls (a sum over heads, chunks or terms that the
-        caller trains on)."""
-        flow = self.ctx.dataflow
-        scope = flow.scope(statement)
-        if name in scope.backward_names:
-            return True
-        function = scope.node
-        if not isinstance(function, FUNCTION_TYPES) or name not in returned_names(function):
-            return False
-        trains = file_memo(("MEM101 loop trains", id(loop)), lambda: reaches(loop.body, is_training_step_call, flow.functions))
-        return not trains
+def _returned_names(function: ast.AST) -> set[str]:
+    names: set[str] = set()
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and node.value is not None:
+            names.update(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
+        stack.extend(ast.iter_child_nodes(node))
+    return names

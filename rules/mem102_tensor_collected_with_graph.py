@@ -3,24 +3,21 @@
 import ast
 
 from memlint.lint.diagnostic import Fix, Severity
-from memlint.lint.patterns import (
-    bound_to_dict,
-    collection_target,
-    carried_across_iterations,
-    names_in,
-    outlives_iteration,
-    with_method,
-)
+from memlint.lint.patterns import with_method
 from memlint.lint.rule import Rule
-from memlint.lint.walk import Visitor, file_memo, visit as walk_visit
+from memlint.lint.semantic.stores import comprehension_store, effect_store, leaf_values, store_of
+from memlint.lint.semantic.values import Kind
 
 
 class TensorCollectedWithGraph(Rule):
     """## What it does
     Reports a graph-attached tensor stored into a container that outlives
-    the loop iteration: `outputs.append(out)`, `lst.extend(...)`,
-    `self.outputs.append({"loss": loss})`, `buffer.add(logits=logits)`, or
-    `d[k] = out` where `d` is defined outside the loop. Tensors nested in
+    the iteration of a training or evaluation loop: `outputs.append(out)`,
+    `lst.extend(...)`, `self.outputs.append({"loss": loss})` in a per-batch
+    hook, `history[key].append(loss)`, `d[k] = out` into a dict defined
+    outside the loop, `preds = [model(x) for x in loader]`, an append from
+    a closure the loop calls, or a call such as `buffer.add(logits)` whose
+    method (defined in the same file) stores its argument. Tensors nested in
     dicts, tuples and lists count.
 
     ## Why is this bad?
@@ -50,14 +47,17 @@ class TensorCollectedWithGraph(Rule):
     ```
 
     ## Fix safety
-    The fix appends `.detach()` to a stored tensor expression (not to a
-    dict or tuple literal, nor to a conditional or `and`/`or` value whose
-    other branch may be no tensor), which keeps its value and device: safe.
+    The fix appends `.detach()` to the stored expression when it is known
+    to be one tensor — not a tuple or model output (`.detach()` would fail
+    on them), not a dict or list literal, not a conditional or `and`/`or`
+    value whose other branch may be no tensor. It keeps the value and device
+    and drops only the graph: safe.
 
     ## Known problems
     A list whose elements are later stacked and backpropagated on purpose
     (`torch.stack(losses).sum().backward()`) is not reported. Containers
-    passed across functions are followed only within the same file.
+    passed across functions are followed only within the same file; a
+    module of another file that stores what it is given is not seen.
 
     ## References
     - [PyTorch FAQ: memory usage grows in the training loop](https://pytorch.org/docs/stable/notes/faq.html)
@@ -68,101 +68,90 @@ class TensorCollectedWithGraph(Rule):
     MESSAGE = "a graph-attached tensor is stored in a container that outlives the iteration: its autograd graph stays alive"
     SEVERITY = Severity.ERROR
     FIX_TITLE = "Add `.detach()` to the stored tensor"
-    TRIGGERS = ("+= [", "+=[", "append", "extend", "insert", ".add(", "] =", "appendleft", ".put(", "update", "setdefault")
+    TRIGGERS = ("+= [", "+=[", "append", "extend", "insert", ".add(", "] =", "appendleft", ".put(", "update", "setdefault", " for ", "(")
     NEEDS_GRAPH_SOURCE = True
+    FRAMEWORK = "torch"
     VALID = (
-        "def f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x).detach().cpu())\n",
-        "import torch\ndef f(model, loader):\n    outs = []\n    with torch.no_grad():\n        for x in loader:\n            outs.append(model(x))\n",
+        "import torch.nn as nn\ndef f(loader):\n    model = nn.Linear(4, 2)\n    outs = []\n    for x in loader:\n        outs.append(model(x).detach().cpu())\n",
+        "import torch\nimport torch.nn as nn\ndef f(loader):\n    model = nn.Linear(4, 2)\n    outs = []\n    with torch.no_grad():\n        for x in loader:\n            outs.append(model(x))\n",
         "import torch\ndef f(model, chunks, opt):\n    losses = []\n    for c in chunks:\n        losses.append(model(c).loss)\n    torch.stack(losses).mean().backward()\n",
-        "def f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(-1))\n",
-        "def f(model, loader):\n    for x in loader:\n        tmp = []\n        tmp.append(model(x))\n",
+        "import torch.nn as nn\ndef f(loader):\n    model = nn.Linear(4, 2)\n    outs = []\n    for x in loader:\n        outs.append(model(x).argmax(-1))\n",
+        "import torch.nn as nn\ndef f(loader):\n    model = nn.Linear(4, 2)\n    for x in loader:\n        tmp = []\n        tmp.append(model(x))\n",
+        "import torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.blocks = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])\n    def forward(self, x):\n        feats = []\n        for block in self.blocks:\n            x = block(x)\n            feats.append(x)\n        return feats\n",
     )
     INVALID = (
-        "def f(model, loader):\n    outs = []\n    for x in loader:\n        out = model(x)\n        outs.append(out)  # expect: MEM102\n",
+        "def f(model, loader, opt):\n    model.train()\n    outs = []\n    for x in loader:\n        out = model(x)\n        outs.append(out)  # expect: MEM102\n",
         "def f(model, loader, crit):\n    hist = []\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        hist.append({'loss': loss, 'n': len(x)})  # expect: MEM102\n",
-        "def f(model, loader):\n    cache = {}\n    for i, x in enumerate(loader):\n        cache[i] = model(x)  # expect: MEM102\n",
-        "class M:\n    def training_step(self, batch, idx):\n        loss = self.model(batch).loss\n        self.step_outputs.append(loss)  # expect: MEM102\n        return loss\n",
+        "import torch.nn as nn\ndef f(loader):\n    model = nn.Linear(4, 2)\n    cache = {}\n    for i, x in enumerate(loader):\n        cache[i] = model(x)  # expect: MEM102\n",
+        "import lightning as L\nclass M(L.LightningModule):\n    def __init__(self, net):\n        super().__init__()\n        self.net = net\n        self.step_outputs = []\n    def training_step(self, batch, idx):\n        loss = self.net(batch).sum()\n        self.step_outputs.append(loss)  # expect: MEM102\n        return loss\n",
         "def f(model, loader, opt):\n    hist = []\n    for x in loader:\n        loss = model(x).sum()\n        hist += [loss]  # expect: MEM102\n        loss.backward()\n",
+        "import torch\nfrom torch.utils.data import DataLoader\ndef f(model: torch.nn.Module, data):\n    loader = DataLoader(data, batch_size=8)\n    preds = [model(x) for x in loader]  # expect: MEM102\n    return preds\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
-        self._check(node)
+        semantic = self.ctx.semantic
+        store = store_of(semantic, node)
+        if store is None and isinstance(node.func, (ast.Attribute, ast.Name)) and _named_local_collector(semantic, node):
+            store = effect_store(semantic, node)
+        if store is not None:
+            self._check(store)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self._check(node)
+        if isinstance(node.targets[0], ast.Subscript):
+            store = store_of(self.ctx.semantic, node)
+            if store is not None:
+                self._check(store)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._check(node)
+        if isinstance(node.value, (ast.List, ast.Tuple)):
+            store = store_of(self.ctx.semantic, node)
+            if store is not None:
+                self._check(store)
 
-    def _check(self, node: ast.Call | ast.Assign | ast.AugAssign) -> None:
-        target = collection_target(node)
-        if target is None:
+    def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.DictComp) -> None:
+        semantic = self.ctx.semantic
+        function = semantic.function_of(node)
+        if function is not None and semantic.is_module_method(function):
             return
-        container, values = target
-        flow = self.ctx.dataflow
-        if flow.grad_disabled(node) or not outlives_iteration(flow, container, node):
+        store = comprehension_store(semantic, node)
+        if store is None or semantic.grad_disabled(node):
             return
-        if flow.enclosing_loops(node) and carried_across_iterations(flow, container, node) is None:
-            return  # outputs of a loop over layers or items: bounded, usually the graph being built
-        if isinstance(node, ast.Assign) and not bound_to_dict(container, flow.scope_node(node), self.ctx):
-            return  # `t[i] = v` writes into a tensor or an unknown object in place
-        attached = [value for value in values if flow.is_attached(value)]
-        if not attached or self._trained_on_later(container, node):
-            return
-        self.report(node, fix=self._fix(attached))
+        attached = [leaf for leaf in leaf_values(store.values) if semantic.value(leaf).attached]
+        if attached:
+            self.report(node, message=f"{self.MESSAGE} (the comprehension gathers one per batch)")
 
-    def _trained_on_later(self, container: str, node: ast.AST) -> bool:
-        """The container feeds a backward pass (stacked losses): collected on purpose."""
-        scope = self.ctx.dataflow.scope(node)
-        if container in scope.backward_names:
-            return True
-        function = scope.node
-        for assigned, value in _assignments(function):
-            if assigned in scope.backward_names and container in names_in(value):
-                return True
-        return _backward_mentions(function, container)
+    visit_SetComp = visit_DictComp = visit_ListComp
 
-    def _fix(self, attached: list[ast.expr]) -> Fix | None:
-        value = attached[0]
-        if len(attached) != 1 or isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set, ast.ListComp, ast.DictComp, ast.GeneratorExp)):
+    def _check(self, store) -> None:
+        semantic = self.ctx.semantic
+        node = store.node
+        if semantic.grad_disabled(node) or semantic.keeper(store.root, node) is None:
+            return
+        function = semantic.function_of(node)
+        if function is not None and semantic.is_module_method(function):
+            return  # outputs gathered inside a forward pass: the graph being built, or MEM108's finding
+        leaves = leaf_values(store.values)
+        attached = [leaf for leaf in leaves if semantic.value(leaf).attached]
+        if not attached or self._trained_on_later(store.root, node):
+            return
+        message = None if store.via is None else f"{self.MESSAGE} (the call stores it into `{store.via}`)"
+        fix = self._fix(attached, store.values) if store.via is None else None
+        self.report(node, message=message, fix=fix)
+
+    def _trained_on_later(self, root: str, node: ast.AST) -> bool:
+        """The container feeds a backward pass (losses stacked and summed on purpose)."""
+        semantic = self.ctx.semantic
+        return semantic.backpropagated(root, semantic.unit_of(node))
+
+    def _fix(self, attached: list[ast.expr], stored: tuple[ast.expr, ...]) -> Fix | None:
+        if len(attached) != 1 or len(stored) != 1 or stored[0] is not attached[0]:
             return None
+        value = attached[0]
+        if self.ctx.semantic.value(value).kind is not Kind.TENSOR:
+            return None  # a tuple or model output has no `.detach()`
         detached = with_method(self.ctx, value, "detach")
         return None if detached is None else self.replacement(value, detached)
 
 
-def _assignments(function: ast.AST) -> list[tuple[str, ast.expr]]:
-    def collect() -> list[tuple[str, ast.expr]]:
-        collector = _Assignments()
-        walk_visit(function, collector)
-        return collector.pairs
-
-    return file_memo(("assignments", id(function)), collect)
-
-
-class _Assignments(Visitor):
-    def __init__(self) -> None:
-        self.pairs: list[tuple[str, ast.expr]] = []
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            if isinstance(target, ast.Name):
-                self.pairs.append((target.id, node.value))
-
-
-def _backward_mentions(function: ast.AST, container: str) -> bool:
-    """``container`` is read inside a ``.backward(...)``/``.grad(...)`` call of ``function``."""
-    def collect() -> frozenset[str]:
-        finder = _BackwardNames()
-        walk_visit(function, finder)
-        return frozenset(finder.names)
-
-    return container in file_memo(("backward_names", id(function)), collect)
-
-
-class _BackwardNames(Visitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("backward", "grad"):
-            self.names |= names_in(node)
+def _named_local_collector(semantic, call: ast.Call) -> bool:
+    return semantic.may_call_local(call) and (call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id) in semantic.collecting_functions()

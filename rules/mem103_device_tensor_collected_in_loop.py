@@ -1,37 +1,20 @@
 """MEM103 device-tensor-collected-in-loop."""
 
-import re
-
 import ast
 
-from memlint.lint.dataflow import Tri, root_name, targets_of
 from memlint.lint.diagnostic import Applicability, Fix, Severity
-from memlint.lint.names import dotted_name
-from memlint.lint.patterns import (
-    bound_to_dict,
-    iteration_loop,
-    collection_target,
-    contains_training_step,
-    leaf_values,
-    names_in,
-    outlives_iteration,
-    with_method,
-)
+from memlint.lint.names import dotted_name, root_name, targets_of
+from memlint.lint.patterns import names_in, with_method
 from memlint.lint.rule import Rule
-from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, call_arguments, keyword_arg
+from memlint.lint.semantic.stores import leaf_values, store_of
+from memlint.lint.semantic.values import Kind, Tri
+from memlint.lint.syntax import FOR_TYPES
 from memlint.lint.walk import Visitor, visit as walk_visit
 
-#: Loops over these iterate a model's parts, not data: bounded by the model's depth.
-MODULE_ITERABLE = re.compile(
-    r"(?:^|\.|_)(?:layers?|blocks?|heads?|modules|children|stages?|levels?|scales?|experts?|params?|parameters|buffers|"
-    r"param_groups|weights|devices?|grouped_tensors)$",
-    re.IGNORECASE,
-)
 #: Keyed stores (``d.setdefault(k, v)``, ``d.update(...)``) overwrite per key: not growth by themselves.
 KEYED_METHODS = frozenset({"setdefault", "update"})
 #: Calls on the container inside the loop that keep it bounded.
 SHRINKING_METHODS = frozenset({"clear", "pop", "popleft", "popitem", "remove"})
-SMALL_RANGE = 16
 
 
 class DeviceTensorCollectedInLoop(Rule):
@@ -73,13 +56,16 @@ class DeviceTensorCollectedInLoop(Rule):
 
     ## Known problems
     Tensors graph-attached when stored are left to MEM102. Loops over a
-    model's layers or blocks, over `range` of a small literal, containers
-    cleared or popped inside the loop, `deque(maxlen=...)` buffers and
-    `d[k] = v` with a key that does not change per iteration are not
-    reported (their size is bounded). Whether a value is on the accelerator
-    is inferred from `.cuda()`, `.to(device)`, `device=` and model
-    placement in the same file; tensors that arrive already on the
-    accelerator from another module are not seen.
+    fixed structure (a module's layers, a literal range of a few steps),
+    containers cleared or popped inside the loop, `deque(maxlen=...)`
+    buffers and `d[k] = v` with a key that does not change per iteration
+    are not reported (their size is bounded); nor are one-element tensors
+    (a loss, a full reduction) kept per batch of an evaluation loop, 512
+    bytes each in the caching allocator. Whether a value is on the
+    accelerator is inferred from `.cuda()`, `.to(device)`, `device=`, model
+    placement and framework hooks that receive device batches, in the same
+    file; tensors that arrive on the accelerator from another module are
+    not seen.
 
     ## References
     - [PyTorch FAQ: my out of memory exception handler can't allocate memory](https://pytorch.org/docs/stable/notes/faq.html)
@@ -93,127 +79,86 @@ class DeviceTensorCollectedInLoop(Rule):
     FIX_TITLE = "Move the stored tensor to the CPU with `.cpu()`"
     FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("cuda", ".to(", "device")
-    NEEDS_NAMES = ("cuda", "to", "device")  # the only ways the dataflow puts a value on the accelerator
+    NEEDS_NAMES = ("cuda", "to", "device", "prepare", "training_step", "validation_step", "test_step", "predict_step",
+                   "compute_loss", "prediction_step", "setup", "setup_dataloaders")  # how the model puts values on the accelerator
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\ndef f(model, loader):\n    preds = []\n    with torch.no_grad():\n        for x in loader:\n            preds.append(model(x.cuda()).cpu())\n",
         "import torch\ndef f(model, loader):\n    for x in loader:\n        batch_preds = []\n        batch_preds.append(model(x.cuda()).detach())\n",
         "import torch\ndef f(model, x, steps):\n    snaps = []\n    for _ in range(steps):\n        snaps.append(x.detach().clone().cpu())\n",
-        "import torch\ndef f(model, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x.cuda()))\n",
+        "import torch\ndef f(model: torch.nn.Module, loader):\n    outs = []\n    for x in loader:\n        outs.append(model(x.cuda()))\n",
         "import torch\ndef f(self, x):\n    feats = []\n    with torch.no_grad():\n        for block in self.blocks:\n            x = block(x.cuda())\n            feats.append(x)\n    return feats\n",
         "import torch\nfrom collections import deque\ndef f(model, loader):\n    recent = deque(maxlen=10)\n    for x in loader:\n        recent.append(x.cuda())\n",
         "import torch\n@torch.no_grad()\ndef f(model, loader):\n    losses = []\n    for x in loader:\n        losses.append(model(x.cuda()).loss)\n    return torch.stack(losses).mean().item()\n",
     )
     INVALID = (
         "import torch\ndef f(steps):\n    x = torch.zeros(3, device='cuda', requires_grad=True)\n    snaps = []\n    for _ in range(steps):\n        snaps.append(x.detach().clone())  # expect: MEM103\n",
-        "import torch\ndef f(model, loader):\n    preds = []\n    model.cuda()\n    with torch.no_grad():\n        for x, y in loader:\n            preds.append(model(x.cuda()))  # expect: MEM103\n",
-        "import torch\ndef f(model, loader, device):\n    hist = []\n    for i, (x, y) in enumerate(loader):\n        out = model(x.to(device)).detach()\n        hist.append({'out': out, 'y': y})  # expect: MEM103\n",
-        "import torch\ndef f(model, loader, device):\n    cache = {}\n    while True:\n        x = next(loader)\n        with torch.no_grad():\n            cache[len(cache)] = model(x.to(device))  # expect: MEM103\n",
+        "import torch\ndef f(model, loader):\n    preds = []\n    model.cuda().eval()\n    with torch.no_grad():\n        for x, y in loader:\n            preds.append(model(x.cuda()))  # expect: MEM103\n",
+        "import torch\ndef f(model, loader, device):\n    model.train()\n    hist = []\n    for i, (x, y) in enumerate(loader):\n        out = model(x.to(device)).detach()\n        hist.append({'out': out, 'y': y})  # expect: MEM103\n",
+        "import torch\ndef f(model, loader, device):\n    model.eval()\n    cache = {}\n    while True:\n        x = next(loader)\n        with torch.no_grad():\n            cache[len(cache)] = model(x.to(device))  # expect: MEM103\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
-        self._check(node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr not in KEYED_METHODS:
+            self._check(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self._check(node)
+        if isinstance(node.targets[0], ast.Subscript):
+            self._check(node)
 
     def _check(self, node: ast.Call | ast.Assign) -> None:
-        target = collection_target(node)
-        if target is None:
+        semantic = self.ctx.semantic
+        if not semantic.enclosing_loops(node) and not semantic.may_persist(root_name(_receiver(node)) or "", node):
+            return  # cheap check first: the rest interprets the function
+        store = store_of(semantic, node)
+        if store is None or semantic.keeper(store.root, node) is None:
             return
-        container, values = target
-        if isinstance(node, ast.Call) and node.func.attr in KEYED_METHODS:
-            return
-        if not container.startswith("self.") and not _in_loop(self.ctx.stack):
-            return  # cheap check first: the dataflow analyses the whole function
-        flow = self.ctx.dataflow
-        if not values or not outlives_iteration(flow, container, node):
-            return
-        if any(flow.value(value).graph is Tri.YES for value in values):
+        if any(semantic.value(value).graph is Tri.YES and not semantic.value(value).leaf for value in store.values):
             return  # attached: MEM102's finding
-        leaves = [
-            leaf
-            for leaf in leaf_values(values)
-            if _stores_device_tensor(flow.value(leaf)) and _tensor_expression(leaf, flow)
-            and not (_scalar_like(leaf) and self._evaluation_loop(node))
-        ]
-        if not leaves or self._bounded(container, node):
+        evaluation = self._evaluation_loop(node)
+        leaves = [leaf for leaf in leaf_values(store.values)
+                  if _device_tensor(semantic.value(leaf)) and not (evaluation and semantic.value(leaf).scalar)]
+        if not leaves or self._bounded(store.root, node):
             return
         self.report(node, fix=self._fix(leaves))
 
     def _evaluation_loop(self, node: ast.AST) -> bool:
-        """The innermost loop around ``node`` does no training step: per-batch
+        """The innermost run loop around ``node`` does no training step: per-batch
         scalars collected there are bounded by one pass over the data."""
-        loops = self.ctx.dataflow.enclosing_loops(node)
-        return bool(loops) and not contains_training_step(loops[0])
+        loops = self.ctx.semantic.run_loops(node)
+        return not loops or not self.ctx.semantic.trains(loops[0].body)
 
     def _bounded(self, container: str, node: ast.Call | ast.Assign) -> bool:
         """The container cannot grow with the number of iterations."""
-        flow = self.ctx.dataflow
-        loops = flow.enclosing_loops(node)
-        if isinstance(node, ast.Assign):
-            if not _key_varies(node.targets[0], loops):
-                return True
-            if not bound_to_dict(container, flow.scope_node(node), self.ctx):
-                return True  # `t[i] = v` into a tensor or an unknown object: written in place
-        if any(_iterates_model_parts(loop) or _small_literal_range(loop) for loop in loops[:1]):
+        semantic = self.ctx.semantic
+        loops = semantic.enclosing_loops(node)
+        if isinstance(node, ast.Assign) and not _key_varies(node.targets[0], loops):
             return True
-        if loops and not iteration_loop(loops[0]):
-            return True  # a loop over the items of one batch or structure: its outputs are the result
         if loops and _shrunk_in(loops[0], container):
             return True
-        return _bounded_deque(flow.scope_node(node), container, self.ctx)
+        receiver = _receiver(node)
+        return receiver is not None and semantic.value(receiver).type_name == "bounded"
 
     def _fix(self, leaves: list[ast.expr]) -> Fix | None:
-        if len(leaves) != 1:
+        if len(leaves) != 1 or self.ctx.semantic.value(leaves[0]).kind is not Kind.TENSOR:
             return None
-        leaf = leaves[0]
-        on_host = with_method(self.ctx, leaf, "cpu")
-        return None if on_host is None else self.replacement(leaf, on_host)
+        on_host = with_method(self.ctx, leaves[0], "cpu")
+        return None if on_host is None else self.replacement(leaves[0], on_host)
 
 
-def _in_loop(stack: list[ast.AST]) -> bool:
-    for ancestor in reversed(stack):
-        if isinstance(ancestor, LOOP_TYPES):
-            return True
-        if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
-            return False
-    return False
+def _receiver(node: ast.AST) -> ast.expr | None:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.value
+    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+        return node.targets[0].value
+    return None
 
 
-#: Methods whose result is a tensor whatever the receiver is known to be.
-TENSOR_METHODS = frozenset({"cuda", "to", "detach", "clone", "contiguous", "float", "half", "bfloat16", "view", "reshape", "flatten", "squeeze", "unsqueeze"})
-
-
-def _tensor_expression(leaf: ast.expr, flow) -> bool:
-    """The stored value is a tensor (not an object built from tensors, e.g. ``Sample(x, device=d)``)."""
-    if flow.value(leaf).is_tensor_like:
-        return True
-    return isinstance(leaf, ast.Call) and isinstance(leaf.func, ast.Attribute) and leaf.func.attr in TENSOR_METHODS
-
-
-def _stores_device_tensor(value) -> bool:
-    return value.device is Tri.YES and value.graph is not Tri.YES and not value.is_model
-
-
-#: Reductions that leave a one-element tensor when called without a dim.
-SCALAR_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "norm", "prod", "std", "var", "amax", "amin"})
-
-
-def _scalar_like(expr: ast.expr) -> bool:
-    """A per-iteration scalar (a loss, a full reduction): 512 bytes per batch in
-    the caching allocator; kept on the device during evaluation it avoids a
-    device sync per batch, the usual practice."""
-    if isinstance(expr, ast.Attribute) and "loss" in expr.attr.lower():
-        return True
-    name = dotted_name(expr)
-    if name is not None and "loss" in name.split(".")[-1].lower():
-        return True
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-        method = expr.func.attr
-        if method in ("detach", "clone", "float", "double", "half", "bfloat16"):
-            return _scalar_like(expr.func.value)
-        return method in SCALAR_REDUCTIONS and not call_arguments(expr)
-    return False
+def _device_tensor(value) -> bool:
+    """An accelerator tensor, a container of them, or something moved to the
+    accelerator (``x.cuda()`` of an unknown ``x``: a tensor or a module, and
+    modules are not what a loop collects), held without a graph."""
+    return value.device is Tri.YES and value.kind in (Kind.TENSOR, Kind.CONTAINER, Kind.UNKNOWN)
 
 
 def _key_varies(target: ast.expr, loops: list[ast.stmt]) -> bool:
@@ -262,50 +207,6 @@ class _AssignedNames(Visitor):
         self.names.update(targets_of(node.target))
 
 
-def _iterates_model_parts(loop: ast.stmt) -> bool:
-    if not isinstance(loop, FOR_TYPES):
-        return False
-    return _model_parts(loop.iter)
-
-
-def _model_parts(iterable: ast.expr) -> bool:
-    if isinstance(iterable, ast.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed", "list", "sorted"):
-        return any(_model_parts(arg) for arg in _positional_arguments(iterable))
-    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute):
-        if iterable.func.attr in ("children", "modules", "named_children", "named_modules", "parameters", "named_parameters", "buffers", "items", "values"):
-            if iterable.func.attr not in ("items", "values"):
-                return True
-            iterable = iterable.func.value
-    name = dotted_name(iterable)
-    return name is not None and (bool(MODULE_ITERABLE.search(name)) or "param" in name.lower() or name.endswith(("_per_rank", "_per_device")))
-
-
-def _positional_arguments(call: ast.Call) -> list[ast.expr]:
-    """The arguments of ``call`` not passed by name (``*xs`` and ``**kw`` as ``xs`` and ``kw``)."""
-    positional = [arg.value if isinstance(arg, ast.Starred) else arg for arg in call.args]
-    return positional + [keyword.value for keyword in call.keywords if keyword.arg is None]
-
-
-def _small_literal_range(loop: ast.stmt) -> bool:
-    """A ``for`` over a tuple or list literal, or over ``range`` of a small integer literal."""
-    if not isinstance(loop, FOR_TYPES):
-        return False
-    iterable = loop.iter
-    if isinstance(iterable, (ast.Tuple, ast.List)):
-        return True
-    if not isinstance(iterable, ast.Call) or dotted_name(iterable.func) != "range":
-        return False
-    arguments = call_arguments(iterable)
-    if not arguments:
-        return False
-    bound = arguments[-1] if len(arguments) <= 2 else arguments[1]
-    return _integer_literal(bound) and bound.value <= SMALL_RANGE
-
-
-def _integer_literal(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int  # `True` is not an integer literal
-
-
 def _shrunk_in(loop: ast.stmt, container: str) -> bool:
     """The loop empties, pops from, deletes from or rebinds the container."""
     finder = _ShrinkFinder(container)
@@ -332,24 +233,3 @@ class _ShrinkFinder(Visitor):
             self.found = True
 
 
-def _bounded_deque(function: ast.AST, container: str, ctx) -> bool:
-    """``container = deque(..., maxlen=...)`` somewhere in the function or class."""
-    finder = _DequeFinder(container, ctx)
-    walk_visit((ctx.module if container.startswith("self.") else function), finder)
-    return finder.found
-
-
-class _DequeFinder(Visitor):
-    def __init__(self, container: str, ctx) -> None:
-        self.container = container
-        self.ctx = ctx
-        self.found = False
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        value = node.value
-        if not isinstance(value, ast.Call) or self.ctx.qualified(value.func) != "collections.deque":
-            return
-        if keyword_arg(value, "maxlen") is None and len(call_arguments(value)) < 2:
-            return
-        if any(self.container in targets_of(target) for target in node.targets):
-            self.found = True

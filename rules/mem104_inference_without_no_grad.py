@@ -2,36 +2,38 @@
 
 import ast
 import re
-from functools import cached_property
 
-from memlint.lint.dataflow import call_method_name
 from memlint.lint.diagnostic import Severity
-from memlint.lint.names import dotted_name
-from memlint.lint.patterns import contains_training_step
 from memlint.lint.rule import Rule
-from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
-from memlint.lint.vocabulary import MODEL_NAME
-from memlint.lint.walk import Visitor, visit as walk_visit
+from memlint.lint.semantic.values import Tri
+from memlint.lint.syntax import FUNCTION_TYPES
 
+#: Function names that say the function evaluates or samples (its intent,
+#: read together with what it does: a forward pass and no training step).
 EVAL_FUNCTION = re.compile(
     r"(?:^|_)(?:valid|validate|validation|eval|evaluate|evaluation|predict|prediction|predictions|"
-    r"inference|infer|test_step|test_epoch|run_test|val_step|val_epoch)(?:_|$)",
+    r"inference|infer|test_step|test_epoch|run_test|val_step|val_epoch|sample|sampling|generate|rollout)(?:_|s?$)",
     re.IGNORECASE,
 )
-LIGHTNING_BASES = re.compile(r"(?:^|\.)(?:LightningModule|LightningFlow)$")
-LOSS_CALLEE = re.compile(r"(?:criterion|loss)", re.IGNORECASE)
 
 
 class InferenceWithoutNoGrad(Rule):
     """## What it does
-    Reports a forward pass in an evaluation or inference context that runs
-    with autograd enabled: in functions named like `validate`, `evaluate`,
-    `predict`, `inference`, `test_step`/`validation_step` (outside
-    Lightning), or after `model.eval()` in the same function — when no
-    enclosing `torch.no_grad()`/`torch.inference_mode()` (context or
-    decorator) disables grad and no `.backward()` follows. In a function
-    that also trains (a `fit` with a validation loop), the forward passes
-    after `model.eval()` in a loop without a training step are reported.
+    Reports a forward pass of a module in an evaluation or inference
+    context that runs with autograd enabled: a function named like
+    `validate`, `evaluate`, `predict`, `inference`, `sample`, `generate`,
+    `rollout`, `test_step`/`validation_step` (outside Lightning, which runs
+    those under `no_grad`), or a loop over batches after `model.eval()` in
+    the same function, or code after `model.eval()` at module level
+    (`if __name__ == "__main__":` scripts) —
+    when it runs no training step, no `torch.no_grad()`/`inference_mode()`
+    (context, decorator, or every caller in the file) disables grad, and no
+    backward pass uses the output. In a function that also trains (a `fit`
+    with a validation loop), the forward passes after `model.eval()` in a
+    loop without a training step are reported. A module is known by
+    construction (`nn.Linear(...)`, a class deriving from `nn.Module`,
+    `from_pretrained`) or by use (`.eval()`, `.parameters()`); calling a
+    constructor is not a forward pass.
 
     ## Why is this bad?
     With grad enabled, autograd saves every activation the backward pass
@@ -61,8 +63,12 @@ class InferenceWithoutNoGrad(Rule):
     every caller in the same file runs it under `no_grad` is not reported;
     callers in other files are not seen, so an evaluation helper always
     called under `no_grad` from elsewhere is reported (suppress it with
-    `# noqa: MEM104` or decorate it). `model.eval()` alone does not disable
-    gradients; it only switches dropout and batch-norm behaviour.
+    `# noqa: MEM104` or decorate it). Methods of a module (used by
+    training and evaluation alike) and test functions are not reported. A
+    function that returns the output
+    to a caller of the same file that backpropagates it is not reported.
+    `model.eval()` alone does not disable gradients; it only switches
+    dropout and batch-norm behaviour.
 
     ## References
     - [torch.no_grad](https://pytorch.org/docs/stable/generated/torch.no_grad.html)
@@ -74,130 +80,115 @@ class InferenceWithoutNoGrad(Rule):
     NAME = "inference-without-no-grad"
     MESSAGE = "forward pass in an evaluation context with autograd enabled: activations are saved for a backward that never comes"
     SEVERITY = Severity.WARNING
-    TRIGGERS = ("eval", "valid", "predict", "infer", "test_step", "test_epoch", "run_test", "val_")
-    NEEDS_GRAPH_SOURCE = True  # a forward pass needs a model
+    TRIGGERS = ("eval", "valid", "predict", "infer", "test_step", "test_epoch", "run_test", "val_", "sampl", "generat", "rollout")
+    NEEDS_GRAPH_SOURCE = True  # a forward pass needs a module
+    FRAMEWORK = "torch"
     VALID = (
-        "import torch\n@torch.no_grad()\ndef evaluate(model, loader):\n    for x in loader:\n        model(x)\n",
+        "import torch\n@torch.no_grad()\ndef evaluate(model, loader):\n    model.eval()\n    for x in loader:\n        model(x)\n",
         "import torch\ndef evaluate(model, loader):\n    model.eval()\n    with torch.inference_mode():\n        for x in loader:\n            model(x)\n",
         "def train(model, loader, opt):\n    model.eval()\n    for x in loader:\n        loss = model(x)\n        loss.backward()\n        opt.step()\n",
-        "import lightning as L\nclass M(L.LightningModule):\n    def validation_step(self, batch, idx):\n        return self.model(batch)\n",
-        "import torch\ndef validate(model, x):\n    return model(x)\ndef run(model, x):\n    with torch.no_grad():\n        return validate(model, x)\n",
+        "import lightning as L\nimport torch.nn as nn\nclass M(L.LightningModule):\n    def __init__(self):\n        super().__init__()\n        self.net = nn.Linear(4, 2)\n    def validation_step(self, batch, idx):\n        return self.net(batch)\n",
+        "import torch\nimport torch.nn as nn\ndef validate(model, x):\n    return model(x)\ndef run(x):\n    model = nn.Linear(4, 2)\n    with torch.no_grad():\n        return validate(model, x)\n",
         "import torch\ndef fit(model, loader, val_loader, opt):\n    for x in loader:\n        model(x).sum().backward()\n        opt.step()\n    model.eval()\n    with torch.no_grad():\n        for x in val_loader:\n            model(x)\n",
-        "def fit(model, gen, loader, opt):\n    gen.eval()\n    for x in loader:\n        loss = model(gen(x)).mean()\n        loss.backward()\n        opt.step()\n",
+        "class ModelForTest:\n    pass\ndef test_infer_shapes():\n    model = ModelForTest()\n    model.eval()\n    assert model is not None\n",
+        "import torch.nn as nn\ndef predict_step(net, x, y, opt):\n    out = net(x)\n    loss = nn.functional.mse_loss(out, y)\n    loss.backward()\n    opt.step()\n    return out\n",
     )
     INVALID = (
-        "def evaluate(model, loader):\n    for x in loader:\n        out = model(x)  # expect: MEM104\n",
+        "def evaluate(model, loader):\n    model.eval()\n    for x in loader:\n        out = model(x)  # expect: MEM104\n",
         "def run(model, loader):\n    model.eval()\n    preds = [model(x) for x in loader]  # expect: MEM104\n",
-        "class W:\n    def validation_step(self, x):\n        return self.net(x)  # expect: MEM104\n",
-        "import torch as T\ndef predict(model, x):\n    with T.enable_grad():\n        return model(x)  # expect: MEM104\n",
+        "import torch.nn as nn\nclass W:\n    def __init__(self):\n        self.net = nn.Linear(4, 2)\n    def validation_step(self, x):\n        return self.net(x)  # expect: MEM104\n",
+        "import torch as T\nimport torch.nn as nn\ndef predict(x):\n    model = nn.Linear(4, 2)\n    with T.no_grad():\n        with T.enable_grad():\n            return model(x)  # expect: MEM104\n",
         "def fit(model, loader, val_loader, opt, crit):\n    for epoch in range(3):\n        model.train()\n        for x, y in loader:\n            loss = crit(model(x), y)\n            loss.backward()\n            opt.step()\n        model.eval()\n        for x, y in val_loader:\n            loss = crit(model(x), y)  # expect: MEM104\n",
+        "import torch.nn as nn\nif __name__ == '__main__':\n    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())\n    model.eval()\n    print(model(torch.zeros(1, 4)))  # expect: MEM104\n",
+        "import torch\nimport torch.nn as nn\nclass Policy(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n    def forward(self, obs):\n        return self.fc(obs)\ndef rollout(policy: Policy, env, steps):\n    obs = env.reset()\n    for _ in range(steps):\n        action = policy(obs).argmax(-1)  # expect: MEM104\n        obs = env.step(action)\n",
     )
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        flow = self.ctx.dataflow
-        named_eval = bool(EVAL_FUNCTION.search(node.name))
-        eval_call = None if named_eval or node not in self._functions_calling_eval else _first_eval_call(node)
-        if not named_eval and eval_call is None:
-            return  # not an evaluation context: skip the dataflow analysis
-        if flow.decorated_no_grad(node) or self._lightning_hook(node):
+        semantic = self.ctx.semantic
+        named = bool(EVAL_FUNCTION.search(node.name))
+        eval_call = _first_eval_call(semantic, node)
+        if not named and eval_call is None:
+            return  # not an evaluation context: the rest interprets the function
+        if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
             return
-        scope = flow.scope(node)
-        forward = [call for call in scope.forward_calls if not self._is_loss_call(call) and not _nested_in_function(call, node, flow)]
+        if semantic.is_module_method(node) or _is_test(semantic, node):
+            return  # a module's own methods serve training and evaluation alike; tests are not inference code
+        self._check_unit(node, named, eval_call)
+
+    def visit_Module(self, node: ast.Module) -> None:
+        semantic = self.ctx.semantic
+        eval_call = _first_eval_call(semantic, node)
+        if eval_call is not None:
+            self._check_unit(node, False, eval_call)
+
+    def _check_unit(self, unit: ast.AST, named: bool, eval_call: ast.Call | None) -> None:
+        semantic = self.ctx.semantic
+        forward = [call for call in semantic.forward_calls(unit) if semantic.grad_mode(call) is Tri.YES]
         if not forward:
             return
-        if contains_training_step(node.body) or scope.backward_names:
-            if eval_call is not None:
-                forward = [call for call in forward if self._in_evaluation_loop(call, eval_call)]
-            else:
-                forward = []
-        for call in forward:
-            if flow.grad_disabled(call):
-                continue
-            if not named_eval and (eval_call is None or not _after(eval_call, call, self.ctx)):
-                continue
-            if self._all_callers_disable_grad(node):
+        trains = bool(semantic.backward_calls(unit)) or semantic.trains(unit.body)
+        if trains:
+            if eval_call is None:
                 return
-            self.report(call)
+            forward = [call for call in forward if self._in_evaluation_loop(call, eval_call)]
+        else:
+            if not named:
+                forward = [call for call in forward if _after(eval_call, call) and self._repeated_or_script(call, unit)]
+            forward = [call for call in forward if not self._backpropagated(call, unit)]
+        if not forward or self._output_trained_by_callers(unit):
             return
+        self.report(min(forward, key=lambda call: (call.lineno, call.col_offset)))
+
+    def _repeated_or_script(self, call: ast.Call, unit: ast.AST) -> bool:
+        """After ``model.eval()`` in a function that does not say it
+        evaluates: the forward pass runs once per batch (a run loop, a
+        comprehension over a stream), or in a script's top level."""
+        semantic = self.ctx.semantic
+        if isinstance(unit, ast.Module) or semantic.run_loops(call):
+            return True
+        comprehension = semantic.comprehension_of(call)
+        return comprehension is not None and semantic.is_run_comprehension(comprehension)
 
     def _in_evaluation_loop(self, call: ast.Call, eval_call: ast.Call) -> bool:
         """In a function that also trains: ``call`` comes after ``eval_call``
-        and its innermost loop (in the function) has no training step."""
-        loops = self.ctx.dataflow.enclosing_loops(call)
-        return bool(loops) and _after(eval_call, call, self.ctx) and not contains_training_step(loops[0].body)
+        and its innermost loop has no training step."""
+        semantic = self.ctx.semantic
+        loops = semantic.enclosing_loops(call)
+        return bool(loops) and _after(eval_call, call) and not semantic.trains(loops[0].body)
 
-    @cached_property
-    def _functions_calling_eval(self) -> set[ast.FunctionDef | ast.AsyncFunctionDef]:
-        """Functions (and their enclosing functions) that contain a ``.eval()`` call."""
-        found: set[ast.FunctionDef | ast.AsyncFunctionDef] = set()
-        for call in self.ctx.index.of_type(ast.Call):
-            if _is_eval_call(call):
-                found.update(a for a in self.ctx.dataflow.ancestors(call) if isinstance(a, FUNCTION_TYPES))
-        return found
-
-    def _is_loss_call(self, call: ast.Call) -> bool:
-        name = dotted_name(call.func)
-        return name is not None and bool(LOSS_CALLEE.search(name.split(".")[-1]))
-
-    def _lightning_hook(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        if not re.match(r"^(?:validation_step|test_step|predict_step)$", function.name):
-            return False
-        owner = next((a for a in self.ctx.dataflow.ancestors(function) if isinstance(a, ast.ClassDef)), None)
-        if owner is None:
-            return False
-        for base in owner.bases:
-            qualified = self.ctx.qualified(base) or ""
-            if LIGHTNING_BASES.search(qualified):
-                return True
-        return False
-
-    def _all_callers_disable_grad(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        finder = _CallsOf(function.name)
-        walk_visit(self.ctx.module, finder)
-        return bool(finder.calls) and all(self.ctx.dataflow.grad_disabled(call) for call in finder.calls)
-
-
-def _is_eval_call(call: ast.Call) -> bool:
-    """``x.eval()`` with no arguments (not the builtin ``eval(source)``)."""
-    return call_method_name(call) == "eval" and not call_arguments(call)
-
-
-def _nested_in_function(call: ast.Call, function: ast.FunctionDef | ast.AsyncFunctionDef, flow) -> bool:
-    for ancestor in flow.ancestors(call):
-        if ancestor is function:
-            return False
-        if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
+    def _backpropagated(self, call: ast.Call, unit: ast.AST) -> bool:
+        semantic = self.ctx.semantic
+        if semantic.result_backpropagated(call):
             return True
-    return False
+        value = semantic.value(call)
+        return bool(value.sources and value.sources & semantic.canonical(unit).backpropagated)
+
+    def _output_trained_by_callers(self, unit: ast.AST) -> bool:
+        """A caller of the same file backpropagates what the function returns."""
+        semantic = self.ctx.semantic
+        if not isinstance(unit, FUNCTION_TYPES):
+            return False
+        return any(semantic.result_backpropagated(call) or semantic.trains(semantic.unit_of(call).body)
+                   for call in semantic.call_sites_of(unit) if semantic.returns(unit).graph is not Tri.NO)
 
 
-def _first_eval_call(function: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Call | None:
-    finder = _EvalCall()
-    walk_visit(function.body, finder)
-    return finder.call
+def _is_test(semantic, function: ast.AST) -> bool:
+    """A test function (pytest's ``test_*`` convention, or a method of a ``Test*`` / ``TestCase`` class)."""
+    if function.name.startswith("test"):
+        return True
+    klass = semantic.class_of_method(function)
+    return klass is not None and (klass.name.startswith("Test") or any(b.endswith("TestCase") for b in klass.library_bases))
 
 
-class _EvalCall(Visitor):
-    def __init__(self) -> None:
-        self.call: ast.Call | None = None
-
-    def visit_Call(self, node: ast.Call) -> None:
-        if self.call is None and _is_eval_call(node):
-            receiver = dotted_name(node.func.value)
-            if receiver is not None and MODEL_NAME.match(receiver.split(".")[-1]):
-                self.call = node
-
-
-class _CallsOf(Visitor):
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.calls: list[ast.Call] = []
-
-    def visit_Call(self, node: ast.Call) -> None:
-        name = dotted_name(node.func)
-        if name is not None and name.split(".")[-1] == self.name:
-            self.calls.append(node)
+def _first_eval_call(semantic, unit: ast.AST) -> ast.Call | None:
+    """The first ``m.eval()`` on a module in the unit's own body."""
+    for call in semantic.own_nodes(unit, (ast.Call,)):
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "eval" and not call.args and not call.keywords:
+            if semantic.value(func.value).is_module:
+                return call
+    return None
 
 
-def _after(first: ast.AST, second: ast.AST, ctx) -> bool:
-    return ctx.span(first)[0] <= ctx.span(second)[0]
+def _after(first: ast.AST | None, second: ast.AST) -> bool:
+    return first is not None and (first.lineno, first.col_offset) <= (second.lineno, second.col_offset)

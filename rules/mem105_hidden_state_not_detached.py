@@ -3,19 +3,18 @@
 import ast
 import re
 
-from memlint.lint.dataflow import Tri, targets_of
-from memlint.lint.vocabulary import MODEL_NAME
 from memlint.lint.diagnostic import Severity
-from memlint.lint.names import dotted_name
-from memlint.lint.patterns import contains_training_step, names_in
+from memlint.lint.names import dotted_name, targets_of
+from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
-from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, call_arguments
+from memlint.lint.semantic.values import Tri
+from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES, call_arguments
 from memlint.lint.walk import Visitor, visit as walk_visit
 
-#: Helpers named like these cut the graph (``repackage_hidden`` in PyTorch's word-language-model example).
+#: Helpers of other modules named like these cut the graph (``repackage_hidden``
+#: in PyTorch's word-language-model example); a helper of the same file is
+#: judged by its body (it calls ``.detach()``).
 DETACH_HELPER = re.compile(r"repackage|detach", re.IGNORECASE)
-#: Loops over these are data/episode loops (each iteration is a step of training or a rollout).
-DATA_ITERABLE = re.compile(r"(?:loader|batch|batches|chunks?|dataset|data|iterator|episodes?|stream|segments?)$", re.IGNORECASE)
 
 
 class HiddenStateNotDetached(Rule):
@@ -23,9 +22,9 @@ class HiddenStateNotDetached(Rule):
     Reports recurrent state that is carried from one loop iteration to the
     next and fed back into a module without being detached:
     `h = cell(x, h)`, `h, c = cell(x, (h, c))`, `out, (h, c) = lstm(x, (h, c))`,
-    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, in a training or
-    rollout loop (one that calls `.backward()` or `.step()`, or iterates
-    over a data loader).
+    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, in a loop whose
+    iterations grow with the run (it trains, iterates a stream of batches,
+    or steps an environment or a sampler with the module's output).
 
     ## Why is this bad?
     The new state is computed from the old one, so its autograd graph
@@ -61,9 +60,9 @@ class HiddenStateNotDetached(Rule):
     `.detach_()`), passed to a helper whose name contains "repackage" or
     "detach" or to a local function that calls `.detach()`, or re-assigned
     a fresh value anywhere in the loop (even conditionally). A loop over
-    time steps inside a forward pass (no `.backward()`/`.step()` in the
-    loop, not a loop over a loader) is backpropagation through the sequence
-    on purpose and is not reported. For a `self.` attribute outside a loop,
+    time steps inside a module's forward pass is backpropagation through
+    the sequence on purpose and is not reported, nor is a loop over a fixed
+    structure. For a `self.` attribute outside a loop,
     assigning it anywhere else in the class than `__init__` counts as a
     reset.
 
@@ -78,6 +77,7 @@ class HiddenStateNotDetached(Rule):
     SEVERITY = Severity.ERROR
     TRIGGERS = ("for ", "while ", "self.")
     NEEDS_GRAPH_SOURCE = True
+    FRAMEWORK = "torch"
     VALID = (
         "def f(model, loader, opt, crit, h):\n    for x, y in loader:\n        h = h.detach()\n        out, h = model(x, h)\n        crit(out, y).backward()\n        opt.step()\n",
         "def repackage_hidden(h):\n    return tuple(v.detach() for v in h)\ndef f(lstm, loader, opt, crit, hidden):\n    for x, y in loader:\n        hidden = repackage_hidden(hidden)\n        out, hidden = lstm(x, hidden)\n        crit(out, y).backward()\n        opt.step()\n",
@@ -87,7 +87,7 @@ class HiddenStateNotDetached(Rule):
     )
     INVALID = (
         "def f(model, loader, opt, crit, hidden):\n    for x, y in loader:\n        out, hidden = model(x, hidden)  # expect: MEM105\n        crit(out, y).backward(retain_graph=True)\n        opt.step()\n",
-        "import torch\ndef f(cell, env, n):\n    h = torch.zeros(1, 8)\n    c = torch.zeros(1, 8)\n    obs = env.reset()\n    for t in range(n):\n        h, c = cell(obs, (h, c))  # expect: MEM105\n        obs = env.step(h.argmax().item())\n",
+        "import torch\nimport torch.nn as nn\ndef f(env, n):\n    cell = nn.LSTMCell(4, 8)\n    h = torch.zeros(1, 8)\n    c = torch.zeros(1, 8)\n    obs = env.reset()\n    for t in range(n):\n        h, c = cell(obs, (h, c))  # expect: MEM105\n        obs = env.step(h.argmax().item())\n",
         "def f(lstm, loader, opt, crit, h, c):\n    for x, y in loader:\n        out, (h, c) = lstm(x, (h, c))  # expect: MEM105\n        crit(out, y).backward()\n        opt.step()\n",
         "def f(lstm, loader, opt, crit):\n    h = c = None\n    for x, y in loader:\n        out, (h, c) = lstm(x, (h, c) if h is not None else None)  # expect: MEM105\n        crit(out, y).backward()\n        opt.step()\n",
         "import torch.nn as nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.rnn = nn.GRU(4, 8)\n        self.hidden = None\n    def forward(self, x):\n        out, self.hidden = self.rnn(x, self.hidden)  # expect: MEM105\n        return out\n",
@@ -98,17 +98,20 @@ class HiddenStateNotDetached(Rule):
             return
         carried = self._carried_names(node.targets[0], node.value)
         if not carried or not (_in_loop(self.ctx.stack) or all(name.startswith("self.") for name in carried)):
-            return  # cheap syntactic checks first: the dataflow below analyses the whole function
-        flow = self.ctx.dataflow
-        if flow.grad_disabled(node) or flow.value(node.value).is_model or not self._produces_graph(node.value):
+            return  # cheap syntactic checks first: the rest interprets the function
+        semantic = self.ctx.semantic
+        if semantic.grad_disabled(node) or semantic.value(node.value).is_module or not self._produces_graph(node.value):
             return
+        carried = [name for name in carried if not semantic.value(_target_named(node.targets[0], name)).is_module]
+        if not carried:
+            return  # a module re-wrapped in a loop (`model = wrap(model)`) is not recurrent state
         loop = self._carrying_loop(carried, node)
         if loop is not None:
-            if self._is_training_or_rollout(loop) and not self._cut_in(loop, carried, node):
+            if semantic.is_run_loop(loop) and not _module_internal(semantic, node) and not self._cut_in(loop, carried, node):
                 self._report(node, carried)
-        elif all(name.startswith("self.") for name in carried) and not flow.enclosing_loops(node):
+        elif all(name.startswith("self.") for name in carried) and not semantic.enclosing_loops(node):
             # across calls of a method: only a direct module call (`self.rnn(x, self.hidden)`) counts
-            if flow.is_forward_call(node.value) and not self._self_state_reset(carried, node):
+            if semantic.is_forward_call(node.value) and not self._self_state_reset(carried, node):
                 self._report(node, carried)
 
     def _report(self, node: ast.Assign, carried: list[str]) -> None:
@@ -120,50 +123,47 @@ class HiddenStateNotDetached(Rule):
         passed = set()
         for argument in call_arguments(call):
             passed |= _bare_names(argument)
-        # a model re-wrapped in a loop (`model = wrap(model)`) is not recurrent state
-        return [name for name in bound if name in passed and not MODEL_NAME.match(name.split(".")[-1])]
+        return [name for name in bound if name in passed]
 
     def _produces_graph(self, call: ast.Call) -> bool:
-        flow = self.ctx.dataflow
-        if flow.is_forward_call(call) or flow.value(call).graph is Tri.YES:
-            return True
-        # agent.act(obs, h): a method of a class in this file whose result is attached
-        method = call.func.attr if isinstance(call.func, ast.Attribute) else None
-        return method in flow.functions and flow.function_returns(method).graph is Tri.YES
+        semantic = self.ctx.semantic
+        return semantic.is_forward_call(call) or semantic.value(call).graph is Tri.YES
 
     def _carrying_loop(self, carried: list[str], node: ast.AST) -> ast.AST | None:
         """The innermost loop around ``node`` across whose iterations the state lives."""
-        flow = self.ctx.dataflow
-        for loop in flow.enclosing_loops(node):
-            if all(flow.defined_outside(name, loop) for name in carried):
+        semantic = self.ctx.semantic
+        for loop in semantic.enclosing_loops(node):
+            if all(semantic.outside(name, loop) for name in carried):
                 return loop
         return None
 
-    def _is_training_or_rollout(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
-        if contains_training_step(loop.body):
-            return True
-        if isinstance(loop, FOR_TYPES):
-            iterable = loop.iter
-            while isinstance(iterable, ast.Call) and dotted_name(iterable.func) in ("enumerate", "tqdm", "iter", "zip") and call_arguments(iterable):
-                iterable = call_arguments(iterable)[0]
-            name = dotted_name(iterable)
-            return name is not None and bool(DATA_ITERABLE.search(name))
-        return False
-
     def _cut_in(self, loop: ast.For | ast.AsyncFor | ast.While, carried: list[str], recurrent: ast.Assign) -> bool:
         """The loop detaches, repackages or re-initialises one of the carried names."""
-        finder = _CutFinder(set(carried), recurrent, self.ctx.dataflow)
+        finder = _CutFinder(set(carried), recurrent, self.ctx.semantic)
         walk_visit(loop.body, finder)
         return finder.found
 
     def _self_state_reset(self, carried: list[str], recurrent: ast.Assign) -> bool:
         """A method other than ``__init__`` detaches or re-assigns the attribute."""
-        klass = next((a for a in self.ctx.dataflow.ancestors(recurrent) if isinstance(a, ast.ClassDef)), None)
+        klass = next((a for a in self.ctx.semantic.ancestors(recurrent) if isinstance(a, ast.ClassDef)), None)
         if klass is None:
             return True
-        finder = _CutFinder(set(carried), recurrent, self.ctx.dataflow, skip_init=True)
+        finder = _CutFinder(set(carried), recurrent, self.ctx.semantic, skip_init=True)
         walk_visit(klass.body, finder)
         return finder.found
+
+
+def _module_internal(semantic, node: ast.AST) -> bool:
+    function = semantic.function_of(node)
+    return function is not None and semantic.is_module_method(function)
+
+
+def _target_named(target: ast.expr, name: str) -> ast.expr:
+    """The target node that binds ``name`` (for its value)."""
+    for node in ast.walk(target):
+        if isinstance(node, (ast.Name, ast.Attribute)) and dotted_name(node) == name:
+            return node
+    return target
 
 
 def _in_loop(stack: list[ast.AST]) -> bool:
@@ -195,10 +195,10 @@ def _bare_names(expr: ast.expr) -> set[str]:
 class _CutFinder(Visitor):
     """Finds a detach, a repackage-style call or a fresh assignment of the carried names."""
 
-    def __init__(self, carried: set[str], recurrent: ast.Assign, flow, skip_init: bool = False) -> None:
+    def __init__(self, carried: set[str], recurrent: ast.Assign, semantic, skip_init: bool = False) -> None:
         self.carried = carried
         self.recurrent = recurrent
-        self.flow = flow
+        self.semantic = semantic
         self.skip_init = skip_init
         self.found = False
 
@@ -211,13 +211,16 @@ class _CutFinder(Visitor):
         if _is_detach(node):
             self.found = True
             return
+        local = self.semantic.callee(node)
+        if local is not None:
+            if _contains_detach(local.body if hasattr(local, "body") else local):
+                self.found = True
+            return
         callee = dotted_name(node.func)
         if callee is None:
             return
         short = callee.split(".")[-1]
         if DETACH_HELPER.search(short) or short in ("init_hidden", "init_state", "reset_hidden", "reset_state", "zero_state", "initial_state"):
-            self.found = True
-        elif short in self.flow.functions and _contains_detach(self.flow.functions[short].body):
             self.found = True
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
@@ -231,7 +234,7 @@ class _CutFinder(Visitor):
         bound = {name for target in node.targets for name in targets_of(target)}
         if not bound & self.carried:
             return
-        if self.flow.value(node.value).graph is not Tri.YES or _contains_detach(node.value):
+        if self.semantic.value(node.value).graph is not Tri.YES or _contains_detach(node.value):
             self.found = True
 
 

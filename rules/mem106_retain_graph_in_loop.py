@@ -2,7 +2,6 @@
 
 import ast
 
-from memlint.lint.dataflow import call_method_name
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import is_constant, keyword_arg
@@ -68,6 +67,7 @@ class RetainGraphInLoop(Rule):
     TRIGGERS = ("retain_graph", "True")  # positional form: grad(out, inputs, None, True)
     NEEDS_NAMES = ("backward", "manual_backward", "grad")
     NEEDS_GRAPH_SOURCE = True
+    FRAMEWORK = "torch"
     VALID = (
         "def f(enc, a, b, loader, opt):\n    for x in loader:\n        z = enc(x)\n        a(z).mean().backward(retain_graph=True)\n        b(z).mean().backward()\n        opt.step()\n",
         "def f(model, x):\n    loss = model(x).sum()\n    loss.backward(retain_graph=True)\n    loss.backward()\n",
@@ -85,8 +85,7 @@ class RetainGraphInLoop(Rule):
     def visit_Call(self, node: ast.Call) -> None:
         if not self._retains(node):
             return
-        flow = self.ctx.dataflow
-        loops = flow.enclosing_loops(node)
+        loops = self.ctx.semantic.enclosing_loops(node)
         if not loops:
             return
         if any(self._later_releasing_backward(loop, node) for loop in loops):
@@ -100,9 +99,14 @@ class RetainGraphInLoop(Rule):
         decided once per loop, however many retaining calls it holds."""
         cache = self.__dict__.setdefault("_graph_built_in", {})
         if loop not in cache:
-            forward = set(self.ctx.dataflow.scope(loop).forward_calls)
+            semantic = self.ctx.semantic
             calls = [node for node in walk(loop.body) if isinstance(node, ast.Call)]
-            cache[loop] = any(call in forward or keyword_arg(call, "requires_grad") is not None for call in calls)
+            rebuilt = _rebound_names(loop)
+            cache[loop] = any(
+                semantic.is_forward_call(call) or keyword_arg(call, "requires_grad") is not None
+                or (semantic.is_backward_call(call) and semantic.backward_calls(semantic.unit_of(call))[call].sources & rebuilt)
+                for call in calls
+            )
         return cache[loop]
 
     def _backward_kind(self, call: ast.Call) -> str | None:
@@ -110,7 +114,7 @@ class RetainGraphInLoop(Rule):
         qualified = self.ctx.qualified(call.func)
         if qualified in RETAIN_POSITION:
             return qualified
-        if call_method_name(call) in BACKWARD_METHODS:
+        if isinstance(call.func, ast.Attribute) and call.func.attr in BACKWARD_METHODS:
             return "method"
         return None
 
@@ -126,7 +130,7 @@ class RetainGraphInLoop(Rule):
             index = RETAIN_POSITION[kind]
             return len(positional) > index and is_constant(positional[index], True)
         # Tensor.backward(gradient, retain_graph): only when the receiver is the tensor itself
-        return kind == "method" and call_method_name(call) == "backward" and len(positional) >= 2 and is_constant(positional[1], True)
+        return kind == "method" and call.func.attr == "backward" and len(positional) >= 2 and is_constant(positional[1], True)
 
     def _later_releasing_backward(self, loop: ast.For | ast.AsyncFor | ast.While, call: ast.Call) -> bool:
         """A backward after ``call`` in the loop body that does not retain the graph."""
@@ -142,6 +146,18 @@ class RetainGraphInLoop(Rule):
             walk_visit(loop.body, finder)
             cache[loop] = [(other, self.ctx.span(other)[0]) for other in finder.calls if not self._retains(other)]
         return cache[loop]
+
+
+def _rebound_names(loop: ast.AST) -> set[str]:
+    """Names assigned inside the loop body (a value differentiated there is built per iteration)."""
+    names: set[str] = set()
+    for node in walk(loop.body):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        names.update(n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name))
+    return names
 
 
 class _BackwardCalls(Visitor):

@@ -2,13 +2,11 @@
 
 import ast
 
-from memlint.lint.dataflow import Tri
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
-from memlint.lint.patterns import leaf_values
 from memlint.lint.rule import Rule
-from memlint.lint.syntax import call_arguments
-from memlint.lint.walk import Visitor, file_memo, visit as walk_visit
+from memlint.lint.semantic.stores import leaf_values
+from memlint.lint.semantic.values import Tri
 
 #: Logging functions called on the module itself.
 MODULE_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics", "mlflow.tracking.fluent.log_metric"})
@@ -19,7 +17,7 @@ WRITER_CONSTRUCTORS = frozenset(
         "tensorboardX.SummaryWriter", "tensorboardX.writer.SummaryWriter",
     }
 )
-RUN_CONSTRUCTORS = frozenset({"wandb.init"})
+RUN_CONSTRUCTORS = frozenset({"wandb.init", "wandb.sdk.wandb_init.init"})
 WRITER_METHODS = frozenset({"add_scalar", "add_scalars", "add_histogram", "add_image", "add_images", "add_embedding", "add_pr_curve"})
 RUN_METHODS = frozenset({"log"})
 
@@ -79,6 +77,7 @@ class TensorLoggedWithGraph(Rule):
     TRIGGERS = ("wandb", "mlflow", "SummaryWriter", "experiment")
     NEEDS_NAMES = ("wandb", "mlflow", "SummaryWriter", "experiment")
     NEEDS_GRAPH_SOURCE = True
+    FRAMEWORK = "torch"
     VALID = (
         "import wandb\ndef f(model, loader, crit):\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        wandb.log({'loss': loss.item()})\n",
         "class M:\n    def training_step(self, batch, idx):\n        loss = self.model(batch).loss\n        self.log('train_loss', loss)\n        return loss\n",
@@ -92,61 +91,50 @@ class TensorLoggedWithGraph(Rule):
         "import wandb\ndef f(model, loader, crit):\n    run = wandb.init(project='p')\n    for x, y in loader:\n        loss = crit(model(x), y)\n        loss.backward()\n        metrics = {}\n        metrics['loss'] = loss\n        run.log(metrics)  # expect: MEM107\n",
     )
 
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self._writers: set[str] | None = None
-        self._runs: set[str] = set()
-
     def visit_Call(self, node: ast.Call) -> None:
         logged = self._logged_values(node)
         if not logged:
             return
-        flow = self.ctx.dataflow
-        if flow.grad_disabled(node):
+        semantic = self.ctx.semantic
+        if semantic.grad_disabled(node):
             return
-        if any(flow.value(leaf).graph is Tri.YES for leaf in self._expand(logged, node)):
+        if any(_holds_graph(semantic.value(leaf)) for leaf in leaf_values(logged)):
             self.report(node)
 
     def _logged_values(self, call: ast.Call) -> list[ast.expr]:
-        qualified = self.ctx.qualified(call.func)
+        qualified = self.ctx.semantic.qualified(call.func)
         if qualified in MODULE_LOGGERS:
             if qualified.endswith("log_metric"):
                 return _argument(call, 1, "value")
             return _argument(call, 0, "metrics") + _argument(call, 0, "data")
-        method = call.func.attr if isinstance(call.func, ast.Attribute) else None
-        receiver = dotted_name(call.func.value) if method is not None else None
-        if receiver is None:
+        if not isinstance(call.func, ast.Attribute):
             return []
-        self._collect_objects()
-        if method in WRITER_METHODS and self._is_writer(receiver):
+        method, receiver = call.func.attr, call.func.value
+        if method not in WRITER_METHODS and method not in RUN_METHODS:
+            return []
+        kind = self._logger_kind(receiver)
+        if kind == "writer" and method in WRITER_METHODS:
             return _argument(call, 1, "scalar_value") + _argument(call, 1, "tag_scalar_dict") + _argument(call, 1, "values") + _argument(call, 1, "img_tensor")
-        if method in RUN_METHODS and (receiver in self._runs or receiver.endswith(".experiment")):
+        if kind == "run" and method in RUN_METHODS:
             return _argument(call, 0, "data")
         return []
 
-    def _is_writer(self, receiver: str) -> bool:
-        if receiver in self._writers or receiver.endswith(".experiment"):
-            return True
-        imports_writer = any(name in WRITER_CONSTRUCTORS for name in self.ctx.imports.aliases.values())
-        return imports_writer and receiver.split(".")[-1].lower().endswith("writer")
+    def _logger_kind(self, receiver: ast.expr) -> str | None:
+        """"writer" for a SummaryWriter (or Lightning's ``logger.experiment``),
+        "run" for a wandb run, by how the receiver was made."""
+        name = dotted_name(receiver)
+        if name is not None and name.endswith(".experiment"):
+            return "writer"  # Lightning: `self.logger.experiment` is the wrapped writer or run
+        made = self.ctx.semantic.value(receiver).type_name
+        if made in WRITER_CONSTRUCTORS:
+            return "writer"
+        if made in RUN_CONSTRUCTORS:
+            return "run"
+        return None
 
-    def _collect_objects(self) -> None:
-        if self._writers is not None:
-            return
-        collector = _LoggerObjects(self.ctx)
-        walk_visit(self.ctx.module, collector)
-        self._writers = collector.writers
-        self._runs = collector.runs
 
-    def _expand(self, values: list[ast.expr], call: ast.Call) -> list[ast.expr]:
-        """Leaves of the logged values; a Name bound to a dict in the same
-        function contributes the values stored into it before the call."""
-        leaves = []
-        for leaf in leaf_values(values):
-            leaves.append(leaf)
-            if isinstance(leaf, ast.Name):
-                leaves.extend(leaf_values(_dict_values_of(leaf.id, self.ctx.dataflow.scope_node(call), self.ctx, call)))
-        return leaves
+def _holds_graph(value) -> bool:
+    return value.attached or (value.kind.value == "container" and value.graph is Tri.YES)
 
 
 def _argument(call: ast.Call, index: int, keyword: str) -> list[ast.expr]:
@@ -155,63 +143,3 @@ def _argument(call: ast.Call, index: int, keyword: str) -> list[ast.expr]:
     if index < len(positional):
         return [positional[index]]
     return [named.value for named in call.keywords if named.arg == keyword]
-
-
-def _dict_values_of(name: str, function: ast.AST, ctx, before: ast.AST) -> list[ast.expr]:
-    """The values stored into the dict ``name`` in ``function`` before ``before`` starts."""
-    def collect() -> list[tuple[tuple[int, int], list[ast.expr]]]:
-        collector = _DictStores(name)
-        walk_visit(function, collector)
-        return [(ctx.span(store)[0], values) for store, values in collector.stores]
-
-    limit = ctx.span(before)[0]
-    stores = file_memo(("dict_stores", id(function), name), collect)
-    return [value for start, values in stores if start < limit for value in values]
-
-
-class _DictStores(Visitor):
-    """Stores into ``name``: ``name[k] = v``, ``name.update({...})``, ``name = {...}``."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.stores: list[tuple[ast.AST, list[ast.expr]]] = []
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            if isinstance(target, ast.Subscript) and dotted_name(target.value) == self.name:
-                self.stores.append((node, [node.value]))
-            elif isinstance(target, ast.Name) and target.id == self.name and isinstance(node.value, ast.Dict):
-                self.stores.append((node, [node.value]))
-
-    def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "update" and dotted_name(node.func.value) == self.name:
-            self.stores.append((node, call_arguments(node)))
-
-
-class _LoggerObjects(Visitor):
-    """Names bound to SummaryWriter / wandb run objects anywhere in the file."""
-
-    def __init__(self, ctx) -> None:
-        self.ctx = ctx
-        self.writers: set[str] = set()
-        self.runs: set[str] = set()
-
-    def _record(self, targets: list[ast.expr], value: ast.expr) -> None:
-        if not isinstance(value, ast.Call):
-            return
-        qualified = self.ctx.qualified(value.func)
-        bucket = self.writers if qualified in WRITER_CONSTRUCTORS else self.runs if qualified in RUN_CONSTRUCTORS else None
-        if bucket is None:
-            return
-        for target in targets:
-            name = dotted_name(target)
-            if name is not None:
-                bucket.add(name)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self._record(node.targets, node.value)
-
-    def visit_With(self, node: ast.With | ast.AsyncWith) -> None:
-        for item in node.items:
-            if item.optional_vars is not None:
-                self._record([item.optional_vars], item.context_expr)

@@ -4,8 +4,9 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.frameworks import CONTEXT_OPTIMIZERS
 from memlint.rules._training import (
-    calls_in, clears_grads, is_backward, is_foreign, is_optimizer_step, local_callees, method_name, positional_args,
+    calls_in, clears_grads, is_backward, is_optimizer_step, local_callees, method_name, positional_args,
     reaches, receiver_name, walk,
 )
 
@@ -67,12 +68,14 @@ class MissingZeroGrad(Rule):
     SEVERITY = Severity.WARNING
     TRIGGERS = ("backward",)
     NEEDS_NAMES = ("backward", "manual_backward")
+    FRAMEWORK = "torch"
     VALID = (
         "def train(model, loader, optimizer, crit):\n    for x, y in loader:\n        optimizer.zero_grad()\n        crit(model(x), y).backward()\n        optimizer.step()\n",
         "def train(model, loader, optimizer, crit, n):\n    for i, (x, y) in enumerate(loader):\n        (crit(model(x), y) / n).backward()\n        if (i + 1) % n == 0:\n            optimizer.step()\n            optimizer.zero_grad()\n",
         "class T:\n    def reset(self):\n        for p in self.model.parameters():\n            p.grad = None\n    def fit(self, loader):\n        while True:\n            loss = self.model(next(loader))\n            loss.backward()\n            self.optimizer.step()\n            self.reset()\n",
         "import paddle\ndef train(model, loader, opt):\n    for x in loader:\n        model(x).backward()\n        opt.step()\n        opt.clear_grad()\n",
-        "def train(model, loader, scheduler):\n    for x in loader:\n        model(x).backward()\n        scheduler.step()\n",
+        "import torch\ndef train(model, loader, optimizer):\n    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 10)\n    for x in loader:\n        model(x).backward()\n        scheduler.step()\n",
+        "import torch.distributed.autograd as dist_autograd\nfrom torch.distributed.optim import DistributedOptimizer\ndef train(model, loader, params):\n    opt = DistributedOptimizer(torch.optim.SGD, params, lr=0.05)\n    for x in loader:\n        with dist_autograd.context() as context_id:\n            dist_autograd.backward(context_id, [model(x).sum()])\n            opt.step(context_id)\n",
     )
     INVALID = (
         "def train(model, loader, optimizer, crit):\n    optimizer.zero_grad()\n    for x, y in loader:\n        crit(model(x), y).backward()\n        optimizer.step()  # expect: MEM201\n",
@@ -93,21 +96,27 @@ class MissingZeroGrad(Rule):
 
     def _check_loop(self, loop: Loop) -> None:
         calls = calls_in(loop.body)
-        steps = [call for call in calls if is_optimizer_step(call)]
-        if not steps or not any(is_backward(call, self.ctx) for call in calls):
+        if not any(is_backward(call, self.ctx) for call in calls):
+            return  # cheap check first: the rest interprets the function
+        semantic = self.ctx.semantic
+        steps = [call for call in calls if is_optimizer_step(call, semantic) and not self._context_step(call)]
+        if not steps:
             return
         if any(id(step) in self._claimed for step in steps):
             self._claimed.update(id(step) for step in steps)  # an inner loop already decided
             return
         self._claimed.update(id(step) for step in steps)
-        if is_foreign(self.ctx):
-            return
-        if not reaches(loop.body, clears_grads, self.ctx.dataflow.functions):
+        if not reaches(loop.body, clears_grads, semantic):
             self.report(steps[0])
             return
         uncleared = self._uncleared_optimizers(loop, steps)
         if uncleared:
             self.report(uncleared[0], message=f"`{self._stepped(uncleared[0])}` is stepped in this loop but never cleared (only other optimizers are): its gradients accumulate")
+
+    def _context_step(self, step: ast.Call) -> bool:
+        """A distributed-autograd optimizer's step: its gradients live in the
+        autograd context, nothing to zero."""
+        return self.ctx.semantic.value(step.func.value).type_name in CONTEXT_OPTIMIZERS
 
     @staticmethod
     def _stepped(step: ast.Call) -> str:
@@ -131,6 +140,6 @@ class MissingZeroGrad(Rule):
             if name not in stepped:
                 return []  # a model, a p.grad loop, or an alias: cannot tell which gradients it clears
             cleared.add(name)
-        if local_callees(loop.body, self.ctx.dataflow.functions):
+        if local_callees(loop.body, self.ctx.semantic):
             return []
         return [step for step in steps if self._stepped(step) not in cleared]

@@ -2,12 +2,12 @@
 
 import ast
 
-from memlint.lint.dataflow import targets_of
 from memlint.lint.diagnostic import Severity
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES, is_constant
-from memlint.rules._training import arguments_in_order, backward_loss, is_backward, is_foreign, method_name, walk
+from memlint.lint.names import targets_of
+from memlint.rules._training import arguments_in_order, backward_loss, is_backward, method_name, walk
 
 
 def keeps_zero_tensors(call: ast.Call) -> bool:
@@ -56,7 +56,7 @@ class ZeroGradAfterForward(Rule):
     ## Known problems
     `zero_grad(set_to_none=False)` is not reported here: it keeps zero-filled
     gradients alive at every point of the step anyway, which is MEM203's
-    finding. The forward pass is recognised by the shared dataflow analysis
+    finding. The forward pass is recognised by the shared semantic model
     (model-like callees) and must reach the backpropagated loss through plain
     assignments in the same body; forward passes under `torch.no_grad()` do
     not count. In multi-model steps (GANs) a `zero_grad` of one model after
@@ -74,6 +74,7 @@ class ZeroGradAfterForward(Rule):
     SEVERITY = Severity.INFO
     TRIGGERS = ("zero_grad",)
     NEEDS_NAMES = ("zero_grad",)
+    FRAMEWORK = "torch"
     VALID = (
         "def train(model, loader, opt):\n    for x, y in loader:\n        opt.zero_grad()\n        loss = model(x, y)\n        loss.backward()\n        opt.step()\n",
         "def train(model, loader, opt):\n    for x, y in loader:\n        loss = model(x, y)\n        loss.backward()\n        opt.step()\n        opt.zero_grad(set_to_none=True)\n",
@@ -89,16 +90,16 @@ class ZeroGradAfterForward(Rule):
     def visit_Call(self, node: ast.Call) -> None:
         if method_name(node) != "zero_grad" or keeps_zero_tensors(node):
             return
-        flow = self.ctx.dataflow
-        loops = flow.enclosing_loops(node)
+        semantic = self.ctx.semantic
+        loops = semantic.enclosing_loops(node)
         if loops:
             unit = loops[0].body
         else:
-            function = flow.scope_node(node)
+            function = semantic.function_of(node)
             if not isinstance(function, FUNCTION_TYPES):
                 return
             unit = function.body
-        if self._forward_feeds_later_backward(node, unit) and not is_foreign(self.ctx):
+        if self._forward_feeds_later_backward(node, unit):
             self.report(node)
 
     def _forward_feeds_later_backward(self, zero_grad: ast.Call, unit: list[ast.stmt]) -> bool:
@@ -109,7 +110,7 @@ class ZeroGradAfterForward(Rule):
         if position is None:
             return False
         backward = next((n for n in order[position + 1:] if isinstance(n, ast.Call) and is_backward(n, self.ctx)), None)
-        loss = backward_loss(backward) if backward is not None else None
+        loss = backward_loss(backward, self.ctx.semantic) if backward is not None else None
         if loss is None:
             return False
         pending = set(names_in(loss))
@@ -124,7 +125,7 @@ class ZeroGradAfterForward(Rule):
         return False
 
     def _has_forward(self, expr: ast.expr) -> bool:
-        flow = self.ctx.dataflow
+        semantic = self.ctx.semantic
         return any(
-            isinstance(n, ast.Call) and flow.is_forward_call(n) and not flow.grad_disabled(n) for n in walk(expr)
+            isinstance(n, ast.Call) and semantic.is_forward_call(n) and not semantic.grad_disabled(n) for n in walk(expr)
         )

@@ -2,11 +2,11 @@
 
 import ast
 
-from memlint.lint.diagnostic import Fix, Severity
+from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import is_constant
 from memlint.rules._call_text import CallText
-from memlint.rules._training import arguments_in_order, is_foreign, method_name
+from memlint.rules._training import arguments_in_order, method_name
 
 
 class ZeroGradKeepsGrads(Rule):
@@ -32,9 +32,11 @@ class ZeroGradKeepsGrads(Rule):
     ```
 
     ## Fix safety
-    The fix removes the argument, which is safe for ordinary training
-    loops: `.backward()` allocates a gradient where there is none, and
-    optimizers skip parameters whose `.grad` is None.
+    The fix removes the argument (the default `set_to_none=True` applies).
+    It is unsafe: the program can compute different results. Optimizers
+    skip parameters whose `.grad` is None, where a zero gradient still
+    moves them (weight decay, momentum), and code that adds into `p.grad`
+    between `zero_grad` and `.backward()` (`p.grad += g`) fails on None.
 
     ## Known problems
     Code that reads or updates `p.grad` in place between `zero_grad` and
@@ -54,6 +56,8 @@ class ZeroGradKeepsGrads(Rule):
     FIX_TITLE = "Remove `set_to_none=False`"
     TRIGGERS = ("zero_grad",)
     NEEDS_NAMES = ("zero_grad",)
+    FRAMEWORK = "torch"
+    FIX_APPLICABILITY = Applicability.UNSAFE
     VALID = (
         "def step(opt):\n    opt.zero_grad()\n",
         "def step(opt):\n    opt.zero_grad(set_to_none=True)\n",
@@ -67,7 +71,7 @@ class ZeroGradKeepsGrads(Rule):
     )
 
     def visit_Call(self, node: ast.Call) -> None:
-        if method_name(node) != "zero_grad" or is_foreign(self.ctx):
+        if method_name(node) != "zero_grad":
             return
         for index, argument in enumerate(arguments_in_order(node)):
             name = argument.arg if isinstance(argument, ast.keyword) else None

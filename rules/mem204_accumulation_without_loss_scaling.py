@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import ast
 
-from memlint.lint.dataflow import LOSS_FUNCTION, targets_of
 from memlint.lint.diagnostic import Severity
-from memlint.lint.names import dotted_name
+from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.torch_ops import FUNCTIONAL_LOSSES
 from memlint.lint.syntax import LOOP_TYPES, WITH_TYPES
 from memlint.rules._training import (
-    Code, backward_loss, calls_in, clears_grads, is_backward, is_delegated_backward, is_foreign, is_optimizer_step,
+    Code, backward_loss, calls_in, clears_grads, is_backward, is_delegated_backward, is_optimizer_step,
     method_name, walk,
 )
 
@@ -106,6 +106,7 @@ class AccumulationWithoutLossScaling(Rule):
     SEVERITY = Severity.WARNING
     TRIGGERS = ("backward",)
     NEEDS_NAMES = ("backward", "manual_backward")
+    FRAMEWORK = "torch"
     VALID = (
         "def train(model, loader, opt, crit, accum):\n    for i, (x, y) in enumerate(loader):\n        loss = crit(model(x), y) / accum\n        loss.backward()\n        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n",
         "def train(model, loader, opt, scaler, n):\n    for step, batch in enumerate(loader):\n        loss = model(**batch).loss\n        scaler.scale(loss / n).backward()\n        if step % n == 0:\n            scaler.step(opt)\n            opt.zero_grad()\n",
@@ -127,27 +128,30 @@ class AccumulationWithoutLossScaling(Rule):
 
     def _check_loop(self, loop: Loop) -> None:
         calls = calls_in(loop.body)
-        period = next((p for p in (self._step_period(c, loop) for c in calls if is_optimizer_step(c)) if p is not None), None)
-        if period is None or is_foreign(self.ctx) or self._unconditional_clear(loop):
+        semantic = self.ctx.semantic
+        if not any(method_name(c) == "step" for c in calls) or not any(is_backward(c, self.ctx) for c in calls):
+            return  # cheap check first: the rest interprets the function
+        period = next((p for p in (self._step_period(c, loop) for c in calls if is_optimizer_step(c, semantic)) if p is not None), None)
+        if period is None or self._unconditional_clear(loop):
             return
         for call in calls:
-            if not is_backward(call, self.ctx) or is_delegated_backward(call) or method_name(call) != "backward":
+            if not is_backward(call, self.ctx) or is_delegated_backward(call, semantic) or method_name(call) != "backward":
                 continue
             if self._conditional(call, loop) or self._in_accumulate_context(call):
                 continue
-            loss = backward_loss(call)
+            loss = backward_loss(call, semantic)
             if loss is not None and self._raw_loss(loss, loop, call):
                 n = self.ctx.code(period)
                 self.report(call, message=f"gradient accumulation: the optimizer steps every `{n}` iterations but the loss is not divided by `{n}` before `.backward()`")
 
     def _step_period(self, step: ast.Call, loop: Loop) -> ast.expr | None:
         child: ast.AST = step
-        for ancestor in self.ctx.dataflow.ancestors(step):
+        for ancestor in self.ctx.semantic.ancestors(step):
             if ancestor is loop:
                 return None
             if isinstance(ancestor, ast.If) and child in ancestor.body:
                 period = accumulation_period(ancestor.test)
-                has_else_step = any(is_optimizer_step(c) for c in calls_in(ancestor.orelse))
+                has_else_step = any(is_optimizer_step(c, self.ctx.semantic) for c in calls_in(ancestor.orelse))
                 return None if has_else_step else period
             child = ancestor
         return None
@@ -155,7 +159,7 @@ class AccumulationWithoutLossScaling(Rule):
     def _conditional(self, node: ast.AST, loop: Loop) -> bool:
         """True when ``node`` sits under an ``if``/``else``/nested loop/``try`` handler inside ``loop``."""
         child = node
-        for ancestor in self.ctx.dataflow.ancestors(node):
+        for ancestor in self.ctx.semantic.ancestors(node):
             if ancestor is loop:
                 return False
             if isinstance(ancestor, _BRANCHES) or _in_else_block(child, ancestor):
@@ -167,14 +171,14 @@ class AccumulationWithoutLossScaling(Rule):
         return any(clears_grads(node) and not self._conditional(node, loop) for node in walk(loop.body))
 
     def _in_accumulate_context(self, node: ast.AST) -> bool:
-        for ancestor in self.ctx.dataflow.ancestors(node):
+        for ancestor in self.ctx.semantic.ancestors(node):
             if isinstance(ancestor, WITH_TYPES) and any("accumulate" in self.ctx.code(item.context_expr) for item in ancestor.items):
                 return True
         return False
 
     def _raw_loss(self, loss: ast.expr, loop: Loop, backward: ast.Call) -> bool:
         """True when ``loss`` comes from a forward pass through assignments with no scaling."""
-        flow = self.ctx.dataflow
+        semantic = self.ctx.semantic
         if has_scaling(loss):
             return False
         order = list(walk(loop.body))
@@ -193,7 +197,7 @@ class AccumulationWithoutLossScaling(Rule):
                 continue
             if not targets & pending:
                 continue
-            if not (flow.value(value).attached or self._loss_like_call(value)):
+            if not (semantic.value(value).attached or self._loss_like_call(value)):
                 pending -= targets  # an input (a batch, a target): not part of the loss's scaling
                 continue
             if has_scaling(value):
@@ -205,22 +209,28 @@ class AccumulationWithoutLossScaling(Rule):
         return found_source
 
     def _loss_like_call(self, expr: ast.expr) -> bool:
-        """``crit(out, y)``/``ce_loss(...)``: a call named like a loss function whose body
-        (when defined in this file) does not scale."""
+        """A forward pass (a loss module such as ``crit(out, y)``), a
+        ``torch.nn.functional`` loss, or a function of this file that runs
+        one and does not scale its result."""
         if not isinstance(expr, ast.Call):
             return False
-        name = (dotted_name(expr.func) or "").split(".")[-1].lower()
-        if "crit" not in name and "loss" not in name:
-            return False
-        local = self.ctx.dataflow.functions.get(name)
-        return local is None or not has_scaling(local.body)
+        semantic = self.ctx.semantic
+        if semantic.is_forward_call(expr) or _functional_loss(semantic, expr):
+            return True
+        local = semantic.callee(expr)
+        return local is not None and semantic.returns(local).attached and not has_scaling(local.body)
 
     def _is_source(self, expr: ast.expr) -> bool:
-        flow = self.ctx.dataflow
+        semantic = self.ctx.semantic
         for node in walk(expr):
-            if isinstance(node, ast.Call) and (flow.is_forward_call(node) or LOSS_FUNCTION.match(self.ctx.qualified(node.func) or "")):
+            if isinstance(node, ast.Call) and (semantic.is_forward_call(node) or _functional_loss(semantic, node)):
                 return True
         return False
+
+
+def _functional_loss(semantic, call: ast.Call) -> bool:
+    qualified = semantic.qualified(call.func) or ""
+    return qualified.startswith("torch.nn.functional.") and qualified.rsplit(".", 1)[-1] in FUNCTIONAL_LOSSES
 
 
 def _in_else_block(node: ast.AST, parent: ast.AST) -> bool:

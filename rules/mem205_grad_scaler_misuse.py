@@ -8,7 +8,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import WITH_TYPES, is_constant, keyword_arg, string_value
 from memlint.lint.walk import walk as walk_all
-from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, is_foreign, method_name, walk
+from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, method_name, walk
 
 GRAD_SCALERS = frozenset({
     "torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler",
@@ -104,6 +104,7 @@ class GradScalerMisuse(Rule):
     SEVERITY = Severity.WARNING
     TRIGGERS = ("GradScaler", "autocast")
     NEEDS_NAMES = ("GradScaler", "autocast")
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\nscaler = torch.amp.GradScaler('cuda')\ndef step(model, x, opt):\n    with torch.autocast('cuda'):\n        loss = model(x)\n    scaler.scale(loss).backward()\n    scaler.step(opt)\n",
         "import torch\ndef step(model, x, opt):\n    with torch.autocast('cuda', dtype=torch.bfloat16):\n        loss = model(x)\n    loss.backward()\n    opt.step()\n",
@@ -119,12 +120,10 @@ class GradScalerMisuse(Rule):
     )
 
     def visit_Module(self, node: ast.Module) -> None:
-        if is_foreign(self.ctx):
-            return
         everything = list(walk_all(node))  # module level, classes and every function, once
         calls = [n for n in everything if isinstance(n, ast.Call)]
         scalers = [c for c in calls if self.ctx.qualified(c.func) in GRAD_SCALERS]
-        if scalers and "autocast" not in self.ctx.source and self._scaler_used(calls):
+        if scalers and not self._autocast_anywhere(everything) and self._scaler_used(calls):
             for call in scalers:
                 if not self._disabled(call):
                     self.report(call)
@@ -132,14 +131,20 @@ class GradScalerMisuse(Rule):
         if not any(word in spelled for word in _SCALING_WORDS):
             self._check_unscaled(node)
 
+    def _autocast_anywhere(self, nodes: list[ast.AST]) -> bool:
+        """Some code of the file names an autocast (``torch.autocast``,
+        ``accelerator.autocast()``, an ``autocast`` imported or passed in)."""
+        return any((isinstance(n, ast.Name) and n.id == "autocast") or (isinstance(n, ast.Attribute) and n.attr == "autocast")
+                   or (isinstance(n, ast.alias) and "autocast" in (n.asname or n.name)) for n in nodes)
+
     def _scaler_used(self, calls: list[ast.Call]) -> bool:
         """True when some ``x.scale(loss)`` is backpropagated on a forward result of this file."""
         for call in calls:
             if method_name(call) == "backward" and isinstance(call.func, ast.Attribute):
                 receiver = call.func.value
                 if isinstance(receiver, ast.Call) and method_name(receiver) == "scale":
-                    loss = backward_loss(call)
-                    if loss is not None and self.ctx.dataflow.value(loss).attached:
+                    loss = backward_loss(call, self.ctx.semantic)
+                    if loss is not None and self.ctx.semantic.value(loss).attached:
                         return True
         return False
 
@@ -147,12 +152,12 @@ class GradScalerMisuse(Rule):
         return is_constant(keyword_value(call, "enabled"), False)
 
     def _check_unscaled(self, module: ast.Module) -> None:
-        for unit in [module, *(function.body for function in self.ctx.dataflow.functions.values())]:
+        for unit in [module, *(function.body for function in self.ctx.semantic.functions)]:
             fp16 = [n for n in walk(unit) if isinstance(n, WITH_TYPES) and any(self._fp16_autocast(i.context_expr) for i in n.items)]
             if not fp16:
                 continue
             for call in calls_in(unit):
-                if method_name(call) == "backward" and not is_delegated_backward(call):
+                if method_name(call) == "backward" and not is_delegated_backward(call, self.ctx.semantic):
                     receiver = call.func.value
                     if isinstance(receiver, ast.Call):
                         continue

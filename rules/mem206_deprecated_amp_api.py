@@ -74,6 +74,7 @@ class DeprecatedAmpApi(Rule):
     FIX_TITLE = "Use `torch.amp` with an explicit device type"
     TRIGGERS = ("amp",)
     NEEDS_NAMES = ("amp",)
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\nwith torch.amp.autocast('cuda'):\n    pass\n",
         "import torch\nscaler = torch.amp.GradScaler('cuda')\n",

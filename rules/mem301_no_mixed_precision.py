@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
-from memlint.rules._training import calls_in, is_backward, is_foreign, is_optimizer_step, loops_in
+from memlint.rules._training import calls_in, is_backward, is_optimizer_step, loops_in
 
-#: Any of these in the file means precision is (or may be) handled: autocast, a low-precision
-#: model or dtype, apex/DeepSpeed, or a framework flag (Accelerate, Lightning, HF TrainingArguments).
-_PRECISION_HINTS = re.compile(
-    r"autocast|GradScaler|\.half\(|bfloat16|float16|\bhalf\b|\bfp16\b|\bbf16\b|mixed_precision|precision\s*=|"
-    r"\bamp\b|deepspeed|\bfp8\b|float8|torch_dtype",
-)
-#: Evidence that the loop runs on CUDA: ``.cuda()``, a ``"cuda"`` string, ``torch.cuda`` use.
-_CUDA = re.compile(r"\.cuda\(|[\"']cuda|torch\.cuda\.is_available|device_count\(")
+#: Identifiers (names, attributes, keywords, imports) that mean precision is
+#: (or may be) handled: autocast, a low-precision model or dtype, apex or
+#: DeepSpeed, a framework flag (Accelerate ``mixed_precision``, Lightning
+#: ``precision``, HF ``fp16``/``bf16``/``torch_dtype``). Read from the code,
+#: never from comments or strings.
+_PRECISION_IDENTIFIERS = frozenset({
+    "autocast", "GradScaler", "half", "bfloat16", "float16", "fp16", "bf16", "mixed_precision", "precision",
+    "amp", "deepspeed", "fp8", "float8_e4m3fn", "float8_e5m2", "torch_dtype", "apex",
+})
+#: Identifiers and calls that put work on CUDA (``.cuda()``, ``torch.cuda.*``, ``device_count``).
+_CUDA_IDENTIFIERS = frozenset({"cuda", "device_count"})
 
 
 class NoMixedPrecision(Rule):
@@ -57,10 +59,10 @@ class NoMixedPrecision(Rule):
     ```
 
     ## Known problems
-    The check is per file and textual about precision: any mention of a
-    precision setting (even a comment containing `fp16`) silences it, and a
-    training loop whose precision is configured in another module is
-    reported (suppress with `# noqa: MEM301`).
+    The check is per file: any use of a precision setting in the code (not
+    in comments or strings) silences it, and a training loop whose
+    precision is configured in another module is reported (suppress with
+    `# noqa: MEM301`).
 
     ## References
     - [Automatic Mixed Precision recipe](https://pytorch.org/tutorials/recipes/recipes/amp_recipe.html)
@@ -73,6 +75,7 @@ class NoMixedPrecision(Rule):
     SEVERITY = Severity.INFO
     TRIGGERS = ("backward",)
     NEEDS_NAMES = ("backward", "manual_backward")
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\nmodel = model.cuda()\nfor x in loader:\n    with torch.autocast('cuda'):\n        loss = model(x.cuda())\n    loss.backward()\n    opt.step()\n",
         "import torch\nmodel = model.cuda().bfloat16()\nfor x in loader:\n    loss = model(x.cuda())\n    loss.backward()\n    opt.step()\n",
@@ -87,16 +90,16 @@ class NoMixedPrecision(Rule):
     )
 
     def visit_Module(self, node: ast.Module) -> None:
-        source = self.ctx.source
-        if not _CUDA.search(source) or _PRECISION_HINTS.search(source) or is_foreign(self.ctx):
+        identifiers = _identifiers(self.ctx.index)
+        if not (identifiers & _CUDA_IDENTIFIERS or _cuda_string(self.ctx.index)) or identifiers & _PRECISION_IDENTIFIERS:
             return
-        units = [node, *(f.body for f in self.ctx.dataflow.functions.values())]
+        units = [node, *(f.body for f in self.ctx.semantic.functions)]
         first = None
         for unit in units:
             for loop in loops_in(unit):
                 calls = calls_in(loop.body)
                 backwards = [c for c in calls if is_backward(c, self.ctx)]
-                if backwards and any(is_optimizer_step(c) for c in calls):
+                if backwards and any(is_optimizer_step(c, self.ctx.semantic) for c in calls):
                     first = self._earlier(first, backwards[0])
                     break
         if first is not None:
@@ -106,3 +109,20 @@ class NoMixedPrecision(Rule):
         if current is None:
             return candidate
         return candidate if self.ctx.span(candidate)[0] < self.ctx.span(current)[0] else current
+
+
+def _identifiers(index) -> set[str]:
+    """Names, attributes, keyword and import names of the module's code."""
+    found = {node.id for node in index.of_type(ast.Name)} | {node.attr for node in index.of_type(ast.Attribute)}
+    found |= {node.arg for node in index.of_type(ast.keyword) if node.arg}
+    for alias in index.of_type(ast.alias):
+        found.update(alias.name.split("."))
+    for statement in index.of_type(ast.ImportFrom):
+        if statement.module:
+            found.update(statement.module.split("."))
+    return found
+
+
+def _cuda_string(index) -> bool:
+    """A ``"cuda"``/``"cuda:0"`` string literal in the code (a device)."""
+    return any(isinstance(node.value, str) and node.value.startswith("cuda") for node in index.of_type(ast.Constant))

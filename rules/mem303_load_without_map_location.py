@@ -3,10 +3,13 @@
 import ast
 
 from memlint.lint.diagnostic import Applicability, Severity
+from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.values import Kind, Tri
 from memlint.rules._call_text import CallText
 
 LOAD_FUNCTIONS = frozenset({"torch.load"})
+SAVE_FUNCTIONS = frozenset({"torch.save"})
 MAP_LOCATION = 'map_location="cpu"'
 
 
@@ -38,7 +41,10 @@ class LoadWithoutMapLocation(Rule):
 
     ## Known problems
     A call with `**kwargs` or `*args` is not reported: `map_location` may be
-    among them.
+    among them. Nor is a load of a file that the same file writes with
+    `torch.save` (the same path expression or literal) from host-only data:
+    `.cpu()` tensors, numpy arrays, plain Python values, a CPU model's or a
+    `GradScaler`'s `state_dict()`. A file written elsewhere is not seen.
 
     ## References
     - [torch.load](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -53,6 +59,7 @@ class LoadWithoutMapLocation(Rule):
     FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("load",)
     NEEDS_NAMES = ("load",)
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\nstate = torch.load('ckpt.pt', map_location='cpu')\n",
         "import torch\nstate = torch.load('ckpt.pt', 'cpu')\n",
@@ -60,9 +67,12 @@ class LoadWithoutMapLocation(Rule):
         "from mylib import load\nx = load('ckpt.pt')\n",
         "import torch\ndef f(**kw):\n    return torch.load('a.pt', **kw)\n",
         "import torch\ndef f(*args):\n    return torch.load(*args)\n",
+        "import torch\ndef cache(features, path='feats.pt'):\n    torch.save({k: v.cpu() for k, v in features.items()}, path)\n    return torch.load(path)\n",
+        "import torch\nscaler = torch.amp.GradScaler('cuda')\ntorch.save(scaler.state_dict(), 'scaler.pt')\nscaler.load_state_dict(torch.load('scaler.pt'))\n",
     )
     INVALID = (
         "import torch\nstate = torch.load('ckpt.pt')\n",
+        "import torch\ndef save(model, path):\n    torch.save(model.cuda().state_dict(), path)\ndef load(path):\n    return torch.load(path)  # expect: MEM303\n",
         "import torch as T\nstate = T.load(path, weights_only=True)\n",
         "from torch import load\nstate = load(path)\n",
     )
@@ -74,7 +84,34 @@ class LoadWithoutMapLocation(Rule):
             return  # map_location passed positionally, or maybe among `*args`
         if any(keyword.arg in (None, "map_location") for keyword in node.keywords):
             return  # `map_location=` or `**kwargs`
+        if self._written_here_from_host(node):
+            return
         self.report(node, fix=self.replacement(node, self._with_map_location(node)))
+
+    def _written_here_from_host(self, load: ast.Call) -> bool:
+        """A ``torch.save`` of this file writes the same path, and only host data."""
+        path = _path_argument(load, "f")
+        if path is None:
+            return False
+        key = self._path_key(path)
+        semantic = self.ctx.semantic
+        saves = [call for call in self._saves() if (target := _path_argument(call, "f", 1)) is not None and self._path_key(target) == key]
+        return bool(saves) and all(_host_only(semantic.value(_path_argument(call, "obj", 0))) for call in saves
+                                   if _path_argument(call, "obj", 0) is not None)
+
+    def _saves(self) -> list[ast.Call]:
+        found = self.__dict__.get("_save_calls")
+        if found is None:
+            found = self.__dict__["_save_calls"] = [
+                call for call in self.ctx.index.of_type(ast.Call) if self.ctx.qualified(call.func) in SAVE_FUNCTIONS]
+        return found
+
+    def _path_key(self, path: ast.expr) -> str:
+        """What identifies a path: its literal, or the code of the expression (``args.ckpt``, ``path``)."""
+        if isinstance(path, ast.Constant) and isinstance(path.value, str):
+            return "literal:" + path.value
+        name = dotted_name(path)
+        return "code:" + (name if name is not None else self.ctx.code(path))
 
     def _with_map_location(self, call: ast.Call) -> str:
         """The call's code with ``map_location="cpu"`` added as its last argument.
@@ -91,3 +128,18 @@ class LoadWithoutMapLocation(Rule):
         if call_text.trailing_comma:
             return before + ", " + MAP_LOCATION + between + ")"
         return before + ", " + between + MAP_LOCATION + ")"
+
+
+def _path_argument(call: ast.Call, keyword: str, index: int = 0) -> ast.expr | None:
+    for named in call.keywords:
+        if named.arg == keyword:
+            return named.value
+    positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+    return positional[index] if index < len(positional) else None
+
+
+def _host_only(value) -> bool:
+    """Saved data that holds no accelerator tensor."""
+    if value.device is Tri.NO:
+        return True
+    return value.kind is Kind.PLAIN

@@ -1,31 +1,26 @@
 """MEM304 dataset-on-device."""
 
 import ast
-import re
 
-from memlint.lint.dataflow import Tri, targets_of
-from memlint.lint.vocabulary import MODEL_NAME
 from memlint.lint.diagnostic import Severity
-from memlint.lint.names import dotted_name
-from memlint.lint.patterns import is_dataset_class, names_in
+from memlint.lint.names import dotted_name, targets_of
+from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
 CONVERSIONS = frozenset({"to", "cuda", "float", "long", "half", "double", "int", "bfloat16", "contiguous", "pin_memory", "clone", "requires_grad_"})
-#: Plain variables named like a dataset (``X_train``, ``inputs``, ``features``...): buffers and indices are not.
-DATA_NAME = re.compile(r"^[xyXY](?:_\w+)?$|data|train|test|val|inputs?$|features|labels|targets|images|samples|examples|tokens", re.IGNORECASE)
-#: Names that hold a model, an optimiser or configuration, not data.
-NOT_DATA = re.compile(r"(?:model|net|module|optim|optimizer|scaler|device|mean|std|weight|weights|mask|kernel|embedding|embeddings|table|lut)s?$", re.IGNORECASE)
 
 
 class DatasetOnDevice(Rule):
     """## What it does
     Reports whole-dataset tensors moved to the accelerator up front: in the
-    `__init__` of a `torch.utils.data.Dataset` subclass (or a class whose
-    name ends in `Dataset`), passed to `TensorDataset(...)`, or assigned
+    `__init__` of a `torch.utils.data.Dataset` subclass or of a class that
+    hands out items or batches of its attributes (`__getitem__`, or a
+    `get_batch(i)` that indexes them), passed to `TensorDataset(...)`, or assigned
     before a loop that then walks over them batch by batch
     (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`).
 
@@ -74,6 +69,7 @@ class DatasetOnDevice(Rule):
     SEVERITY = Severity.WARNING
     TRIGGERS = ("cuda", ".to(", "device")
     NEEDS_NAMES = ("cuda", "to", "device")
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __init__(self, x):\n        self.x = torch.as_tensor(x)\n    def __getitem__(self, i):\n        return self.x[i]\n",
         "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __init__(self, x, device):\n        self.x = x\n        self.mean = torch.tensor([0.5, 0.5, 0.5]).to(device)\n",
@@ -82,7 +78,7 @@ class DatasetOnDevice(Rule):
     )
     INVALID = (
         "import torch\nfrom torch.utils.data import Dataset as D\nclass Seqs(D):\n    def __init__(self, seqs, device='cuda'):\n        self.x = torch.as_tensor(seqs).to(device)  # expect: MEM304\n",
-        "import torch\nclass ImageDataset:\n    def __init__(self, images):\n        data = torch.from_numpy(images).float()\n        self.images = data.cuda()  # expect: MEM304\n",
+        "import torch\nclass ImageStore:\n    def __init__(self, images):\n        data = torch.from_numpy(images).float()\n        self.images = data.cuda()  # expect: MEM304\n    def batch(self, i, size):\n        return self.images[i * size:(i + 1) * size]\n",
         "import torch\nX_train = torch.tensor(data).cuda()  # expect: MEM304\ndef train(model, bs):\n    for i in range(0, len(X_train), bs):\n        model(X_train[i:i + bs])\n",
         "import torch\nfrom torch.utils.data import TensorDataset, DataLoader\ndef make(x, y, device):\n    ds = TensorDataset(torch.as_tensor(x).to(device), torch.as_tensor(y).to(device))  # expect: MEM304\n    return DataLoader(ds, batch_size=32)\n",
     )
@@ -91,26 +87,21 @@ class DatasetOnDevice(Rule):
         if len(node.targets) != 1:
             return
         name = dotted_name(node.targets[0])
-        if name is None or NOT_DATA.search(name) or MODEL_NAME.match(name.split(".")[-1]):
-            return
-        if name.startswith("self."):
-            function = self.ctx.enclosing(*FUNCTION_TYPES)
-            if function is None or function.name != "__init__" or not self._in_dataset_class(function):
-                return
-            if self._is_data_on_device(node.value) and not self.ctx.dataflow.enclosing_loops(node):
-                self.report(node)
-            return
-        # a plain name: cheap syntactic checks before the dataflow analyses the function
-        if not DATA_NAME.search(name):
-            return
-        if "." in name or isinstance(node.value, (ast.Name, ast.Attribute)) or not _moves_to_device(node.value):
-            return
+        if name is None or isinstance(node.value, (ast.Name, ast.Attribute)) or not _moves_to_device(node.value):
+            return  # cheap syntactic checks first: the rest interprets the function
         if not _converted_from_data(node.value, self.ctx):
             return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
-        flow = self.ctx.dataflow
-        if not self._is_data_on_device(node.value) or flow.enclosing_loops(node):
+        semantic = self.ctx.semantic
+        if name.startswith("self."):
+            function = self.ctx.enclosing(*FUNCTION_TYPES)
+            if function is None or function.name != "__init__" or not self._serves_data(function):
+                return
+            if self._is_data_on_device(node.value) and not semantic.enclosing_loops(node) and not self._used_as_module(name, function):
+                self.report(node)
             return
-        if self._iterated_in_batches(name, node, flow.scope_node(node)):
+        if "." in name or not self._is_data_on_device(node.value) or semantic.enclosing_loops(node):
+            return
+        if self._iterated_in_batches(name, node, semantic.unit_of(node)):
             self.report(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -120,22 +111,56 @@ class DatasetOnDevice(Rule):
             self.report(node)
 
     def _is_data_on_device(self, expr: ast.expr) -> bool:
-        value = self.ctx.dataflow.value(expr)
-        if value.device is not Tri.YES or value.is_model:
+        value = self.ctx.semantic.value(expr)
+        if value.device is not Tri.YES or value.is_module:
             return False
         if isinstance(expr, (ast.ListComp, ast.List, ast.Tuple)):
             return True
-        return value.is_tensor_like and not _from_literals(expr, self.ctx)
+        return value.kind in (Kind.TENSOR, Kind.UNKNOWN) and not _from_literals(expr, self.ctx)
 
-    def _in_dataset_class(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        klass = next((a for a in self.ctx.dataflow.ancestors(function) if isinstance(a, ast.ClassDef)), None)
-        return klass is not None and is_dataset_class(klass, self.ctx)
+    def _used_as_module(self, attribute: str, init) -> bool:
+        """The class calls ``self.<attribute>(...)`` or uses it as a module: a model it holds, not data."""
+        semantic = self.ctx.semantic
+        klass = semantic.class_of_method(init)
+        if klass is None:
+            return False
+        if attribute in semantic.class_module_evidence(klass):
+            return True
+        wanted = attribute.split(".", 1)[1]
+        return any(isinstance(call.func, ast.Attribute) and call.func.attr == wanted and isinstance(call.func.value, ast.Name)
+                   and call.func.value.id == "self" for method in klass.methods.values() for call in semantic.own_nodes(method, (ast.Call,)))
+
+    def _serves_data(self, init: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """The class hands out items or batches: a ``Dataset`` (by its bases),
+        or a data-manager class with ``__getitem__``/``__iter__`` or a method
+        that indexes one of its attributes by an argument (``get_batch(i)``)."""
+        semantic = self.ctx.semantic
+        klass = semantic.class_of_method(init)
+        if klass is None or klass.is_module:
+            return False
+        if "dataset" in klass.roles or klass.method("__getitem__") is not None or klass.method("__iter__") is not None:
+            return True
+        return any(_indexes_attribute_by_argument(method) for method in klass.methods.values() if method is not init)
 
     def _iterated_in_batches(self, name: str, node: ast.Assign, function: ast.AST) -> bool:
         """A later loop slices ``name`` by the loop variable, iterates it, or it feeds a TensorDataset."""
         finder = _BatchUse(name, self.ctx)
         walk_visit(function, finder)
         return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] for use in finder.uses)
+
+
+def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``method`` reads ``self.x[...]`` with an index that uses one of its parameters."""
+    arguments = method.args
+    names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+    if len(names) < 2:
+        return False
+    receiver, parameters = names[0], set(names[1:])
+    for node in ast.walk(method):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name):
+            if node.value.value.id == receiver and names_in(node.slice) & parameters:
+                return True
+    return False
 
 
 def _moves_to_device(expr: ast.expr) -> bool:
@@ -163,6 +188,8 @@ DATA_CONVERSIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_num
 
 def _converted_from_data(expr: ast.expr, ctx) -> bool:
     """``expr`` is a variable, or a data-conversion call, moved/cast with ``.to``/``.cuda``/..."""
+    if isinstance(expr, (ast.ListComp, ast.GeneratorExp)):
+        return _converted_from_data(expr.elt, ctx)  # shards loaded one by one
     expr = _before_conversions(expr)
     if isinstance(expr, (ast.Name, ast.Attribute, ast.Subscript)):
         return True

@@ -2,17 +2,19 @@
 
 import ast
 
-from memlint.lint.dataflow import call_method_name
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
-from memlint.lint.patterns import is_dataset_class
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, is_constant, keyword_arg, string_value
 from memlint.lint.walk import Visitor, visit as walk_visit
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 WORKER_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})
 WORKER_ARGUMENTS = frozenset({"collate_fn", "worker_init_fn"})
+#: Dataset constructor arguments whose callables the dataset's ``__getitem__`` runs in the workers
+#: (torchvision datasets, ``datasets.Dataset.set_transform``, most in-file datasets).
+TRANSFORM_ARGUMENTS = frozenset({"transform", "transforms", "target_transform", "preprocess", "preprocessor"})
 #: ``torch.cuda`` functions that do not create a CUDA context.
 CONTEXT_FREE = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized"})
 ACCELERATORS = ("cuda", "mps", "xpu")
@@ -22,9 +24,11 @@ MAX_HELPER_DEPTH = 3
 class CudaInDataloaderWorker(Rule):
     """## What it does
     Reports CUDA work in code that `DataLoader` worker processes run: the
-    `__getitem__`/`__getitems__`/`__iter__` of a `Dataset` class, and the
+    `__getitem__`/`__getitems__`/`__iter__` of a `Dataset` class, the
     functions passed as `collate_fn=` or `worker_init_fn=` to a
-    `DataLoader` in the same file — including local helpers they call.
+    `DataLoader` in the same file, and the callables passed as
+    `transform=`/`target_transform=` to a dataset that such a `DataLoader`
+    loads — including helpers of the same file they call.
     CUDA work is `.cuda()`, `.to("cuda")` / `.to(device)` where `device`
     is visibly a CUDA device, `torch.cuda.*` calls that create a context,
     and factories called with a CUDA `device=`.
@@ -74,19 +78,23 @@ class CudaInDataloaderWorker(Rule):
     NAME = "cuda-in-dataloader-worker"
     MESSAGE = "CUDA work in code that DataLoader workers run: each worker creates its own CUDA context or fails after fork"
     SEVERITY = Severity.ERROR
-    TRIGGERS = ("__getitem", "__iter__", "collate_fn", "worker_init_fn")
-    NEEDS_NAMES = ("__getitem__", "__getitems__", "__iter__", "collate_fn", "worker_init_fn")
+    TRIGGERS = ("__getitem", "__iter__", "collate_fn", "worker_init_fn", "transform")
+    NEEDS_NAMES = ("__getitem__", "__getitems__", "__iter__", "collate_fn", "worker_init_fn", "transform", "transforms",
+                   "target_transform")
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __getitem__(self, i):\n        return torch.as_tensor(self.x[i])\n",
         "import torch\nfrom torch.utils.data import Dataset, DataLoader\nclass D(Dataset):\n    def __getitem__(self, i):\n        return self.x[i].cuda()\nloader = DataLoader(D(), batch_size=4, num_workers=0)\n",
         "import torch\nfrom torch.utils.data import DataLoader\ndef collate(batch, device='cpu'):\n    return torch.stack(batch).to(device)\nloader = DataLoader(ds, collate_fn=collate, num_workers=4)\n",
         "import torch\nclass Store:\n    def __getitem__(self, i):\n        return self.x[i].cuda()\n",
+        "import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\ndef to_gpu(img):\n    return img.cuda()\nds = MNIST('data', transform=to_gpu)\nloader = DataLoader(ds, batch_size=8)\n",
     )
     INVALID = (
         "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __getitem__(self, i):\n        return self.x[i].cuda()  # expect: MEM305\n",
         "import torch\nfrom torch.utils.data import DataLoader\ndef collate(batch):\n    return torch.stack(batch).to('cuda')  # expect: MEM305\nloader = DataLoader(ds, collate_fn=collate, num_workers=4)\n",
         "import torch\nimport torch.utils.data as tud\ndef seed(worker_id):\n    torch.cuda.manual_seed(worker_id)  # expect: MEM305\nloader = tud.DataLoader(ds, worker_init_fn=seed, num_workers=2)\n",
         "import torch\nfrom torch.utils.data import IterableDataset\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nclass S(IterableDataset):\n    def __iter__(self):\n        for x in self.src:\n            yield self._load(x)\n    def _load(self, x):\n        return torch.zeros(3, device=device) + x  # expect: MEM305\n",
+        "import torch\nfrom torch.utils.data import DataLoader\nfrom torchvision.datasets import MNIST\ndef to_gpu(img):\n    return img.cuda()  # expect: MEM305\nds = MNIST('data', transform=to_gpu)\nloader = DataLoader(ds, batch_size=8, num_workers=4)\n",
     )
 
     def visit_Module(self, node: ast.Module) -> None:
@@ -102,12 +110,17 @@ class CudaInDataloaderWorker(Rule):
 
     def _worker_functions(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
         found: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = []
+        semantic = self.ctx.semantic
         for klass in self._classes:
-            if is_dataset_class(klass, self.ctx) and not self._main_process_only(klass.name):
+            info = semantic.classes.of(klass)
+            if info is not None and "dataset" in info.roles and not self._main_process_only(klass.name):
                 found.extend(m for m in _methods(klass) if m.name in WORKER_METHODS)
         for call, argument in self._loaders.worker_arguments:
             if not _num_workers_zero(call):
                 found.extend(self._functions_passed(argument))
+        for loader, transform in self._loaders.dataset_transforms():
+            if not _num_workers_zero(loader):
+                found.extend(self._functions_passed(transform))
         return found
 
     def _functions_passed(self, argument: ast.expr) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
@@ -120,11 +133,8 @@ class CudaInDataloaderWorker(Rule):
         if isinstance(target, ast.Call):  # Collator(...) -> Collator.__call__
             klass = self._class_named(dotted_name(target.func))
             return [] if klass is None else [m for m in _methods(klass) if m.name == "__call__"]
-        name = dotted_name(target)
-        functions = self.ctx.dataflow.functions
-        if name is not None and name.split(".")[-1] in functions:
-            return [functions[name.split(".")[-1]]]
-        return []
+        definition = _local_definition(self.ctx.semantic, target)
+        return [definition] if isinstance(definition, FUNCTION_TYPES) else []
 
     def _class_named(self, name: str | None) -> ast.ClassDef | None:
         if name is None:
@@ -162,11 +172,11 @@ class CudaInDataloaderWorker(Rule):
         name = dotted_name(expr)
         if name is None:
             return False
-        flow = self.ctx.dataflow
+        semantic = self.ctx.semantic
         owner = self.ctx.module
         if name.startswith("self."):  # the attribute of the worker's own class
-            owner = next((a for a in flow.ancestors(function) if isinstance(a, ast.ClassDef)), self.ctx.module)
-        return any(self.is_cuda_device(value, flow.scope_node(value), depth + 1) for value in _bindings(owner, function, name))
+            owner = next((a for a in semantic.ancestors(function) if isinstance(a, ast.ClassDef)), self.ctx.module)
+        return any(self.is_cuda_device(value, semantic.unit_of(value), depth + 1) for value in _bindings(owner, function, name))
 
 
 class _CudaWork(Visitor):
@@ -184,7 +194,7 @@ class _CudaWork(Visitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         qualified = self.ctx.qualified(node.func) or ""
-        method = call_method_name(node)
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
         if qualified.startswith("torch.cuda.") and qualified not in CONTEXT_FREE and not qualified.startswith("torch.cuda.amp"):
             self.calls.append(node)
         elif method == "cuda":
@@ -197,11 +207,13 @@ class _CudaWork(Visitor):
             self._follow(node)
 
     def _follow(self, node: ast.Call) -> None:
-        functions = self.rule.ctx.dataflow.functions
-        if isinstance(node.func, ast.Name) and node.func.id in functions and self.ctx.qualified(node.func) == node.func.id:
-            self.helpers.append(functions[node.func.id])
-        elif isinstance(node.func, ast.Attribute) and dotted_name(node.func.value) == "self" and node.func.attr in functions:
-            self.helpers.append(functions[node.func.attr])
+        semantic = self.ctx.semantic
+        helper = _local_definition(semantic, node.func)
+        if helper is None and isinstance(node.func, ast.Attribute) and dotted_name(node.func.value) == "self":
+            klass = semantic.class_of_method(self.function) if isinstance(self.function, FUNCTION_TYPES) else None
+            helper = klass.method(node.func.attr) if klass is not None else None
+        if isinstance(helper, FUNCTION_TYPES):
+            self.helpers.append(helper)
 
 
 class _DataLoaderCalls(Visitor):
@@ -212,6 +224,7 @@ class _DataLoaderCalls(Visitor):
         self.calls: list[ast.Call] = []
         self.worker_arguments: list[tuple[ast.Call, ast.expr]] = []
         self.constructed: dict[str, set[str]] = {}  # variable -> class names assigned to it
+        self.built: dict[str, list[ast.Call]] = {}  # variable -> the calls assigned to it
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in DATALOADERS:
@@ -221,8 +234,30 @@ class _DataLoaderCalls(Visitor):
             if keyword.arg in WORKER_ARGUMENTS:
                 self.worker_arguments.append((node, keyword.value))
 
+    def dataset_transforms(self) -> list[tuple[ast.Call, ast.expr]]:
+        """(DataLoader call, transform callable) for each dataset built with a
+        ``transform=``-like argument that a DataLoader of the file loads."""
+        found = []
+        for call in self.calls:
+            dataset = keyword_arg(call, "dataset")
+            unnamed = _unnamed_arguments(call)
+            expr = dataset.value if dataset is not None else unnamed[0] if unnamed else None
+            for built in self._constructions_of(expr):
+                found.extend((call, k.value) for k in built.keywords if k.arg in TRANSFORM_ARGUMENTS)
+        return found
+
+    def _constructions_of(self, expr: ast.expr | None) -> list[ast.Call]:
+        if isinstance(expr, ast.Call):
+            return [expr]
+        name = dotted_name(expr) if expr is not None else None
+        return self.built.get(name, []) if name is not None else []
+
     def visit_Assign(self, node: ast.Assign) -> None:
         if isinstance(node.value, ast.Call):
+            for target in node.targets:
+                name = dotted_name(target)
+                if name is not None:
+                    self.built.setdefault(name, []).append(node.value)
             class_name = dotted_name(node.value.func)
             for target in node.targets:
                 name = dotted_name(target)
@@ -240,6 +275,19 @@ class _DataLoaderCalls(Visitor):
             elif expr is not None and class_name in self.constructed.get(dotted_name(expr) or "", set()):
                 result.append(call)
         return result
+
+
+def _local_definition(semantic, func: ast.expr):
+    """The ``def`` (or lambda) of this file that a plain name refers to, by scope."""
+    if isinstance(func, ast.Lambda):
+        return func
+    if not isinstance(func, ast.Name):
+        return None
+    from memlint.lint.semantic.scopes import BindingKind
+
+    bindings = semantic.scopes.bindings_of(func.id, semantic.scopes.scope_for(func))
+    definitions = [b.node for b in bindings if b.kind is BindingKind.FUNCTION]
+    return definitions[0] if len(definitions) == 1 and len(bindings) == 1 else None
 
 
 def _unnamed_arguments(call: ast.Call) -> list[ast.expr]:

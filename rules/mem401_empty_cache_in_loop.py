@@ -6,23 +6,14 @@ import ast
 import re
 
 from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
+from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
-from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES
-from memlint.rules._training import has_modulo, is_backward, is_optimizer_step, local_callees, method_name, walk
+from memlint.lint.semantic.operations import rebound_in
+from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES
+from memlint.rules._training import has_modulo, is_backward, is_optimizer_step, method_name, walk
 
 EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"})
-#: Lightning (and HF Trainer) hooks that the framework calls once per batch.
-PER_STEP_HOOKS = frozenset({
-    "training_step", "validation_step", "test_step", "predict_step", "on_train_batch_start", "on_train_batch_end",
-    "on_validation_batch_start", "on_validation_batch_end", "on_test_batch_start", "on_test_batch_end",
-    "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad", "optimizer_step",
-    "on_step_end", "on_step_begin",
-})
-#: A loop over these runs a few times per run (epochs, models, folds): a cache flush per iteration is cheap.
-_COARSE_TARGET = re.compile(r"epoch|\bep\b|model|ckpt|checkpoint|config|cfg|trial|fold|seed|experiment|\brun\b|file|path|name", re.I)
-#: A loop over batches or steps.
-_STEP_TARGET = re.compile(r"batch|loader|\bstep|\biter|sample|\bdata\b|inputs", re.I)
-#: Model methods that run a whole inference step.
+#: Module methods that run a whole inference step.
 _INFERENCE_METHODS = frozenset({"generate", "predict", "sample", "infer", "encode", "decode", "embed"})
 #: Guards that make a flush occasional or a reaction to memory pressure.
 _MEMORY_GUARD = re.compile(r"memory_allocated|memory_reserved|mem_get_info|max_memory|memory_stats|oom|OutOfMemory", re.I)
@@ -97,6 +88,7 @@ class EmptyCacheInLoop(Rule):
     FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("empty_cache",)
     NEEDS_NAMES = ("empty_cache",)
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\ndef train(model, loader, opt):\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n    torch.cuda.empty_cache()\n",
         "import torch\ndef train(model, loader, opt):\n    for step, batch in enumerate(loader):\n        model(batch).backward()\n        if step % 1000 == 0:\n            torch.cuda.empty_cache()\n",
@@ -107,33 +99,33 @@ class EmptyCacheInLoop(Rule):
     )
     INVALID = (
         "import torch\ndef train(model, loader, opt):\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n        torch.cuda.empty_cache()  # expect: MEM401\n",
-        "from torch.cuda import empty_cache as ec\ndef infer(model, xs):\n    i = 0\n    while i < len(xs):\n        out = model(xs[i])\n        ec()  # expect: MEM401\n        i += 1\n",
-        "import torch as T\nimport gc\ndef free():\n    gc.collect()\n    T.cuda.empty_cache()  # expect: MEM401\ndef run(model, batches):\n    return [model(b) for b in batches if free() is None]\n",
-        "import torch\nclass Lit:\n    def training_step(self, batch, idx):\n        loss = self.model(batch)\n        torch.cuda.empty_cache()  # expect: MEM401\n        return loss\n",
+        "from torch.cuda import empty_cache as ec\ndef infer(model, xs):\n    model.eval()\n    i = 0\n    while i < len(xs):\n        out = model(xs[i])\n        ec()  # expect: MEM401\n        i += 1\n",
+        "import torch as T\nimport gc\ndef free():\n    gc.collect()\n    T.cuda.empty_cache()  # expect: MEM401\ndef run(model, batches):\n    model.eval()\n    return [model(b) for b in batches if free() is None]\n",
+        "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def training_step(self, batch, idx):\n        loss = self.model(batch)\n        torch.cuda.empty_cache()  # expect: MEM401\n        return loss\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in EMPTY_CACHE or self._guarded(node):
             return
-        flow = self.ctx.dataflow
-        loops = flow.enclosing_loops(node)
+        semantic = self.ctx.semantic
+        loops = semantic.enclosing_loops(node)
         if loops:
             if self._step_loop(loops[0]):
                 self.report(node, fix=self._removal(node))
             return
-        comprehension = self._comprehension(node)
+        comprehension = semantic.comprehension_of(node)
         if comprehension is not None:
-            if not self._coarse_comprehension(comprehension):
+            if semantic.is_run_comprehension(comprehension):
                 self.report(node, fix=self._removal(node))
             return
-        function = flow.scope_node(node)
+        function = semantic.function_of(node)
         if isinstance(function, FUNCTION_TYPES) and self._per_step_function(function):
             self.report(node, message="`torch.cuda.empty_cache()` runs once per step (in a function called per batch): it frees no live tensor and forces slow re-allocation", fix=self._removal(node))
 
     # -- where the call runs ---------------------------------------------
     def _guarded(self, node: ast.AST) -> bool:
         """Inside an ``except`` handler, or under a periodic or memory-checking condition."""
-        return self.ctx.dataflow.first_ancestor_verdict(node, "MEM401 guard", self._guard_verdict, False)
+        return self.ctx.semantic.first_ancestor_verdict(node, "MEM401 guard", self._guard_verdict, False)
 
     def _guard_verdict(self, ancestor: ast.AST) -> bool | None:
         if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
@@ -145,35 +137,40 @@ class EmptyCacheInLoop(Rule):
                 return True
         return None
 
-    def _comprehension(self, node: ast.AST) -> ast.AST | None:
-        found = self.ctx.dataflow.first_ancestor_verdict(node, "MEM401 comprehension", _comprehension_verdict, False)
-        return found or None
-
     def _step_loop(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
-        """A loop whose iterations are training/inference steps (not epochs or models)."""
-        if isinstance(loop, FOR_TYPES):
-            target = self.ctx.code(loop.target)
-            if _COARSE_TARGET.search(target):
-                return False
-            if _STEP_TARGET.search(target + " " + self.ctx.code(loop.iter)):
-                return True
-        return self._does_step_work(loop)
+        """A loop whose iterations are training or inference steps: a run loop
+        that does step work itself (not an epoch loop around a batch loop,
+        not a loop over models or checkpoints that runs a whole job each)."""
+        semantic = self.ctx.semantic
+        return semantic.is_run_loop(loop) and not self._new_module_each_iteration(loop) and self._does_step_work(loop)
+
+    def _new_module_each_iteration(self, loop: ast.AST) -> bool:
+        """The loop builds or loads the module it runs, once per iteration
+        (a sweep over models or checkpoints: one whole job per iteration)."""
+        semantic = self.ctx.semantic
+        fresh = rebound_in(loop)
+        return any(semantic.is_forward_call(call) and dotted_name(call.func) in fresh
+                   for call in walk(loop.body) if isinstance(call, ast.Call))
 
     def _does_step_work(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
         """True when the body of ``loop`` (not of a loop nested in it) runs a
         forward pass, ``.backward()`` or an optimizer step itself."""
-        flow = self.ctx.dataflow
+        semantic = self.ctx.semantic
         for node in walk(loop.body):
             if not isinstance(node, ast.Call) or self._in_nested_loop(node, loop):
                 continue
-            if is_backward(node, self.ctx) or is_optimizer_step(node) or flow.is_forward_call(node):
+            if is_backward(node, self.ctx) or is_optimizer_step(node, semantic) or semantic.is_forward_call(node):
                 return True
-            if method_name(node) in _INFERENCE_METHODS and flow.value(node.func.value).is_model:
+            if method_name(node) in _INFERENCE_METHODS and semantic.value(node.func.value).is_module:
                 return True
+            callee = semantic.callee(node)
+            if callee is not None and not _loops_over_run(semantic, callee) and (
+                    semantic.canonical(callee).trains or semantic.canonical(callee).runs_forward):
+                return True  # `train_step(batch)`: a step, not a whole epoch
         return False
 
     def _in_nested_loop(self, node: ast.AST, loop: ast.AST) -> bool:
-        for ancestor in self.ctx.dataflow.ancestors(node):
+        for ancestor in self.ctx.semantic.ancestors(node):
             if ancestor is loop:
                 return False
             if isinstance(ancestor, LOOP_TYPES):
@@ -181,33 +178,27 @@ class EmptyCacheInLoop(Rule):
         return False
 
     def _per_step_function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        """A Lightning per-batch hook, or a function called once per item of a step loop or comprehension."""
-        flow = self.ctx.dataflow
-        if function.name in PER_STEP_HOOKS and self._in_class(function):
+        """A framework hook called once per batch, or a function called once
+        per iteration of a step loop or of a comprehension over a stream."""
+        semantic = self.ctx.semantic
+        repetition = semantic.repetition(function)
+        if repetition is not None and repetition.reason == "hook":
             return True
-        bodies = [self.ctx.module, *(unit.body for unit in flow.functions.values())]
-        for body in bodies:
-            for node in walk(body):
-                if isinstance(node, LOOP_TYPES):
-                    if function in local_callees(node.body, flow.functions) and self._step_loop(node):
-                        return True
-                elif isinstance(node, COMPREHENSION_TYPES):
-                    if function in local_callees(node, flow.functions) and not self._coarse_comprehension(node):
-                        return True
+        for call in semantic.call_sites_of(function):
+            loops = semantic.enclosing_loops(call)
+            if loops and self._step_loop(loops[0]):
+                return True
+            comprehension = semantic.comprehension_of(call)
+            if not loops and comprehension is not None and semantic.is_run_comprehension(comprehension):
+                return True
         return False
-
-    def _coarse_comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> bool:
-        return bool(_COARSE_TARGET.search(self.ctx.code(node.generators[0].target)))
-
-    def _in_class(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        return any(isinstance(a, ast.ClassDef) for a in self.ctx.dataflow.ancestors(function))
 
     # -- the fix -------------------------------------------------------------
     def _removal(self, call: ast.Call) -> Fix | None:
         """Delete the statement ``call`` makes up (its whole lines), or turn
         it into ``pass`` when it is the only statement of its block; None
         when the call is part of a larger expression or shares a line."""
-        parents = self.ctx.dataflow.parents
+        parents = self.ctx.semantic.parents
         statement = parents.get(call)
         if not isinstance(statement, ast.Expr):
             return None
@@ -226,11 +217,9 @@ class EmptyCacheInLoop(Rule):
         return bool(self.ctx.line(line)[: col - 1].strip())
 
 
-def _comprehension_verdict(ancestor: ast.AST) -> ast.AST | bool | None:
-    """The comprehension around a call; False at a function boundary."""
-    if isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda)):
-        return False
-    return ancestor if isinstance(ancestor, COMPREHENSION_TYPES) else None
+def _loops_over_run(semantic, function: ast.AST) -> bool:
+    """``function`` has a run loop of its own (a whole epoch per call)."""
+    return any(semantic.is_run_loop(loop) for loop in semantic.own_nodes(function, (ast.For, ast.AsyncFor, ast.While)))
 
 
 def _block_of(statement: ast.stmt, parent: ast.AST) -> list[ast.stmt]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from memlint.lint.dataflow import targets_of
+from memlint.lint.names import targets_of
 from memlint.lint.diagnostic import Severity
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
@@ -75,6 +75,7 @@ class CudnnBenchmarkWithDynamicShapes(Rule):
     DEFAULT_ENABLED = False
     TRIGGERS = ("benchmark",)
     NEEDS_NAMES = ("benchmark",)
+    FRAMEWORK = "torch"
     VALID = (
         "import torch\nimport torchvision.transforms as T\ntorch.backends.cudnn.benchmark = True\ntf = T.Compose([T.RandomResizedCrop(224), T.ToTensor()])\n",
         "import torch\nimport random\nimport torch.nn.functional as F\ntorch.backends.cudnn.benchmark = False\ndef aug(x):\n    return F.interpolate(x, scale_factor=random.uniform(0.5, 1.5))\n",
@@ -103,7 +104,7 @@ class CudnnBenchmarkWithDynamicShapes(Rule):
         return self._evidence
 
     def _find_evidence(self) -> str | None:
-        bodies = [self.ctx.module, *self.ctx.dataflow.functions.values()]
+        bodies = [self.ctx.module, *self.ctx.semantic.functions]
         calls = [call for body in bodies for call in calls_in(body)]
         random_names = self._random_names(bodies)
         for call in calls:

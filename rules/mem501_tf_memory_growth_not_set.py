@@ -3,19 +3,23 @@
 import ast
 import re
 
-from memlint.lint.dataflow import call_method_name
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
 
-#: Any of these in the file means GPU memory allocation was configured (or the GPU hidden).
-CONFIGURED = re.compile(
-    r"set_memory_growth|set_logical_device_configuration|set_virtual_device_configuration|"
-    r"TF_FORCE_GPU_ALLOW_GROWTH|allow_growth|per_process_gpu_memory_fraction|TF_GPU_ALLOCATOR|"
-    r"set_visible_devices\(\s*\[\s*\]|CUDA_VISIBLE_DEVICES[\"']\]\s*=\s*[\"'](?:-1)?[\"']"
-)
-#: Keras 3 running on another backend does not use TensorFlow's allocator.
-OTHER_BACKEND = re.compile(r"KERAS_BACKEND[\"']\]?\s*[=,]\s*[\"'](?:torch|jax|numpy)[\"']")
+#: Calls that configure how TensorFlow allocates GPU memory (tf.config, TF 2.x).
+CONFIGURING_CALLS = frozenset({"set_memory_growth", "set_logical_device_configuration", "set_virtual_device_configuration"})
+#: TF1 ``GPUOptions`` / ``ConfigProto`` settings with the same effect.
+CONFIGURING_SETTINGS = frozenset({"allow_growth", "per_process_gpu_memory_fraction"})
+#: Environment variables that configure the allocator (TF_FORCE_GPU_ALLOW_GROWTH,
+#: TF_GPU_ALLOCATOR: tensorflow/core/common_runtime/gpu/gpu_bfc_allocator.cc).
+CONFIGURING_VARIABLES = frozenset({"TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR"})
+#: Keras 3 backends that do not use TensorFlow's allocator.
+OTHER_BACKENDS = frozenset({"torch", "jax", "numpy"})
+#: TF1 sessions: ``sess.run(train_op)`` is training without Keras.
+SESSIONS = frozenset({"tensorflow.Session", "tensorflow.compat.v1.Session", "tensorflow.InteractiveSession",
+                      "tensorflow.compat.v1.InteractiveSession", "tensorflow.train.MonitoredTrainingSession",
+                      "tensorflow.compat.v1.train.MonitoredTrainingSession"})
 #: Calls that build or load a Keras model: a ``.fit`` in the file is then Keras training.
 KERAS_BUILDER = re.compile(r"^(?:tensorflow\.)?keras\.(?:(?:models\.)?(?:Sequential|Model|load_model)|applications\.\w+|Input)")
 TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"})
@@ -79,15 +83,18 @@ class TfMemoryGrowthNotSet(Rule):
     SEVERITY = Severity.INFO
     TRIGGERS = ("tensorflow", "keras")
     NEEDS_NAMES = ("tensorflow", "keras")
+    FRAMEWORK = "tensorflow"
     VALID = (
         "import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)\nmodel = tf.keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y)\n",
         "import os\nos.environ['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'\nimport tensorflow as tf\nmodel = tf.keras.Sequential([])\nmodel.fit(x, y)\n",
         "from sklearn.linear_model import LinearRegression\nimport tensorflow as tf\nLinearRegression().fit(x, y)\n",
+        "import tensorflow as tf\n# allow_growth is set by the launcher\nmodel = tf.keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')\ntf.config.experimental.set_memory_growth(tf.config.list_physical_devices('GPU')[0], True)\nmodel.fit(x, y)\n",
         "import tensorflow as tf\nclass M(tf.keras.Model):\n    def train_step(self, data):\n        with tf.GradientTape() as tape:\n            loss = self.compiled_loss(data[1], self(data[0]))\n        return {}\n",
     )
     INVALID = (
         "import tensorflow as tf\nmodel = tf.keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y, epochs=3)  # expect: MEM501\n",
         "import keras\nmodel = keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')  # expect: MEM501\n",
+        "import tensorflow as tf\nx = tf.compat.v1.placeholder(tf.float32)\nsess = tf.compat.v1.Session()  # expect: MEM501\nsess.run(tf.compat.v1.global_variables_initializer())\n",
         "import tensorflow as tf\ndef step(model, opt, x, y):\n    with tf.GradientTape() as tape:  # expect: MEM501\n        loss = tf.reduce_mean((model(x) - y) ** 2)\n    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n",
     )
 
@@ -100,10 +107,11 @@ class TfMemoryGrowthNotSet(Rule):
     def visit_Call(self, node: ast.Call) -> None:
         if self._in_framework_hook():
             return
-        method = call_method_name(node)
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        qualified = self.ctx.qualified(node.func)
         if method == "fit" and call_arguments(node):
             self._fit = self._fit or node
-        elif self._other is None and (self._is_keras_compile(node, method) or self.ctx.qualified(node.func) in TAPES):
+        elif self._other is None and (self._is_keras_compile(node, method) or qualified in TAPES or qualified in SESSIONS):
             self._other = node
         elif not self._builds_keras and KERAS_BUILDER.match(self.ctx.qualified(node.func) or ""):
             self._builds_keras = True
@@ -116,18 +124,65 @@ class TfMemoryGrowthNotSet(Rule):
         """``model.compile(...)`` on an object (not ``re.compile``/``torch.compile``)."""
         if method != "compile" or not call_arguments(call):
             return False
-        head = (self.ctx.qualified(call.func) or "").split(".")[0]
-        return head not in self.ctx.imports.aliases.values()
+        return self.ctx.qualified(call.func) is None  # a library's `compile` (re, torch) resolves by its import
 
     def leave_Module(self, node: ast.Module) -> None:
         evidence = self._other is not None or self._builds_keras
         site = (self._fit or self._other) if evidence else None
-        if site is None or not (self.ctx.imports.imports_module("tensorflow") or self.ctx.imports.imports_module("keras")):
+        if site is None or not self.ctx.semantic.imports("tensorflow", "keras"):
             return
-        if CONFIGURED.search(self.ctx.source) or OTHER_BACKEND.search(self.ctx.source):
+        if _configured(self.ctx.index):
             return
         self.report(site)
 
     def _in_framework_hook(self) -> bool:
         function = self.ctx.enclosing(*FUNCTION_TYPES)
         return function is not None and function.name in FRAMEWORK_HOOKS
+
+
+def _configured(index) -> bool:
+    """The code configures TensorFlow's GPU allocation, hides the GPU, or runs Keras on another backend."""
+    for call in index.of_type(ast.Call):
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+        if name in CONFIGURING_CALLS:
+            return True
+        if name == "set_visible_devices" and call.args and isinstance(call.args[0], ast.List) and not call.args[0].elts:
+            return True
+        if any(keyword.arg in CONFIGURING_SETTINGS for keyword in call.keywords):
+            return True
+    for node in index.of_type(ast.Attribute):
+        if node.attr in CONFIGURING_SETTINGS and isinstance(node.ctx, ast.Store):
+            return True
+    return any(_environment_setting(key, value) for key, value in _environment_writes(index))
+
+
+def _environment_writes(index):
+    """``(variable, value)`` string pairs written to ``os.environ`` (``environ[k] = v``, ``setdefault``, ``update``)."""
+    for node in index.of_type(ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and _is_environ(target.value):
+                yield _text(target.slice), _text(node.value)
+    for call in index.of_type(ast.Call):
+        func = call.func
+        if isinstance(func, ast.Attribute) and _is_environ(func.value):
+            if func.attr == "setdefault" and len(call.args) == 2:
+                yield _text(call.args[0]), _text(call.args[1])
+            elif func.attr == "update" and call.args and isinstance(call.args[0], ast.Dict):
+                for key, value in zip(call.args[0].keys, call.args[0].values):
+                    yield _text(key), _text(value)
+
+
+def _environment_setting(key: str | None, value: str | None) -> bool:
+    if key in CONFIGURING_VARIABLES:
+        return True
+    if key == "CUDA_VISIBLE_DEVICES" and value in ("", "-1"):
+        return True
+    return key == "KERAS_BACKEND" and value in OTHER_BACKENDS
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ" or isinstance(node, ast.Name) and node.id == "environ"
+
+
+def _text(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None

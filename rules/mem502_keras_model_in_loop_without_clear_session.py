@@ -3,7 +3,6 @@
 import ast
 import re
 
-from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.diagnostic import Severity
 from memlint.lint.syntax import FUNCTION_TYPES
@@ -70,6 +69,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
     SEVERITY = Severity.WARNING
     TRIGGERS = ("keras",)
     NEEDS_NAMES = ("keras",)
+    FRAMEWORK = "tensorflow"
     VALID = (
         "import tensorflow as tf\nfor units in (8, 16):\n    tf.keras.backend.clear_session()\n    model = tf.keras.Sequential([tf.keras.layers.Dense(units)])\n    model.fit(x, y)\n",
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(8)])\nfor epoch in range(3):\n    model.fit(x, y)\n",
@@ -81,40 +81,45 @@ class KerasModelInLoopWithoutClearSession(Rule):
         "from tensorflow import keras\ndef build(n):\n    inputs = keras.Input((4,))\n    return keras.Model(inputs, keras.layers.Dense(n)(inputs))\ndef search(grid):\n    for n in grid:\n        m = build(n)  # expect: MEM502\n        m.fit(x, y)\n",
         "import keras\nclass Net(keras.Model):\n    pass\nfold = 0\nwhile fold < 5:\n    net = Net()  # expect: MEM502\n    fold += 1\n",
         "from keras.applications import ResNet50\nfor lr in (1e-3, 1e-4):\n    m = ResNet50(weights=None)  # expect: MEM502\n",
+        "import optuna\nimport tensorflow as tf\ndef objective(trial):\n    units = trial.suggest_int('units', 8, 64)\n    model = tf.keras.Sequential([tf.keras.layers.Dense(units)])  # expect: MEM502\n    model.compile('adam', 'mse')\n    return model.evaluate(x, y)\nstudy = optuna.create_study()\nstudy.optimize(objective, n_trials=20)\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
-        flow = self.ctx.dataflow
-        loops = flow.enclosing_loops(node)
-        if not loops or not self._builds_model(node, depth=0, seen=set()):
+        semantic = self.ctx.semantic
+        loops = semantic.enclosing_loops(node)
+        function = semantic.function_of(node)
+        repeated = not loops and function is not None and self._driven(function)
+        if not (loops or repeated) or not self._builds_model(node, depth=0, seen=set()):
             return
-        if self._in_enclosing_builder(node):
+        if loops and self._in_enclosing_builder(node):
             return  # reported where the builder is called in a loop
-        if any(_clears_session(loop.body, self.ctx) for loop in loops):
+        bodies = [loop.body for loop in loops] + ([function.body] if repeated else [])
+        if any(_clears_session(body, self.ctx) for body in bodies):
             return
         self.report(node)
 
+    def _driven(self, function) -> bool:
+        """A function a driver calls once per trial (an Optuna objective)."""
+        repetition = self.ctx.semantic.repetition(function)
+        return repetition is not None and repetition.reason == "driver"
+
     def _in_enclosing_builder(self, node: ast.Call) -> bool:
         """A model built inside a loop of a builder function that itself clears the session."""
-        function = self.ctx.dataflow.scope_node(node)
+        function = self.ctx.semantic.function_of(node)
         return isinstance(function, FUNCTION_TYPES) and _clears_session(function.body, self.ctx)
 
     def _builds_model(self, call: ast.Call, depth: int, seen: set) -> bool:
-        qualified = self.ctx.qualified(call.func) or ""
+        semantic = self.ctx.semantic
+        qualified = semantic.qualified(call.func) or ""
         if KERAS_MODEL.match(qualified):
             return True
-        if depth >= MAX_DEPTH or not isinstance(call.func, (ast.Name, ast.Attribute)):
+        klass = _local_class(semantic, call.func)
+        if klass is not None:
+            return "keras" in klass.roles and "module" in klass.roles
+        if depth >= MAX_DEPTH:
             return False
-        name = dotted_name(call.func)
-        if name is None or qualified != name:
-            return False  # imported from elsewhere: not followed
-        short = name.split(".")[-1]
-        if "." in name and not name.startswith("self."):
-            return False
-        if self._local_keras_class(short):
-            return True
-        function = self.ctx.dataflow.functions.get(short)
-        if function is None or function in seen:
+        function = semantic.callee(call)
+        if not isinstance(function, FUNCTION_TYPES) or function in seen:
             return False
         seen.add(function)
         if _clears_session(function.body, self.ctx):
@@ -123,11 +128,16 @@ class KerasModelInLoopWithoutClearSession(Rule):
         walk_visit(function.body, finder)
         return any(self._builds_model(inner, depth + 1, seen) for inner in finder.calls)
 
-    def _local_keras_class(self, name: str) -> bool:
-        for statement in self.ctx.module.body:
-            if isinstance(statement, ast.ClassDef) and statement.name == name:
-                return any(KERAS_MODEL.match(self.ctx.qualified(base) or "") for base in statement.bases)
-        return False
+
+def _local_class(semantic, func: ast.expr):
+    """The class of this file a plain name refers to, by scope."""
+    if not isinstance(func, ast.Name):
+        return None
+    from memlint.lint.semantic.scopes import BindingKind
+
+    bindings = semantic.scopes.bindings_of(func.id, semantic.scopes.scope_for(func))
+    classes = [b.node for b in bindings if b.kind is BindingKind.CLASS]
+    return semantic.classes.of(classes[0]) if len(classes) == 1 else None
 
 
 def _clears_session(body: list[ast.stmt], ctx) -> bool:

@@ -28,6 +28,8 @@ Every value carries its position (the literal that gave it), so reports can say
 from __future__ import annotations
 
 import ast
+
+from memlint.lint.names import dotted_name
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,7 +168,7 @@ class _Collector(Visitor):
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
             self.backwards.append(node)
-        name = self.ctx.qualified(node.func) or ""
+        name = self.ctx.qualified(node.func) or dotted_name(node.func) or ""
         last = name.rsplit(".", 1)[-1]
         if last == "add_argument":
             self._argparse(node)

@@ -11,8 +11,8 @@ from memlint.lint.names import ImportMap
 
 class FileContext:
     """What rules know about the file being linted: its source, its CPython
-    ``ast`` (``module``), the node index, the imports and the dataflow
-    analysis (the last three built on first use)."""
+    ``ast`` (``module``), the node index, the imports and the semantic
+    model (the last three built on first use)."""
 
     def __init__(self, path: str, source: str, module: ast.Module, index=None) -> None:
         self.path = path
@@ -25,10 +25,10 @@ class FileContext:
         self.position: int | None = None
 
     def close(self) -> None:
-        """Drop the per-file analyses (the dataflow refers back to this
+        """Drop the per-file analyses (the semantic model refers back to this
         context), so the tree is freed at once rather than by the cyclic
         garbage collector."""
-        for name in ("index", "dataflow", "imports", "_lines", "_line_offsets"):
+        for name in ("index", "semantic", "imports", "_lines", "_line_offsets"):
             self.__dict__.pop(name, None)
 
     @property
@@ -48,11 +48,11 @@ class FileContext:
         return ImportMap.from_statements(self.index.of_type(ast.Import, ast.ImportFrom))
 
     @cached_property
-    def dataflow(self):
-        """The shared graph/device/loop analysis (:mod:`memlint.lint.dataflow`)."""
-        from memlint.lint.dataflow import Dataflow
+    def semantic(self):
+        """The file's semantic model (:mod:`memlint.lint.semantic`), shared by every rule."""
+        from memlint.lint.semantic.model import SemanticModel
 
-        return Dataflow(self)
+        return SemanticModel(self)
 
     @cached_property
     def _line_offsets(self) -> list[int]:
@@ -69,8 +69,9 @@ class FileContext:
         return self._lines[number - 1]
 
     def qualified(self, node: ast.AST) -> str | None:
-        """Dotted name of ``node`` resolved through the imports, or None."""
-        return self.imports.qualified(node)
+        """Dotted name of ``node`` resolved through the imports its scope
+        sees (a local or parameter named ``torch`` is not the library), or None."""
+        return self.semantic.qualified(node)
 
     def span(self, node: ast.AST) -> tuple[tuple[int, int], tuple[int, int]]:
         """1-based (line, column) start and exclusive end of ``node``'s text,

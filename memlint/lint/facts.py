@@ -4,7 +4,7 @@ could possibly report on it.
 The text pre-filter (each rule's ``TRIGGERS`` substrings) is cheap but
 coarse: a word in a docstring or a comment passes it, and some triggers
 (``+``, ``for``) are in nearly every file. So before the rules run (and
-before the dataflow analysis that most of them share), the engine asks each
+before the semantic model that most of them share), the engine asks each
 triggered rule's declared requirements (``Rule.NEEDS_NAMES``,
 ``Rule.NEEDS_GRAPH_SOURCE``) against :class:`CodeFacts`, read from the node
 index that the rules would use anyway. A file no rule can report on costs
@@ -19,13 +19,11 @@ and without the gate gives identical diagnostics.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 
-from memlint.lint.vocabulary import FORWARD_METHODS, GRAPH_SOURCE_NAMES, MODEL_NAME
+from memlint.lint.semantic.frameworks import TF_PACKAGES, TORCH_PACKAGES
+from memlint.lint.vocabulary import FOREIGN_PACKAGES, GRAPH_SOURCE_NAMES
 
-_MODEL_NAME_LINE = re.compile(MODEL_NAME.pattern, MODEL_NAME.flags | re.MULTILINE)
-_FORWARD_METHOD_LINE = re.compile(FORWARD_METHODS.pattern, FORWARD_METHODS.flags | re.MULTILINE)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -39,12 +37,15 @@ class CodeFacts:
     """
 
     identifiers: frozenset[str]
+    #: top-level packages the module imports (``torch`` for ``import torch.nn as nn``)
+    packages: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, index) -> "CodeFacts":
         """Facts of a module from its :class:`~memlint.lint.walk.NodeIndex`
         (the nodes grouped by class: no further walk)."""
         found: set[str] = set()
+        packages: set[str] = set()
         found.update([node.id for node in index.of_type(ast.Name)])
         found.update([node.attr for node in index.of_type(ast.Attribute)])
         for kind in (ast.keyword, ast.arg):
@@ -53,12 +54,16 @@ class CodeFacts:
             found.update(alias.name.split("."))
             if alias.asname:
                 found.add(alias.asname)
+        for statement in index.of_type(ast.Import):
+            packages.update(alias.name.split(".")[0] for alias in statement.names)
         for statement in index.of_type(ast.ImportFrom):
             if statement.module:
                 found.update(statement.module.split("."))
+                if not statement.level:
+                    packages.add(statement.module.split(".")[0])
         for kind in _DEFINITIONS:
             found.update([node.name for node in index.of_type(kind)])
-        return cls(frozenset(found))
+        return cls(frozenset(found), frozenset(packages))
 
     def uses_any(self, names: tuple[str, ...]) -> bool:
         """True when the code uses one of ``names`` (exact identifiers)."""
@@ -67,9 +72,19 @@ class CodeFacts:
     @property
     def has_graph_source(self) -> bool:
         """True when something in the code could start an autograd graph for
-        :mod:`memlint.lint.dataflow`: a model-like or forward-method name, or
-        one of :data:`memlint.lint.vocabulary.GRAPH_SOURCE_NAMES`."""
-        if not GRAPH_SOURCE_NAMES.isdisjoint(self.identifiers):
-            return True
-        joined = "\n".join(self.identifiers)
-        return bool(_MODEL_NAME_LINE.search(joined) or _FORWARD_METHOD_LINE.search(joined))
+        the semantic model: one of :data:`memlint.lint.vocabulary.GRAPH_SOURCE_NAMES`."""
+        return not GRAPH_SOURCE_NAMES.isdisjoint(self.identifiers)
+
+    def is_framework_code(self, framework: str) -> bool:
+        """Whether a rule for ``framework`` ("torch" or "tensorflow") reads this module.
+
+        PyTorch rules read every module but one that imports another array
+        framework (TensorFlow, JAX...) and nothing of PyTorch's ecosystem; a
+        module with no framework import (a helper, a snippet) is read.
+        TensorFlow rules read only modules that import TensorFlow or Keras.
+        """
+        if framework == "tensorflow":
+            return not self.packages.isdisjoint(TF_PACKAGES)
+        if framework == "torch":
+            return not self.packages.isdisjoint(TORCH_PACKAGES) or self.packages.isdisjoint(FOREIGN_PACKAGES)
+        return True

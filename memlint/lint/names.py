@@ -77,3 +77,26 @@ class ImportMap:
     def imports_module(self, prefix: str) -> bool:
         """True when something under ``prefix`` (e.g. ``"tensorflow"``) is imported."""
         return any(t == prefix or t.startswith(prefix + ".") for t in self.aliases.values())
+
+
+def targets_of(node: ast.AST) -> list[str]:
+    """Dotted names bound by an assignment target (``a``, ``a, (b, c)``, ``*rest``, ``self.x``)."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [name for element in node.elts for name in targets_of(element)]
+    if isinstance(node, ast.Starred):
+        return targets_of(node.value)
+    dotted = dotted_name(node)
+    return [dotted] if dotted is not None else []
+
+
+def root_name(node: ast.AST) -> str | None:
+    """The storage a target writes into: ``acc`` for ``acc``, ``acc[k]``,
+    ``acc.x[k]``; ``self.acc`` for ``self.acc[k]`` and ``self.acc.x``."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    dotted = dotted_name(node)
+    if dotted is None:
+        return None
+    if dotted.startswith("self."):
+        return ".".join(dotted.split(".")[:2])
+    return dotted.split(".")[0]

@@ -29,8 +29,8 @@ _RULES_PACKAGE = "memlint.rules"
 #: A top-level class statement naming a base that ends in ``Rule``.
 _RULE_CLASS_LINE = re.compile(rb"^class\s+\w+\s*\([^)]*Rule\b", re.MULTILINE)
 #: A class-level assignment of the metadata the index reads.
-_METADATA_LINE = re.compile(rb"^    (?:CODE|TRIGGERS|DEFAULT_ENABLED|NEEDS_NAMES|NEEDS_GRAPH_SOURCE)\s*[:=]", re.MULTILINE)
-_METADATA_NAMES = ("CODE", "DEFAULT_ENABLED", "TRIGGERS", "NEEDS_NAMES", "NEEDS_GRAPH_SOURCE")
+_METADATA_LINE = re.compile(rb"^    (?:CODE|TRIGGERS|DEFAULT_ENABLED|NEEDS_NAMES|NEEDS_GRAPH_SOURCE|FRAMEWORK)\s*[:=]", re.MULTILINE)
+_METADATA_NAMES = ("CODE", "DEFAULT_ENABLED", "TRIGGERS", "NEEDS_NAMES", "NEEDS_GRAPH_SOURCE", "FRAMEWORK")
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,12 @@ class RuleInfo:
     triggers: tuple[str, ...] | None
     needs_names: tuple[str, ...] = ()
     needs_graph_source: bool = False
+    framework: str | None = None
 
     def applies_to(self, facts) -> bool:
         """False when :class:`~memlint.lint.facts.CodeFacts` show the rule cannot report."""
+        if self.framework is not None and not facts.is_framework_code(self.framework):
+            return False
         if self.needs_names and not facts.uses_any(self.needs_names):
             return False
         return not self.needs_graph_source or facts.has_graph_source
@@ -136,7 +139,7 @@ def _imported_infos(module_name: str) -> list[RuleInfo]:
                 overridden = value.is_triggered_by.__func__ is not Rule.is_triggered_by.__func__
                 triggers = None if overridden else tuple(value.TRIGGERS)
                 infos.append(RuleInfo(value.CODE, module_name, bool(value.DEFAULT_ENABLED), triggers,
-                                      tuple(value.NEEDS_NAMES), bool(value.NEEDS_GRAPH_SOURCE)))
+                                      tuple(value.NEEDS_NAMES), bool(value.NEEDS_GRAPH_SOURCE), value.FRAMEWORK))
     return infos
 
 
@@ -212,9 +215,12 @@ def _class_info(node: ast.ClassDef, module_name: str) -> RuleInfo | None:
     if not isinstance(code, str) or not code or not isinstance(enabled, bool):
         return None
     needs, needs_graph = values.get("NEEDS_NAMES", ()), values.get("NEEDS_GRAPH_SOURCE", False)
+    framework = values.get("FRAMEWORK")
     if not _strings(triggers) or not _strings(needs) or not isinstance(needs_graph, bool):
         return None
-    return RuleInfo(code, module_name, enabled, tuple(triggers), tuple(needs), needs_graph)
+    if framework is not None and framework not in ("torch", "tensorflow"):
+        return None
+    return RuleInfo(code, module_name, enabled, tuple(triggers), tuple(needs), needs_graph, framework)
 
 
 def _strings(value: object) -> bool:

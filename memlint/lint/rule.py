@@ -5,8 +5,9 @@ A rule is a class with metadata (``CODE``, ``NAME``, ``MESSAGE``,
 docstring (sections of RULES.md), ``VALID``/``INVALID`` examples that become
 tests, ``TRIGGERS``: substrings a file must contain for the rule to run,
 and the optional pre-parse requirements ``NEEDS_NAMES`` and
-``NEEDS_GRAPH_SOURCE`` (see :mod:`memlint.lint.facts`): necessary
-conditions checked on the code's identifiers before the rules run.
+``NEEDS_GRAPH_SOURCE`` and ``FRAMEWORK`` (see :mod:`memlint.lint.facts`):
+necessary conditions checked on the code's identifiers and imports before
+the rules run.
 
 Hooks are methods named for CPython ``ast`` node classes:
 ``visit_Call(self, node)`` / ``leave_For(self, node)`` (a ``FunctionDef``,
@@ -46,8 +47,12 @@ class Rule:
     #: (names, attributes, keywords, parameters, imports); () = no such need.
     NEEDS_NAMES: ClassVar[tuple[str, ...]] = ()
     #: The rule only reports graph-attached values, so it needs something the
-    #: dataflow analysis treats as a graph source (a model-like name...).
+    #: semantic model treats as a graph source (a module, a backward pass...).
     NEEDS_GRAPH_SOURCE: ClassVar[bool] = False
+    #: "torch": the rule reads PyTorch code (not a module that imports only
+    #: TensorFlow, JAX...); "tensorflow": only modules importing TensorFlow
+    #: or Keras; None: any module.
+    FRAMEWORK: ClassVar[str | None] = None
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
 

@@ -1,37 +1,33 @@
-"""Names the analysis recognises, kept apart from the dataflow analysis so
-that the engine's pre-parse gate (:mod:`memlint.lint.facts`) can use them
-without importing it.
+"""Identifiers through which the semantic model can know of an autograd
+graph, kept apart from the model so that the engine's pre-parse gate
+(:mod:`memlint.lint.facts`) can use them without importing it.
 
-The dataflow analysis (:mod:`memlint.lint.dataflow`) decides with these
-patterns what is a model and which method calls are forward passes; the
-gate uses the same patterns to decide whether a file contains anything the
-analysis could treat as a source of an autograd graph.
+The semantic model (:mod:`memlint.lint.semantic`) marks a value
+graph-attached only when it comes from a module's forward pass (a module
+by construction: ``torch.nn``, ``transformers``, ``timm``,
+``torchvision.models``, ``from_pretrained``, a class deriving from one, or
+a value used as a module: ``.parameters()``, ``.eval()``...), a tensor a
+backward pass differentiates, a ``requires_grad`` tensor or a parameter.
+A file none of whose identifiers names one of those ways cannot hold a
+graph the model knows of; this set is that necessary condition.
 """
 
 from __future__ import annotations
 
-import re
+from memlint.lint.semantic.torch_ops import MODULE_EVIDENCE_METHODS
 
-#: Names of model-like objects (calling one is a forward pass); builder,
-#: loader and setter helpers (``build_model``, ``load_model``...) are excluded.
-MODEL_NAME = re.compile(
-    r"^(?!_*(?:get|build|make|create|load|init|set|to|from|is|has|save|compute|prepare|configure|setup|resize|"
-    r"tie|freeze|unfreeze|apply|register|num|n|use|with|wrap|unwrap)_)"
-    r"(?:model|net|network|module|encoder|decoder|backbone|head|classifier|generator|discriminator|"
-    r"critic|actor|policy|agent_net|cell|rnn|lstm|gru|transformer|unet|vae|autoencoder|criterion|"
-    r"loss_fn|lossfn|loss_func|loss_function|loss_module|teacher|student|ema_model|ddp_model|"
-    r"[a-z0-9_]*_(?:model|net|encoder|decoder|head|criterion|backbone|cell|lstm|rnn|gru)|"
-    r"(?:model|net)_?[a-z0-9]*)$",
-    re.IGNORECASE,
-)
-#: Methods of a model whose result is a forward pass's output.
-FORWARD_METHODS = re.compile(
-    r"^(?:forward|loss|compute_loss|compute_losses|get_loss|training_step|shared_step|step_fn|"
-    r"predict_step|validation_step|test_step|forward_[a-z0-9_]+|[a-z0-9_]*_loss)$"
-)
-#: Identifiers through which the dataflow analysis can mark a value
-#: graph-attached other than a model-like name (see the list in the
-#: docstring of :mod:`memlint.lint.dataflow`): ``torch.nn`` modules and loss
-#: functions, ``transformers`` models, ``torch.utils.checkpoint``,
-#: ``requires_grad=True`` factories, and tensors ``.backward()`` is called on.
-GRAPH_SOURCE_NAMES = frozenset({"nn", "transformers", "checkpoint", "requires_grad", "backward", "manual_backward"})
+GRAPH_SOURCE_NAMES = frozenset({
+    # modules by construction and the bases of module classes
+    "nn", "transformers", "timm", "torchvision", "hub", "lightning", "pytorch_lightning", "peft", "diffusers",
+    "deepspeed", "accelerate", "Module", "LightningModule", "PreTrainedModel", "from_pretrained", "from_config",
+    "from_single_file", "create_model",
+    # tensors that are or make a graph
+    "checkpoint", "requires_grad", "requires_grad_", "Parameter", "backward", "manual_backward", "grad", "autograd",
+    # framework hooks whose arguments are modules
+    "compute_loss", "training_step", "prediction_step",
+}) | MODULE_EVIDENCE_METHODS
+
+#: Top-level packages of other array frameworks: a file importing one of
+#: these and nothing of PyTorch's ecosystem is not PyTorch code.
+FOREIGN_PACKAGES = frozenset({"tensorflow", "keras", "tf_keras", "jax", "flax", "paddle", "mindspore", "oneflow",
+                              "mxnet", "jittor", "megengine", "chainer", "cupy", "mlx"})

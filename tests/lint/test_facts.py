@@ -38,14 +38,16 @@ def test_identifiers_come_from_code_only():
 @pytest.mark.parametrize(
     ("source", "expected"),
     [
-        ("out = model(x)\n", True),
-        ("def f(encoder, x):\n    return encoder(x)\n", True),
-        ("y = self.backbone(x)\n", True),
+        ("out = model(x)\n", False),  # a name is no evidence of a module
+        ("def f(encoder, x):\n    return encoder(x)\n", False),
+        ("y = self.backbone(x)\n", False),
+        ("model.eval()\nout = model(x)\n", True),  # used as a module
+        ("opt = SGD(net.parameters())\n", True),
         ("from torch import nn\nlayer = nn.Linear(2, 2)\n", True),
         ("import torch\nw = torch.zeros(3, requires_grad=True)\n", True),
         ("t.backward()\n", True),
         ("from transformers import AutoModel\n", True),
-        ("out = thing.training_step(batch)\n", True),
+        ("out = thing.training_step(batch)\n", True),  # a framework hook name: its arguments are modules
         ("import torch\nx = torch.zeros(3).cuda()\ntotal = 0\nfor v in x:\n    total += v\n", False),
         ("path = build_model(config)\n", False),
         ("'''model(x).backward()'''\n", False),

@@ -122,7 +122,7 @@ def test_a_long_and_chain_is_linted(monkeypatch):
     """10,000 operands: flat in CPython's ast (libcst, memlint's earlier
     parser, nested one level per operand and crashed near 7,000)."""
     chain = " and ".join(["a"] * 10_000)
-    source = f"def f(model, loader, total):\n    for b in loader:\n        total += model(b)\n    return {chain}\n"
+    source = f"def f(model, loader, total):\n    model.train()\n    for b in loader:\n        total += model(b)\n    return {chain}\n"
     assert _rule_runs(monkeypatch, source) == 1
     result = lint_source("f.py", source.encode("utf-8"), EVERY_RULE)
     assert not result.internal_errors

@@ -21,6 +21,7 @@ REPORTED = {
     "nested_dict_tuple": (
         "import torch\n"
         "def f(model, loader, device):\n"
+        "    model.eval()\n"
         "    hist = []\n"
         "    for x in loader:\n"
         "        out = model(x.to(device)).detach()\n"
@@ -29,6 +30,7 @@ REPORTED = {
     "while_loop_dict_by_step": (
         "import torch\n"
         "def f(model, it):\n"
+        "    model.eval()\n"
         "    cache = {}\n"
         "    step = 0\n"
         "    while step < 100:\n"
@@ -41,7 +43,7 @@ REPORTED = {
         "class Probe:\n"
         "    def run(self, loader):\n"
         "        for x in loader:\n"
-        "            self.acts.append(torch.zeros(4, device='cuda') + 1)  # expect: MEM103\n"
+        "            self.acts.append(x.cuda() + 1)  # expect: MEM103\n"
     ),
 }
 

@@ -23,14 +23,20 @@ REPORTED = {
         "        opt.step()\n"
     ),
     "while_rollout": (
-        "def f(rnn, env, opt, hidden):\n"
+        "import torch.nn as nn\n"
+        "def f(rnn: nn.GRU, env, opt, hidden):\n"
         "    obs, done = env.reset(), False\n"
         "    while not done:\n"
         "        out, hidden = rnn(obs, hidden)  # expect: MEM105\n"
         "        obs, done = env.step(out.argmax().item())\n"
     ),
     "through_local_method": (
-        "class Agent:\n"
+        "import torch.nn as nn\n"
+        "class Agent(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.cell = nn.GRUCell(4, 8)\n"
+        "        self.policy = nn.Linear(8, 2)\n"
         "    def act(self, obs, h):\n"
         "        h = self.cell(obs, h)\n"
         "        return self.policy(h), h\n"

@@ -14,7 +14,7 @@ REPORTED = {
         "    def fit(self, model, loader, crit):\n" + TRAIN.replace("    ", "        ", 1).replace("\n        ", "\n            ")
         + "            self.tb.add_scalar('loss', loss, i)  # expect: MEM107\n"
     ),
-    "writer_parameter_named_writer": "from torch.utils.tensorboard import SummaryWriter\ndef f(model, loader, crit, writer):\n" + TRAIN + "        writer.add_scalar('loss', loss, i)  # expect: MEM107\n",
+    "writer_parameter_annotated": "from torch.utils.tensorboard import SummaryWriter\ndef f(model, loader, crit, writer: SummaryWriter):\n" + TRAIN + "        writer.add_scalar('loss', loss, i)  # expect: MEM107\n",
     "mlflow_from_import": "from mlflow import log_metric\ndef f(model, loader, crit):\n" + TRAIN + "        log_metric('loss', loss)  # expect: MEM107\n",
     "metrics_dict_update": "import wandb\ndef f(model, loader, crit):\n" + TRAIN + "        logs = {}\n        logs.update({'loss': loss})\n        wandb.log(logs)  # expect: MEM107\n",
 }
@@ -24,6 +24,7 @@ SILENT = {
     "detach": "import mlflow\ndef f(model, loader, crit):\n" + TRAIN + "        mlflow.log_metric('loss', loss.detach())\n",
     "lightning_self_log": "class M:\n    def training_step(self, b, i):\n        loss = self.model(b).loss\n        self.log('loss', loss)\n        self.log_dict({'loss': loss})\n        return loss\n",
     "unknown_logger_object": "import wandb\ndef f(model, loader, crit, logger):\n" + TRAIN + "        logger.log({'loss': loss})\n",
+    "writer_parameter_of_unknown_type": "from torch.utils.tensorboard import SummaryWriter\ndef f(model, loader, crit, writer):\n" + TRAIN + "        writer.add_scalar('loss', loss, i)\n",
     "no_grad": "import torch, wandb\ndef f(model, loader, crit):\n    with torch.no_grad():\n        for x, y in loader:\n            wandb.log({'val': crit(model(x), y)})\n",
     "tag_is_not_the_value": "from torch.utils.tensorboard import SummaryWriter\nw = SummaryWriter()\ndef f(model, loader, crit):\n" + TRAIN + "        w.add_scalar(str(loss.item()), 1.0, i)\n",
 }

@@ -17,8 +17,8 @@ def test_fix_is_not_applied_without_unsafe_fixes(source, target):
 
 def test_call_sharing_a_line_gets_no_fix(tmp_path):
     path = tmp_path / "a.py"
-    path.write_text("import gc, torch\nfor batch in loader:\n    model(batch)\n    gc.collect(); torch.cuda.empty_cache()\n")
-    assert lines("MEM401", path.read_text()) == [4]
+    path.write_text("import gc, torch\nmodel.eval()\nfor batch in loader:\n    model(batch)\n    gc.collect(); torch.cuda.empty_cache()\n")
+    assert lines("MEM401", path.read_text()) == [5]
     assert fixed("MEM401", path, unsafe=True) == path.read_text()
 
 
@@ -37,10 +37,11 @@ def test_memory_module_spelling_and_alias():
     assert lines("MEM401", """
         from torch.cuda import memory as m
         def f(model, loader):
+            model.eval()
             for batch in loader:
                 model(batch)
                 m.empty_cache()
-    """) == [6]
+    """) == [7]
 
 
 def test_lookalike_from_another_library():

@@ -1,0 +1,269 @@
+"""Framework facts, as data: which base classes make a module, which hooks a
+framework calls once per batch, which of them run with autograd off, which
+calls build models, optimizers and data streams.
+
+Rules never consult this table directly; the semantic model does, and rules
+ask the model. Every entry names the file and version it was read from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# -- where each fact was read ------------------------------------------------------
+LIGHTNING = "lightning 2.6.6"
+TRANSFORMERS = "transformers 5.24.0"
+ACCELERATE = "accelerate 1.15.0"
+KERAS = "keras 3.15.1"
+OPTUNA = "optuna 5.0.0"
+TORCH = "torch 2.13.0"
+
+# -- roles of classes ----------------------------------------------------------------
+#: Base classes (qualified names, as imports resolve them) and the role a
+#: class deriving from them has. A base not listed here but defined in the
+#: same file passes its roles on.
+BASE_ROLES: dict[str, frozenset[str]] = {}
+
+
+def _roles(names: str, *roles: str) -> None:
+    for name in names.split():
+        BASE_ROLES[name] = BASE_ROLES.get(name, frozenset()) | frozenset(roles)
+
+
+# torch/nn/modules/module.py (torch 2.13): every layer and model derives from nn.Module.
+_roles("torch.nn.Module torch.nn.modules.module.Module torch.nn.Sequential torch.nn.ModuleList torch.nn.ModuleDict",
+       "module", "torch")
+# lightning/pytorch/core/module.py (lightning 2.6.6): LightningModule(nn.Module); older
+# releases export it as pytorch_lightning.LightningModule.
+_roles("lightning.LightningModule lightning.pytorch.LightningModule lightning.pytorch.core.LightningModule "
+       "lightning.pytorch.core.module.LightningModule pytorch_lightning.LightningModule "
+       "pytorch_lightning.core.LightningModule pytorch_lightning.core.lightning.LightningModule",
+       "module", "torch", "lightning_module")
+# lightning/pytorch/callbacks/callback.py: Callback hooks get (trainer, pl_module, ...).
+_roles("lightning.Callback lightning.pytorch.Callback lightning.pytorch.callbacks.Callback "
+       "pytorch_lightning.Callback pytorch_lightning.callbacks.Callback pytorch_lightning.callbacks.base.Callback",
+       "lightning_callback")
+# transformers/modeling_utils.py: PreTrainedModel(nn.Module, ...).
+_roles("transformers.PreTrainedModel transformers.modeling_utils.PreTrainedModel", "module", "torch", "hf_model")
+# transformers/trainer_callback.py: TrainerCallback.on_step_end(args, state, control, **kwargs).
+_roles("transformers.TrainerCallback transformers.trainer_callback.TrainerCallback", "hf_callback")
+# transformers/trainer.py: Trainer.compute_loss / training_step / prediction_step.
+_roles("transformers.Trainer transformers.trainer.Trainer transformers.Seq2SeqTrainer", "hf_trainer")
+# keras/src/models/model.py, keras/src/layers/layer.py (keras 3.15.1); tf.keras in TF 2.x.
+_roles("keras.Model keras.models.Model keras.layers.Layer keras.Layer tensorflow.keras.Model "
+       "tensorflow.keras.models.Model tensorflow.keras.layers.Layer tensorflow.Module",
+       "module", "keras")
+# keras/src/callbacks/callback.py: on_train_batch_end(batch, logs) ...
+_roles("keras.callbacks.Callback tensorflow.keras.callbacks.Callback", "keras_callback")
+# torch/utils/data/dataset.py
+_roles("torch.utils.data.Dataset torch.utils.data.IterableDataset torch.utils.data.dataset.Dataset "
+       "torch.utils.data.dataset.IterableDataset", "dataset")
+# torch/optim/optimizer.py
+_roles("torch.optim.Optimizer torch.optim.optimizer.Optimizer", "optimizer")
+
+#: Qualified-name prefixes whose capitalised members are modules when
+#: subclassed or called: every class in ``torch.nn`` but its functional API
+#: and utilities (torch 2.13 ``torch/nn/__init__.py``), ``transformers``
+#: model classes, ``torchvision.models`` and ``timm.models`` constructors.
+MODULE_NAMESPACE = re.compile(
+    r"^torch\.nn\.(?:modules\.\w+\.)?[A-Z]\w*$|^torch\.nn\.parallel\.\w+$|"
+    r"^transformers\.(?:models\.[\w.]+\.)?\w*(?:Model|For[A-Z]\w*|LMHead\w*)$"
+)
+#: ``torch.nn`` names that are not modules.
+NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.utils", "torch.nn.init"})
+
+
+def roles_of_base(qualified: str) -> frozenset[str]:
+    """The roles a class gets by deriving from the library class ``qualified``."""
+    if qualified in BASE_ROLES:
+        return BASE_ROLES[qualified]
+    if qualified in NOT_MODULES:
+        return frozenset()
+    if MODULE_NAMESPACE.match(qualified):
+        return frozenset({"module", "torch"})
+    return frozenset()
+
+
+# -- hooks a framework calls ----------------------------------------------------------
+@dataclass(frozen=True)
+class Hook:
+    """A method a framework calls for you.
+
+    ``per_batch``: called once per batch or step (a container on ``self``
+    that it appends to grows with the run). ``grad``: "disabled" when the
+    framework runs it under ``torch.no_grad``/``inference_mode``, "enabled"
+    when it runs it with autograd on, "caller" when it does neither.
+    ``batch_on_device``: its ``batch`` argument was moved to the device.
+    ``returns_loss``: the framework calls ``backward`` on what it returns
+    (or on its ``"loss"`` entry).
+    """
+
+    role: str
+    name: str
+    per_batch: bool
+    grad: str
+    batch_on_device: bool
+    source: str
+    returns_loss: bool = False
+
+
+HOOKS = (
+    # lightning/pytorch/loops/training_epoch_loop.py: training_step per batch, grad on;
+    # batches moved with `strategy.batch_to_device` before the step.
+    # loops/optimization/automatic.py: the closure calls backward on training_step's
+    # result or its "loss" entry (ClosureResult.from_training_step_output).
+    Hook("lightning_module", "training_step", True, "enabled", True, f"{LIGHTNING} loops/training_epoch_loop.py", True),
+    # lightning/pytorch/loops/evaluation_loop.py and prediction_loop.py: `run` is wrapped by
+    # `_no_grad_context` (loops/utilities.py), torch.inference_mode by default, else torch.no_grad.
+    Hook("lightning_module", "validation_step", True, "disabled", True, f"{LIGHTNING} loops/utilities.py _no_grad_context"),
+    Hook("lightning_module", "test_step", True, "disabled", True, f"{LIGHTNING} loops/utilities.py _no_grad_context"),
+    Hook("lightning_module", "predict_step", True, "disabled", True, f"{LIGHTNING} loops/utilities.py _no_grad_context"),
+    Hook("lightning_module", "on_train_batch_end", True, "caller", True, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_train_batch_start", True, "caller", True, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_before_backward", True, "caller", False, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_after_backward", True, "caller", False, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_before_optimizer_step", True, "caller", False, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_validation_batch_end", True, "disabled", True, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_test_batch_end", True, "disabled", True, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_predict_batch_end", True, "disabled", True, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_train_epoch_end", True, "caller", False, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_module", "on_validation_epoch_end", True, "disabled", False, f"{LIGHTNING} core/hooks.py"),
+    Hook("lightning_callback", "on_train_batch_end", True, "caller", True, f"{LIGHTNING} callbacks/callback.py"),
+    Hook("lightning_callback", "on_train_batch_start", True, "caller", True, f"{LIGHTNING} callbacks/callback.py"),
+    Hook("lightning_callback", "on_validation_batch_end", True, "disabled", True, f"{LIGHTNING} callbacks/callback.py"),
+    Hook("lightning_callback", "on_test_batch_end", True, "disabled", True, f"{LIGHTNING} callbacks/callback.py"),
+    Hook("lightning_callback", "on_before_backward", True, "caller", False, f"{LIGHTNING} callbacks/callback.py"),
+    Hook("lightning_callback", "on_after_backward", True, "caller", False, f"{LIGHTNING} callbacks/callback.py"),
+    Hook("lightning_callback", "on_train_epoch_end", True, "caller", False, f"{LIGHTNING} callbacks/callback.py"),
+    # transformers/trainer.py: compute_loss and training_step once per step, grad on;
+    # `_prepare_inputs` moves the inputs to the device first.
+    # Trainer.training_step calls accelerator.backward(loss) on compute_loss's result.
+    Hook("hf_trainer", "compute_loss", True, "enabled", True, f"{TRANSFORMERS} trainer.py Trainer.training_step", True),
+    Hook("hf_trainer", "training_step", True, "enabled", True, f"{TRANSFORMERS} trainer.py Trainer._inner_training_loop"),
+    # Trainer.evaluation_loop calls prediction_step per batch; only the base implementation
+    # wraps its forward in torch.no_grad (trainer.py Trainer.prediction_step), an override does not.
+    Hook("hf_trainer", "prediction_step", True, "caller", True, f"{TRANSFORMERS} trainer.py Trainer.evaluation_loop"),
+    Hook("hf_callback", "on_step_end", True, "caller", False, f"{TRANSFORMERS} trainer_callback.py"),
+    Hook("hf_callback", "on_step_begin", True, "caller", False, f"{TRANSFORMERS} trainer_callback.py"),
+    Hook("hf_callback", "on_substep_end", True, "caller", False, f"{TRANSFORMERS} trainer_callback.py"),
+    Hook("hf_callback", "on_log", True, "caller", False, f"{TRANSFORMERS} trainer_callback.py"),
+    Hook("hf_callback", "on_prediction_step", True, "caller", False, f"{TRANSFORMERS} trainer_callback.py"),
+    Hook("hf_callback", "on_optimizer_step", True, "caller", False, f"{TRANSFORMERS} trainer_callback.py"),
+    Hook("hf_callback", "on_evaluate", True, "caller", False, f"{TRANSFORMERS} trainer_callback.py"),
+    Hook("hf_callback", "on_epoch_end", True, "caller", False, f"{TRANSFORMERS} trainer_callback.py"),
+    # keras/src/callbacks/callback.py: the fit/evaluate/predict loops call these per batch or epoch.
+    Hook("keras_callback", "on_batch_end", True, "caller", False, f"{KERAS} callbacks/callback.py"),
+    Hook("keras_callback", "on_train_batch_end", True, "caller", False, f"{KERAS} callbacks/callback.py"),
+    Hook("keras_callback", "on_test_batch_end", True, "caller", False, f"{KERAS} callbacks/callback.py"),
+    Hook("keras_callback", "on_predict_batch_end", True, "caller", False, f"{KERAS} callbacks/callback.py"),
+    Hook("keras_callback", "on_epoch_end", True, "caller", False, f"{KERAS} callbacks/callback.py"),
+)
+HOOKS_BY_ROLE: dict[str, dict[str, Hook]] = {}
+for _hook in HOOKS:
+    HOOKS_BY_ROLE.setdefault(_hook.role, {})[_hook.name] = _hook
+
+
+def hook_for(roles: frozenset[str], method: str) -> Hook | None:
+    """The framework hook a method named ``method`` of a class with ``roles`` is, or None."""
+    for role in sorted(roles):
+        hook = HOOKS_BY_ROLE.get(role, {}).get(method)
+        if hook is not None:
+            return hook
+    return None
+
+
+#: Calls that hand a function to a driver that calls it repeatedly:
+#: qualified callee or method name -> index of the function argument.
+#: ``study.optimize(objective, n_trials=...)`` runs the objective once per
+#: trial (optuna/study/study.py, optuna 5.0.0); ``optimizer.step(closure)``
+#: calls the closure once or more per step (torch/optim/lbfgs.py, torch 2.13).
+REPEATING_DRIVERS = {"optimize": 0, "step": 0}
+
+# -- calls that make values -------------------------------------------------------------
+#: Library callables returning a module (or the module they wrap), torch 2.13, accelerate,
+#: peft, deepspeed: qualified name -> index of the wrapped module argument (None: a new module).
+MODULE_WRAPPERS = {
+    "torch.compile": 0,
+    "torch.nn.parallel.DistributedDataParallel": 0,
+    "torch.nn.DataParallel": 0,
+    "torch.nn.parallel.DataParallel": 0,
+    "torch.distributed.fsdp.FullyShardedDataParallel": 0,
+    "torch.distributed.fsdp.fully_shard": 0,
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel": 0,
+    "torch.jit.script": 0,
+    "torch.jit.trace": 0,
+    "torch.ao.quantization.quantize_dynamic": 0,
+    "peft.get_peft_model": 0,
+    "peft.prepare_model_for_kbit_training": 0,
+    "copy.deepcopy": 0,
+}
+#: Library callables that build a new model.
+MODEL_FACTORIES = frozenset({
+    "timm.create_model", "torch.hub.load", "transformers.AutoModel.from_config",
+})
+#: ``X.from_pretrained``/``X.from_config`` builds a model unless X is one of these
+#: kinds of object (transformers naming: ``AutoTokenizer``, ``BertConfig``, ...).
+NOT_MODEL_CLASS = re.compile(r"Tokenizer|Config|Processor|FeatureExtractor|Scheduler|Pipeline|ImageProcessor|GenerationConfig|Dataset")
+#: Library classes whose instances are known not to be modules, although
+#: they share a method name with modules (``Trainer.train()``, ``Accelerator.prepare``).
+NOT_MODULE_TYPES = re.compile(
+    r"^(?:transformers\.(?:\w+\.)*\w*Trainer|trl\.(?:\w+\.)*\w*Trainer|lightning\.(?:pytorch\.)?Trainer|"
+    r"pytorch_lightning\.Trainer|lightning\.(?:fabric\.)?Fabric|accelerate\.Accelerator|"
+    r"sklearn\.\S+|xgboost\.\S+|lightgbm\.\S+)$"
+)
+#: Optimizer constructors and factories besides ``torch.optim.<Name>``.
+OPTIMIZER_FACTORIES = frozenset({
+    "transformers.AdamW", "transformers.Adafactor", "transformers.optimization.Adafactor",
+    "timm.optim.create_optimizer", "timm.optim.create_optimizer_v2",
+    "torch.distributed.optim.ZeroRedundancyOptimizer", "torch.distributed.optim.DistributedOptimizer",
+    "apex.optimizers.FusedAdam", "apex.optimizers.FusedLAMB", "deepspeed.ops.adam.FusedAdam",
+})
+OPTIMIZER_NAMESPACE = re.compile(r"^(?:torch\.optim|bitsandbytes\.optim|bnb\.optim|apex\.optimizers|torch_optimizer)\.[A-Z]\w*$")
+LR_SCHEDULER_NAMESPACE = re.compile(r"^(?:torch\.optim\.lr_scheduler\.\w+|transformers\.get_\w*schedule\w*|transformers\.optimization\.get_\w+)$")
+#: Distributed-autograd optimizers step with a context id and need no zero_grad
+#: (torch/distributed/optim/optimizer.py, torch 2.13: gradients live in the context).
+CONTEXT_OPTIMIZERS = frozenset({"torch.distributed.optim.DistributedOptimizer"})
+#: Callables returning a stream of batches.
+STREAM_FACTORIES = frozenset({
+    "torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader",
+    "tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_generator",
+    "datasets.load_dataset", "torch.utils.data.random_split",
+})
+#: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
+#: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
+BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})
+ENGINE_TYPES = {
+    "accelerate.Accelerator": "accelerate.Accelerator",
+    "lightning.Fabric": "lightning.Fabric",
+    "lightning.fabric.Fabric": "lightning.Fabric",
+}
+#: ``engine.prepare(...)``/``fabric.setup(...)`` return their arguments prepared
+#: (modules on the device, loaders yielding device batches) — accelerate/accelerator.py
+#: ``Accelerator.prepare``, lightning/fabric/fabric.py ``Fabric.setup``/``setup_dataloaders``.
+PREPARE_METHODS = frozenset({"prepare", "prepare_model", "prepare_data_loader", "setup", "setup_module", "setup_dataloaders"})
+#: GradScaler constructors (torch/amp/grad_scaler.py; the torch.cuda.amp alias is deprecated).
+GRAD_SCALERS = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.GradScaler"})
+
+#: ``ModelOutput`` fields that hold one tensor (transformers/modeling_outputs.py);
+#: ``hidden_states``/``attentions``/``past_key_values`` are tuples.
+MODEL_OUTPUT_TENSORS = frozenset({
+    "loss", "logits", "last_hidden_state", "pooler_output", "start_logits", "end_logits",
+    "prediction_logits", "seq_relationship_logits", "image_embeds", "text_embeds", "logits_per_image",
+    "logits_per_text", "sample", "pred_boxes", "pred_logits",
+})
+#: Module methods of library models that run no autograd: ``GenerationMixin.generate`` is
+#: decorated with ``@torch.no_grad()`` (transformers/generation/utils.py).
+NO_GRAD_MODULE_METHODS = frozenset({"generate"})
+
+#: Context managers and decorators that set the grad mode (torch/autograd/grad_mode.py, torch 2.13).
+GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+                            "torch.autograd.grad_mode.no_grad", "torch.autograd.inference_mode",
+                            "torch.autograd.grad_mode.inference_mode"})
+GRAD_ENABLING = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
+GRAD_SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+
+#: Top-level packages whose import marks a file as PyTorch code, and as TensorFlow/Keras code.
+TORCH_PACKAGES = ("torch", "lightning", "pytorch_lightning", "accelerate", "transformers", "deepspeed", "timm",
+                  "torchvision", "torchaudio", "fairseq", "peft", "trl", "diffusers", "lightning_fabric", "apex")
+TF_PACKAGES = ("tensorflow", "keras", "tf_keras")

@@ -1,0 +1,1064 @@
+"""The semantic model of one file: built once from its ``ast`` tree, shared
+by every rule (``ctx.semantic``).
+
+It answers what each value *is* (:mod:`.values`), which code runs with
+autograd off, which statements repeat and what outlives an iteration, and
+what each function of the file does with its arguments:
+
+- names are resolved by scope (:mod:`.scopes`), classes by their bases
+  (:mod:`.classes`), library calls and attributes by data tables
+  (:mod:`.frameworks`, :mod:`.torch_ops`) in :mod:`.operations`;
+- every unit (function, lambda, the module's top level) is interpreted
+  abstractly (:mod:`.interpreter`) under a calling context: its parameters
+  take the join of the arguments that the file's own call sites pass, and
+  it runs grad-disabled when every such call site does;
+- a call of a function of the same file is evaluated by interpreting the
+  callee with that call's arguments (memoized), so the call is judged by
+  what its callee does: ``meter.update(loss)`` where ``update`` adds into
+  ``self.sum`` is an accumulation into ``meter``.
+
+Everything is computed on demand and memoized: a unit is interpreted only
+when a rule asks about it, about one of its callees' contexts, or about a
+global it binds. A cycle of calls is cut where it closes (the caller whose
+context led back to it is left out). A file whose interpretation would exceed
+:data:`WORK_BUDGET` statements per statement of source stops summarising
+calls (their results become unknown): rules then stay silent rather than
+guess.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from dataclasses import dataclass
+
+from memlint.lint.names import dotted_name
+from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic import operations
+from memlint.lint.semantic.classes import ClassInfo, ClassTable
+from memlint.lint.semantic.interpreter import Analysis, CallSite, Context, Interpreter
+from memlint.lint.semantic.scopes import BindingKind, ScopeKind, ScopeTree
+from memlint.lint.semantic.values import PLAIN, UNKNOWN, Kind, Tri, Value, container, join_all, module, obj
+from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+UNIT_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+#: Statements interpreted per statement of the file before call summaries
+#: stop. Measured on the real-code corpus (docs/performance.md): 3 keeps
+#: every finding of the corpus and the cold run within its budget.
+WORK_BUDGET = 6
+#: How deep calls are followed for their results: a call inside a callee's
+#: summary is followed, one more level down is unknown. Two levels follow
+#: ``train -> train_step -> compute_loss``; deeper helpers rarely decide a finding.
+MAX_SUMMARY_DEPTH = 2
+#: How far up the callers a context is taken from (``main -> train -> step``).
+MAX_CONTEXT_DEPTH = 2
+
+
+@dataclass(frozen=True)
+class Keeper:
+    """Why a storage keeps what a statement puts into it across iterations:
+    ``loop`` (it lives outside this run loop) or ``calls`` (it is persistent
+    state and ``function`` runs once per batch or step)."""
+
+    why: str
+    loop: ast.AST | None = None
+    function: ast.AST | None = None
+
+
+@dataclass(frozen=True)
+class Repetition:
+    """Why a function's body runs again and again: ``reason`` is "hook"
+    (a framework calls it per batch), "driver" (handed to ``study.optimize``
+    or ``optimizer.step``) or "caller" (called from a loop, or from a
+    repeated function, in this file); ``per_batch`` when it runs once per
+    batch or step."""
+
+    reason: str
+    per_batch: bool
+    detail: str = ""
+
+
+class SemanticModel:
+    """The shared analysis of one file (see the module docstring)."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.module = ctx.module
+        self.index = ctx.index
+        self.parents: dict[ast.AST, ast.AST] = ctx.index.parents
+        self.scopes = ScopeTree(ctx.module, ctx.index)
+        self.classes = ClassTable(ctx.module, self.scopes, self.index.of_type(ast.ClassDef))
+        self.library_roots = self._library_roots()
+        self._analyses: dict[tuple[ast.AST, Context], Analysis] = {}
+        self._active: dict[ast.AST, list[Interpreter]] = {}
+        self._canonical: dict[ast.AST, Analysis] = {}
+        self._site_memo: dict[ast.AST, list[CallSite]] = {}
+        self._contexting: set[ast.AST] = set()
+        self._calls_by_name: dict[str, list[ast.Call]] | None = None
+        self._local_names: frozenset[str] | None = None
+        self._summary_depth = 0
+        self._context_depth = 0
+        self._own_memo: dict[tuple, list[ast.AST]] = {}
+        self._accumulating: frozenset[str] | None = None
+        self._collecting: frozenset[str] | None = None
+        self._method_owners: dict[str, ClassInfo] | None = None
+        self._budget = WORK_BUDGET * max(1, len(self.index.of_type(*_STATEMENT_TYPES)))
+        self._work = 0
+        self.truncated = False
+        self._evidence_memo: dict[tuple[str, ast.AST], frozenset[str]] = {}
+        self._attribute_targets: dict[ClassInfo, dict[str, list[tuple[Function, ast.AST]]]] = {}
+        self._repetition: dict[ast.AST, Repetition | None] = {}
+        self._driven: dict[ast.AST, Repetition] | None = None
+        self._ancestor_memo: dict[str, dict[ast.AST, tuple]] = {}
+        self._loops_memo: dict[ast.AST, tuple[ast.AST, ...]] = {}
+        self._run_loop_memo: dict[ast.AST, bool] = {}
+
+    # ==================================================================================
+    # structure
+    # ==================================================================================
+    def _library_roots(self) -> frozenset[str]:
+        roots = set()
+        for scope in self.scopes.scopes.values():
+            for bindings in scope.bindings.values():
+                for binding in bindings:
+                    if binding.kind is BindingKind.IMPORT and binding.qualified:
+                        roots.add(binding.qualified.split(".")[0])
+        return frozenset(roots - {""})
+
+    def imports(self, *packages: str) -> bool:
+        """True when the file imports one of ``packages`` (or a submodule) in any scope."""
+        return any(self.scopes.imports_module(package) for package in packages)
+
+    @property
+    def is_torch_file(self) -> bool:
+        return self.imports(*fw.TORCH_PACKAGES)
+
+    @property
+    def is_tensorflow_file(self) -> bool:
+        return self.imports(*fw.TF_PACKAGES)
+
+    def qualified(self, node: ast.AST) -> str | None:
+        """The library name ``node`` refers to (scope-aware), see :meth:`ScopeTree.qualified`."""
+        return self.scopes.qualified(node)
+
+    def ancestors(self, node: ast.AST):
+        """Ancestors of ``node``, innermost first."""
+        parent = self.parents.get(node)
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(parent)
+
+    def first_ancestor_verdict(self, node: ast.AST, key: str, decide, default=None):
+        """``decide(a)`` for the innermost ancestor ``a`` of ``node`` for
+        which it is not None, else ``default``; answers memoized per ancestor
+        under ``key`` (``decide`` must depend on the ancestor alone), so a
+        deep nest is walked once in all."""
+        memo = self._ancestor_memo.setdefault(key, {})
+        walked = []
+        found = (default,)
+        current = self.parents.get(node)
+        while current is not None:
+            known = memo.get(current)
+            if known is not None:
+                found = known
+                break
+            walked.append(current)
+            verdict = decide(current)
+            if verdict is not None:
+                found = (verdict,)
+                break
+            current = self.parents.get(current)
+        for ancestor in walked:
+            memo[ancestor] = found
+        return found[0]
+
+    def unit_of(self, node: ast.AST) -> ast.AST:
+        """The function, lambda or module whose body evaluates ``node``."""
+        if node is self.module:
+            return node
+        scope = self.scopes.scope_for(node)
+        while scope.kind in (ScopeKind.CLASS, ScopeKind.COMPREHENSION):
+            if scope.kind is ScopeKind.CLASS:
+                return self.module  # class bodies run at module level (in this model)
+            scope = scope.parent
+        return scope.node
+
+    def function_of(self, node: ast.AST) -> Function | None:
+        """The ``def`` whose body contains ``node`` (lambdas looked through), or None."""
+        unit = self.unit_of(node)
+        while isinstance(unit, ast.Lambda):
+            unit = self.unit_of(unit)
+        return unit if isinstance(unit, FUNCTION_TYPES) else None
+
+    def class_of_method(self, function: ast.AST) -> ClassInfo | None:
+        """The class that defines ``function`` as a method, or None."""
+        return self.classes.owner_of(function, self.parents)
+
+    @property
+    def functions(self) -> list[Function]:
+        return self.index.of_type(*FUNCTION_TYPES)
+
+    def enclosing_loops(self, node: ast.AST) -> list[ast.AST]:
+        """``for``/``while`` loops around ``node`` in its unit, innermost first
+        (not a loop whose header holds ``node``)."""
+        memo = self._loops_memo
+        below: list[ast.AST] = []
+        current = node
+        while current not in memo:
+            parent = self.parents.get(current)
+            if parent is None or isinstance(parent, (*UNIT_TYPES, ast.ClassDef)):
+                memo[current] = ()
+                break
+            below.append(current)
+            current = parent
+        loops = memo[current]
+        for child in reversed(below):
+            parent = self.parents[child]
+            if isinstance(parent, LOOP_TYPES) and not _is_loop_header(child, parent):
+                loops = (parent, *loops)
+            memo[child] = loops
+        return list(memo[node])
+
+    def in_except(self, node: ast.AST) -> bool:
+        """``node`` runs inside an ``except`` handler of its unit."""
+        return self.first_ancestor_verdict(node, "except", _except_verdict, False)
+
+    def comprehension_of(self, node: ast.AST) -> ast.AST | None:
+        """The innermost comprehension around ``node`` within its unit."""
+        return self.first_ancestor_verdict(node, "comprehension", _comprehension_verdict, None) or None
+
+    # ==================================================================================
+    # contexts: what the file's call sites pass
+    # ==================================================================================
+    def _candidate_calls(self, unit: ast.AST) -> list[ast.Call]:
+        """Calls that may run ``unit``, by the name they call it with (a
+        module's ``forward`` is reached from too many calls to follow)."""
+        if self._calls_by_name is None:
+            by_name: dict[str, list[ast.Call]] = {}
+            for call in self.index.of_type(ast.Call):
+                func = call.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if name is not None:
+                    by_name.setdefault(name, []).append(call)
+            self._calls_by_name = by_name
+        if not isinstance(unit, FUNCTION_TYPES):
+            return []
+        klass = self.class_of_method(unit)
+        if klass is not None and klass.is_module and unit.name in ("forward", "__call__"):
+            return []
+        found = list(self._calls_by_name.get(unit.name, ()))
+        if klass is not None and unit.name == "__init__":
+            found += self._calls_by_name.get(klass.name, [])
+        return found
+
+    def sites_of(self, unit: ast.AST) -> list[CallSite]:
+        """The file's calls of ``unit``, each with the arguments its caller
+        passes there (callers whose own context led here are left out: a
+        cycle of calls)."""
+        found = self._site_memo.get(unit)
+        if found is not None:
+            return found
+        sites: list[CallSite] = []
+        if self._context_depth >= MAX_CONTEXT_DEPTH:
+            return sites  # not memoized: a shallower request may still see them
+        self._contexting.add(unit)
+        self._context_depth += 1
+        saved_depth, self._summary_depth = self._summary_depth, 0
+        try:
+            for call in self._candidate_calls(unit):
+                caller = self.unit_of(call)
+                if caller is unit or caller in self._contexting:
+                    continue
+                site = self.canonical(caller).call_sites.get(call)
+                if site is not None and site.callee is unit:
+                    sites.append(site)
+        finally:
+            self._contexting.discard(unit)
+            self._context_depth -= 1
+            self._summary_depth = saved_depth
+        self._site_memo[unit] = sites
+        return sites
+
+    def own_nodes(self, unit: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
+        """The nodes of ``types`` in ``unit``'s own body (not in nested
+        functions, lambdas or classes), in source order, from the node index."""
+        key = (unit, types)
+        found = self._own_memo.get(key)
+        if found is None:
+            position = self.index.position_of(unit)
+            found = [] if position is None else self.index.subtree_of_type(position, types, _NESTED_UNITS)
+            self._own_memo[key] = found
+        return found
+
+    def accumulating_functions(self) -> frozenset[str]:
+        """Names of the file's functions whose body adds into persistent
+        state (``self.x += v``, ``self.x = self.x + v``, a global or
+        ``nonlocal`` total): a cheap test for calls worth following."""
+        if self._accumulating is None:
+            names = set()
+            for function in self.index.of_type(*FUNCTION_TYPES):
+                if any(self.persistent_root(statement.target, function) is not None
+                       for statement in self.own_nodes(function, (ast.AugAssign,))):
+                    names.add(function.name)
+            self._accumulating = frozenset(names)
+        return self._accumulating
+
+    def holds_no_graph(self, expr: ast.expr) -> bool:
+        """Cheap, syntactic: ``expr`` evaluates to a Python value or a
+        detached tensor whatever its parts are (a literal, ``len(...)``,
+        ``x.item()``, ``float(...)``, a comparison, ``.detach()``), or is
+        arithmetic on such values only."""
+        if isinstance(expr, (ast.Constant, ast.JoinedStr, ast.Compare)):
+            return True
+        if isinstance(expr, ast.UnaryOp):
+            return self.holds_no_graph(expr.operand)
+        if isinstance(expr, ast.BinOp):
+            return self.holds_no_graph(expr.left) and self.holds_no_graph(expr.right)
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            if isinstance(func, ast.Attribute) and func.attr in _DETACHING_CALLS:
+                return True
+            if isinstance(func, ast.Name) and func.id in _PLAIN_CALLS and self.qualified(func) == func.id:
+                return True
+        return False
+
+    def collecting_functions(self) -> frozenset[str]:
+        """Names of the file's functions whose body stores values into
+        persistent containers (``self.items.append(v)``, ``self.d[k] = v``,
+        a global list): a cheap test for calls worth following."""
+        if self._collecting is None:
+            from memlint.lint.semantic.stores import STORING_METHODS
+
+            names = set()
+            for function in self.index.of_type(*FUNCTION_TYPES):
+                for node in self.own_nodes(function, (ast.Call, ast.Assign)):
+                    if isinstance(node, ast.Call):
+                        func = node.func
+                        target = func.value if isinstance(func, ast.Attribute) and func.attr in STORING_METHODS else None
+                    else:
+                        target = node.targets[0] if isinstance(node.targets[0], ast.Subscript) else None
+                    if target is not None and self.persistent_root(target, function) is not None:
+                        names.add(function.name)
+                        break
+            self._collecting = frozenset(names)
+        return self._collecting
+
+    def may_call_local(self, call: ast.Call) -> bool:
+        """Cheap test: ``call`` names a function or class defined in this file."""
+        if self._local_names is None:
+            self._local_names = frozenset(
+                [f.name for f in self.index.of_type(*FUNCTION_TYPES)] + [c.name for c in self.index.of_type(ast.ClassDef)])
+        func = call.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        return name in self._local_names
+
+    def may_persist(self, root: str, node: ast.AST) -> bool:
+        """Cheap test: ``root`` may be state that outlives a call of ``node``'s
+        function (an attribute, a global, a free variable)."""
+        if "." in root:
+            return True
+        unit = self.unit_of(node)
+        return unit is not self.module and self.outlives_call(root, unit)
+
+    def call_sites_of(self, function: ast.AST) -> list[ast.Call]:
+        """The calls of the file that run ``function``."""
+        return [site.call for site in self.sites_of(function)]
+
+    def context_of(self, unit: ast.AST) -> Context:
+        """The calling context of ``unit``: parameters joined over the file's
+        call sites (a method's receiver is always its class's instance),
+        grad mode from decorators, framework hooks and callers."""
+        if isinstance(unit, ast.Module):
+            return Context((), Tri.YES)
+        sites = self.sites_of(unit)
+        receiver = _first_parameter(unit) if self.class_of_method(unit) is not None else None
+        params: dict[str, Value] = {}
+        for site in sites:
+            for name, value in site.bound:
+                if name != receiver:
+                    params[name] = value if name not in params else params[name].join(value)
+        grad = self.entry_grad(unit, sites)
+        return Context(tuple(sorted(params.items())), grad)
+
+    def entry_grad(self, unit: ast.AST, sites: list[CallSite]) -> Tri:
+        """Grad mode at entry: NO when decorated with ``no_grad`` or driven by a
+        framework under it; else the join over the in-file call sites; YES
+        when nothing says otherwise."""
+        if isinstance(unit, FUNCTION_TYPES):
+            decorated = self.decorator_grad(unit)
+            if decorated is not None:
+                return decorated
+            hook = self.hook_of(unit)
+            if hook is not None and hook.grad == "disabled":
+                return Tri.NO
+            if hook is not None and hook.grad == "enabled":
+                return Tri.YES
+        if not sites:
+            return Tri.YES
+        grad = sites[0].grad
+        for site in sites[1:]:
+            grad = grad.join(site.grad)
+        return grad
+
+    def decorator_grad(self, function: Function) -> Tri | None:
+        """NO for ``@torch.no_grad()``/``@torch.inference_mode()``, YES for ``@torch.enable_grad()``."""
+        for decorator in function.decorator_list:
+            mode = self.grad_mode_of_context(decorator)
+            if mode is not None:
+                return mode
+        return None
+
+    def grad_mode_of_context(self, expr: ast.expr) -> Tri | None:
+        """The grad mode a ``with`` item or decorator sets, or None when it sets none."""
+        target = expr.func if isinstance(expr, ast.Call) else expr
+        qualified = self.qualified(target)
+        if qualified in fw.GRAD_DISABLING:
+            if isinstance(expr, ast.Call) and "inference_mode" in qualified and expr.args:
+                from memlint.lint.semantic.interpreter import literal_flag
+
+                flag = literal_flag(expr.args[0])
+                return {Tri.YES: Tri.NO, Tri.NO: Tri.YES}.get(flag, Tri.MAYBE)
+            return Tri.NO
+        if qualified in fw.GRAD_ENABLING:
+            return Tri.YES
+        if qualified in fw.GRAD_SETTERS and isinstance(expr, ast.Call) and expr.args:
+            from memlint.lint.semantic.interpreter import literal_flag
+
+            return literal_flag(expr.args[0])
+        return None
+
+    # ==================================================================================
+    # analyses
+    # ==================================================================================
+    def analyse(self, unit: ast.AST, context: Context) -> Analysis:
+        """Interpret ``unit`` under ``context`` (memoized)."""
+        key = (unit, context)
+        found = self._analyses.get(key)
+        if found is not None:
+            return found
+        interpreter = Interpreter(self, unit, context)
+        running = self._active.setdefault(unit, [])
+        running.append(interpreter)
+        try:
+            analysis = interpreter.run()
+        finally:
+            running.pop()
+            if not running:
+                del self._active[unit]
+        self._work += interpreter.statements
+        self._analyses[key] = analysis
+        return analysis
+
+    def summary(self, unit: ast.AST, context: Context) -> Analysis | None:
+        """``unit`` interpreted for one call; None for a recursive call or
+        when the work budget is spent."""
+        if unit in self._active:
+            return None
+        key = (unit, context)
+        found = self._analyses.get(key)
+        if found is not None:
+            return found
+        if self._work > self._budget or self._summary_depth >= MAX_SUMMARY_DEPTH:
+            self.truncated = self.truncated or self._work > self._budget
+            return None
+        self._summary_depth += 1
+        try:
+            return self.analyse(unit, context)
+        finally:
+            self._summary_depth -= 1
+
+    def canonical(self, unit: ast.AST) -> Analysis:
+        """The analysis rules read: ``unit`` under its calling context."""
+        found = self._canonical.get(unit)
+        if found is not None:
+            return found
+        if unit in self._contexting:  # asked while finding its own context: a cycle of calls
+            return self.analyse(unit, Context((), self.entry_grad(unit, [])))
+        found = self.analyse(unit, self.context_of(unit))
+        self._canonical[unit] = found
+        return found
+
+    def live_env(self, unit: ast.AST) -> dict[str, Value] | None:
+        """The environment of ``unit`` as it stands now: the running
+        interpreter's when ``unit`` is being interpreted (a global read from
+        a function the module's top level calls), else its canonical result."""
+        active = self._active.get(unit)
+        if active:
+            return active[-1].state.env
+        return self.canonical(unit).env
+
+    # ==================================================================================
+    # hooks for the interpreter
+    # ==================================================================================
+    def evaluate_call(self, call, interpreter: Interpreter) -> Value:
+        return operations.evaluate_call(self, call, interpreter)
+
+    def attribute_of(self, base: Value, attr: str, node: ast.Attribute, interpreter: Interpreter) -> Value:
+        return operations.attribute_of(self, base, attr, node, interpreter)
+
+    def element_of(self, value: Value) -> Value:
+        return operations.element_of(value)
+
+    def library_attribute(self, qualified: str) -> Value:
+        return operations.library_attribute(qualified)
+
+    def name_value(self, node: ast.Name, interpreter: Interpreter) -> Value:
+        """The value of a name the unit's environment does not hold: a
+        global, a free variable of an enclosing function, an import, a class
+        or function of the file, a builtin."""
+        scope = self.scopes.scope_for(node)
+        found = self.scopes.binding_scope(node.id, scope)
+        if found is None:
+            return Value(Kind.FUNCTION, Tri.NO, Tri.NO) if node.id in _BUILTIN_CALLABLES else UNKNOWN
+        bindings = found.bindings[node.id]
+        imported = next((b.qualified for b in bindings if b.kind is BindingKind.IMPORT), None)
+        if imported is not None:
+            return operations.library_attribute(imported)
+        defined = next((b for b in bindings if b.kind in (BindingKind.CLASS, BindingKind.FUNCTION)), None)
+        if defined is not None and len(bindings) == 1:
+            info = self.classes.of(defined.node) if defined.kind is BindingKind.CLASS else None
+            return Value(Kind.FUNCTION, Tri.NO, Tri.NO, klass=info.qualname if info else None)
+        owner = found.node
+        if owner is interpreter.unit or (isinstance(owner, ast.Module) and interpreter.unit is self.module):
+            return UNKNOWN  # bound later in this unit
+        if not isinstance(owner, (ast.Module, *UNIT_TYPES)):
+            return UNKNOWN  # a class body's or a comprehension's name, seen from a nested function
+        env = self.live_env(owner if not isinstance(owner, ast.Module) else self.module)
+        if env is None:
+            return UNKNOWN
+        value = env.get(node.id)
+        return value if value is not None else UNKNOWN
+
+    def parameter_default(self, unit: ast.AST, name: str, index: int) -> Value:
+        """A parameter's value when no call site of the file says: ``self``
+        is an instance of its class; annotations and framework hooks say
+        what the others are; literal defaults are Python values."""
+        if isinstance(unit, ast.Lambda):
+            return UNKNOWN
+        klass = self.class_of_method(unit)
+        decorators = {self.qualified(d) or dotted_name(d) for d in unit.decorator_list}
+        if klass is not None and index == 0 and "staticmethod" not in decorators:
+            if "classmethod" in decorators:
+                return Value(Kind.FUNCTION, Tri.NO, Tri.NO, klass=klass.qualname)
+            return self.instance_of(klass)
+        annotated = self._annotation_value(unit, name)
+        if annotated is not None:
+            return annotated
+        if klass is not None:
+            hooked = operations.hook_parameter(klass, unit, name, index)
+            if hooked is not None:
+                return hooked
+        default = _default_of(unit, name)
+        if default is not None and isinstance(default, ast.Constant):
+            from memlint.lint.semantic.interpreter import constant_value
+
+            return constant_value(default)
+        return UNKNOWN
+
+    def instance_of(self, klass: ClassInfo) -> Value:
+        if klass.is_module:
+            return module("keras" if "keras" in klass.roles else "torch", klass=klass.qualname)
+        if "optimizer" in klass.roles:
+            return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE, klass=klass.qualname)
+        stream = Tri.YES if "dataset" in klass.roles else Tri.NO
+        return (obj(klass=klass.qualname, stream=stream)).evolve(graph=Tri.MAYBE)
+
+    def _annotation_value(self, unit: Function, name: str) -> Value | None:
+        arguments = unit.args
+        for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+            if argument.arg == name and argument.annotation is not None:
+                return operations.annotation_value(self, argument.annotation)
+        return None
+
+    def hook_of(self, function: ast.AST) -> fw.Hook | None:
+        """The framework hook ``function`` is (a method of a Lightning module,
+        an HF callback...), or None."""
+        if not isinstance(function, FUNCTION_TYPES):
+            return None
+        klass = self.class_of_method(function)
+        return None if klass is None else klass.hook(function.name)
+
+    def class_attribute(self, klass: ClassInfo, attr: str, interpreter: Interpreter) -> Value:
+        """``self.<attr>`` of an instance of ``klass``: the join of what its
+        methods (and in-file bases') assign to it; a method name is a method."""
+        targets = self._attribute_index(klass).get(attr)
+        if not targets:
+            if klass.method(attr) is not None:
+                return Value(Kind.FUNCTION, Tri.NO, Tri.NO)
+            return UNKNOWN
+        values = []
+        for method, target in targets:
+            if method is interpreter.unit or method in self._active:
+                continue
+            analysis = self.canonical(method)
+            if target in analysis.values:
+                values.append(analysis.values[target])
+        joined = join_all(values)
+        return joined if joined is not None else UNKNOWN
+
+    def sole_method_owner(self, name: str) -> ClassInfo | None:
+        """The one class of the file that defines a method ``name`` (None when
+        none or several do): a receiver of unknown kind calling ``x.name(...)``
+        is taken for its instance (``agent.act(obs, h)`` with ``class Agent``)."""
+        if self._method_owners is None:
+            owners: dict[str, list[ClassInfo]] = {}
+            for info in self.classes.by_node.values():
+                for method in info.methods:
+                    owners.setdefault(method, []).append(info)
+            self._method_owners = {method: found[0] for method, found in owners.items() if len(found) == 1}
+        return self._method_owners.get(name)
+
+    def assigned_attributes(self, klass: ClassInfo) -> frozenset[str]:
+        """The ``self.x`` attributes the methods of ``klass`` (and its in-file bases) assign."""
+        return frozenset(self._attribute_index(klass))
+
+    def _attribute_index(self, klass: ClassInfo) -> dict[str, list[tuple[Function, ast.AST]]]:
+        found = self._attribute_targets.get(klass)
+        if found is None:
+            found = {}
+            for info in klass.mro():
+                for method in info.methods.values():
+                    receiver = _first_parameter(method)
+                    if receiver is None:
+                        continue
+                    for target in self._attribute_targets_in(method, receiver):
+                        found.setdefault(target.attr, []).append((method, target))
+            self._attribute_targets[klass] = found
+        return found
+
+    def _attribute_targets_in(self, method: Function, receiver: str) -> list[ast.Attribute]:
+        """``receiver.x`` targets of assignments in ``method`` (not in nested functions)."""
+        statements = self.index.subtree_of_type(self.index.position_of(method), (ast.Assign, ast.AnnAssign, ast.AugAssign), UNIT_TYPES[:2] + (ast.Lambda, ast.ClassDef))
+        found = []
+        for node in statements:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for element in _flatten_targets(target):
+                    if isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name) and element.value.id == receiver:
+                        found.append(element)
+        return found
+
+    def persistent_root(self, target: ast.expr, unit: ast.AST) -> str | None:
+        """The root of a write target that outlives a call of ``unit``:
+        ``self.x`` for ``self.x[...]``/``self.x.y`` (``self`` the method's first
+        parameter), a global or ``nonlocal`` name, a free variable; None for a local."""
+        node = target
+        while isinstance(node, (ast.Subscript, ast.Attribute)):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                break
+            node = node.value
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            receiver = _first_parameter(unit) if isinstance(unit, FUNCTION_TYPES) else None
+            if receiver is not None and node.value.id == receiver and self.class_of_method(unit) is not None:
+                return f"self.{node.attr}"
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        scope = self.scopes.scope_for(node)
+        found = self.scopes.binding_scope(node.id, scope)
+        if isinstance(unit, ast.Module):
+            return node.id if found is self.scopes.module_scope and isinstance(target, (ast.Subscript, ast.Attribute)) else None
+        if found is None or found is scope:
+            if node.id in scope.global_names or node.id in scope.nonlocal_names:
+                return node.id
+            return None
+        return node.id
+
+    # -- syntactic evidence per unit ------------------------------------------------------
+    def backward_evidence(self, unit: ast.AST) -> frozenset[str]:
+        """Names (dotted) whose value is differentiated by a backward pass in
+        ``unit``, or returned to a framework that backpropagates it (a
+        Lightning ``training_step``, a ``Trainer.compute_loss``)."""
+        found = self._evidence("backward", unit, operations.backward_names)
+        hook = self.hook_of(unit)
+        if hook is not None and hook.returns_loss:
+            found = found | self._returned_losses(unit)
+        return found
+
+    def _returned_losses(self, unit: ast.AST) -> frozenset[str]:
+        names = set()
+        for statement in self.own_nodes(unit, (ast.Return,)):
+            value = statement.value
+            if isinstance(value, ast.Dict):
+                value = next((v for k, v in zip(value.keys, value.values) if isinstance(k, ast.Constant) and k.value == "loss"), None)
+            elif isinstance(value, ast.Tuple) and value.elts:
+                value = value.elts[0]  # compute_loss(..., return_outputs=True) returns (loss, outputs)
+            name = dotted_name(value) if value is not None else None
+            if name is not None:
+                names.add(name)
+        return frozenset(names)
+
+    def module_evidence(self, unit: ast.AST) -> frozenset[str]:
+        """Names (dotted) that ``unit`` calls a module-only method on (``.parameters()``,
+        ``.eval()``, ``.state_dict()``...)."""
+        return self._evidence("module", unit, operations.module_evidence_names)
+
+    def runs_backward(self, unit: ast.AST) -> bool:
+        """Cheap, syntactic: ``unit`` has a backward call of its own."""
+        key = ("runs backward", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = bool(operations.differentiated_expressions(self, self._calls_of_unit(unit)))
+        return found
+
+    def with_module_evidence(self, unit: ast.AST, name: str, value: Value) -> Value:
+        """``value`` of ``name`` in ``unit``, a module when the unit (or, for
+        ``self.x``, any method of the class) uses it as one."""
+        if not operations.could_be_module(value):
+            return value
+        if name in self.module_evidence(unit):
+            return operations.as_module(value)
+        if name.startswith("self.") and isinstance(unit, FUNCTION_TYPES):
+            klass = self.class_of_method(unit)
+            if klass is not None and name in self.class_module_evidence(klass):
+                return operations.as_module(value)
+        return value
+
+    def class_module_evidence(self, klass: ClassInfo) -> frozenset[str]:
+        """``self.x`` attributes that some method of ``klass`` uses as a module."""
+        key = ("class", klass.node)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            names: set[str] = set()
+            for info in klass.mro():
+                for method in info.methods.values():
+                    receiver = _first_parameter(method)
+                    for name in self.module_evidence(method):
+                        head, _, rest = name.partition(".")
+                        if receiver is not None and head == receiver and rest and "." not in rest:
+                            names.add(f"self.{rest}")
+            found = self._evidence_memo[key] = frozenset(names)
+        return found
+
+    def _evidence(self, kind: str, unit: ast.AST, collect) -> frozenset[str]:
+        key = (kind, unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = frozenset(collect(self, self._calls_of_unit(unit)))
+        return found
+
+    def _calls_of_unit(self, unit: ast.AST) -> list[ast.Call]:
+        if unit is self.module:
+            return [call for call in self.index.of_type(ast.Call) if self.unit_of(call) is self.module]
+        found = self.index.subtree_of_type(self.index.position_of(unit), (ast.Call,), UNIT_TYPES)
+        return found
+
+    # ==================================================================================
+    # queries for rules
+    # ==================================================================================
+    def analysis_of(self, node: ast.AST) -> Analysis:
+        return self.canonical(self.unit_of(node))
+
+    def value(self, expr: ast.AST) -> Value:
+        """What is known about ``expr`` where it is evaluated."""
+        return self.analysis_of(expr).values.get(expr, UNKNOWN)
+
+    def grad_mode(self, node: ast.AST) -> Tri:
+        """Whether autograd records at ``node``: YES, NO (``no_grad``, a
+        grad-disabled caller or framework hook), or MAYBE."""
+        analysis = self.analysis_of(node)
+        current = node
+        while current is not None:
+            found = analysis.grad_at.get(current)
+            if found is not None:
+                return found
+            current = self.parents.get(current)
+        return analysis.context.grad
+
+    def grad_disabled(self, node: ast.AST) -> bool:
+        return self.grad_mode(node) is Tri.NO
+
+    def is_forward_call(self, call: ast.Call) -> bool:
+        """``call`` runs a module's forward pass (a torch module)."""
+        return call in self.analysis_of(call).forward_calls
+
+    def forward_calls(self, unit: ast.AST) -> list[ast.Call]:
+        return list(self.canonical(unit).forward_calls)
+
+    def callee(self, call: ast.Call) -> ast.AST | None:
+        """The in-file function ``call`` runs, or None."""
+        site = self.analysis_of(call).call_sites.get(call)
+        return None if site is None else site.callee
+
+    def call_effects(self, call: ast.Call):
+        """The effects on persistent state of the in-file function ``call`` runs."""
+        return self.analysis_of(call).call_effects.get(call, ())
+
+    def returns(self, function: ast.AST) -> Value:
+        found = self.canonical(function).returns
+        return found if found is not None else UNKNOWN
+
+    def is_backward_call(self, call: ast.Call) -> bool:
+        return call in self.analysis_of(call).backward_calls
+
+    def backward_calls(self, unit: ast.AST) -> dict[ast.Call, Value]:
+        return self.canonical(unit).backward_calls
+
+    def differentiated(self, call: ast.Call) -> ast.expr | None:
+        """The expression a backward call differentiates, or None when ``call`` is none."""
+        found = operations.differentiated_expressions(self, [call])
+        return found[0] if found else None
+
+    def is_optimizer_step(self, call: ast.Call) -> bool:
+        return call in self.analysis_of(call).optimizer_steps
+
+    def backpropagated(self, name: str, unit: ast.AST) -> bool:
+        """``name``'s value flows (through differentiable operations) into a
+        backward pass run by ``unit`` or by a function it calls."""
+        return name in self.canonical(unit).backpropagated
+
+    def trains(self, node: ast.AST | list[ast.stmt]) -> bool:
+        """``node`` (a statement, a loop, a body) runs a backward pass or an
+        optimizer step, itself or through a function of the file it calls."""
+        statements = node if isinstance(node, list) else [node]
+        for statement in statements:
+            analysis = self.analysis_of(statement)
+            for call in self._calls_within(statement):
+                if call in analysis.backward_calls or call in analysis.optimizer_steps:
+                    return True
+                site = analysis.call_sites.get(call)
+                if site is not None and self._callee_trains(site):
+                    return True
+        return False
+
+    def _callee_trains(self, site: CallSite) -> bool:
+        summary = self._analyses.get((site.callee, Context(site.bound, site.grad)))
+        if summary is not None:
+            return summary.trains
+        return self.canonical(site.callee).trains
+
+    def _calls_within(self, node: ast.AST) -> list[ast.Call]:
+        position = self.index.position_of(node)
+        if position is None:
+            return []
+        return self.index.subtree_of_type(position, (ast.Call,), UNIT_TYPES)
+
+    # -- repetition and lifetimes -----------------------------------------------------------
+    def run_loops(self, node: ast.AST) -> list[ast.AST]:
+        """The loops around ``node`` (in its unit) whose iterations grow with
+        the run, innermost first: a ``while``, a loop over a stream of batches,
+        a loop that trains, a loop whose element is moved to the accelerator
+        or fed to a forward pass, or that pulls ``next()`` from a stream. Loops
+        inside a module's methods (a forward pass's loop over time steps or
+        layers) never are."""
+        function = self.function_of(node)
+        if function is not None and self._module_internal(function):
+            return []
+        return [loop for loop in self.enclosing_loops(node) if self.is_run_loop(loop)]
+
+    def is_module_method(self, function: ast.AST) -> bool:
+        """``function`` is a method of a module class that no framework drives
+        as a hook: ``forward`` and what it calls, run within one forward pass."""
+        return isinstance(function, FUNCTION_TYPES) and self._module_internal(function)
+
+    def _module_internal(self, function: Function) -> bool:
+        klass = self.class_of_method(function)
+        if klass is None or not klass.is_module:
+            return False
+        return self.hook_of(function) is None
+
+    def is_run_loop(self, loop: ast.AST) -> bool:
+        found = self._run_loop_memo.get(loop)
+        if found is None:
+            found = self._run_loop_memo[loop] = operations.is_run_loop(self, loop)
+        return found
+
+    def is_run_comprehension(self, node: ast.AST) -> bool:
+        """A list/set/dict comprehension or generator whose iterations grow with the run."""
+        found = self._run_loop_memo.get(node)
+        if found is None:
+            found = self._run_loop_memo[node] = operations.is_run_comprehension(self, node)
+        return found
+
+    def repetition(self, function: ast.AST) -> Repetition | None:
+        """Why ``function``'s body runs repeatedly during a run, or None: a
+        framework calls it per batch, a driver (``study.optimize``,
+        ``optimizer.step(closure)``) calls it, or a call of the file runs it
+        from a run loop or from a function that itself repeats."""
+        if function in self._repetition:
+            return self._repetition[function]
+        self._repetition[function] = None  # a cycle of calls adds nothing
+        found = self._repetition_of(function)
+        self._repetition[function] = found
+        return found
+
+    def _repetition_of(self, function: ast.AST) -> Repetition | None:
+        hook = self.hook_of(function)
+        if hook is not None and hook.per_batch:
+            return Repetition("hook", True, hook.source)
+        if self._driven is None:
+            self._driven = operations.driven_functions(self)
+        if function in self._driven:
+            return self._driven[function]
+        for site in self.sites_of(function):
+            loops = self.run_loops(site.call)
+            caller = self.unit_of(site.call)
+            upstream = None if loops else self.repetition(caller)
+            if loops or upstream is not None:
+                per_batch = bool(loops and self.trains(loops[0].body)) or bool(upstream and upstream.per_batch)
+                return Repetition("caller", per_batch, getattr(caller, "name", "<module>"))
+        return None
+
+    def bound_before(self, loop: ast.AST) -> frozenset[str]:
+        """Names bound before ``loop`` starts (in its unit)."""
+        return self.analysis_of(loop).bound_before.get(loop, frozenset())
+
+    def carried_loop(self, root: str, node: ast.AST) -> ast.AST | None:
+        """The innermost run loop across whose iterations ``root`` (a name or
+        ``self.x``) keeps what ``node`` puts into it: ``root`` is bound before
+        that loop and not rebound inside it before ``node``; None when it is
+        re-created in every iteration."""
+        for loop in self.enclosing_loops(node):
+            if not self.outside(root, loop):
+                return None
+            if self.is_run_loop(loop) and not (self.function_of(node) and self._module_internal(self.function_of(node))):
+                return loop
+        return None
+
+    def keeper(self, root: str, node: ast.AST) -> Keeper | None:
+        """Why ``root`` (a name or ``self.x``) keeps what ``node`` writes into it
+        from one iteration of the run to the next, or None when it does not:
+        a local bound outside a run loop around ``node`` (and not re-created
+        in it); persistent state (``self.x``, a global, a free variable)
+        written in a run loop, or in a function that runs once per batch
+        (a framework hook, a function called from a run loop)."""
+        loop = self.carried_loop(root, node)
+        if loop is not None:
+            return Keeper("loop", loop=loop)
+        unit = self.unit_of(node)
+        persistent = "." in root or (unit is not self.module and self.outlives_call(root, unit))
+        if not persistent or not all(self.outside(root, loop) for loop in self.enclosing_loops(node)):
+            return None
+        function = self.function_of(node)
+        if function is not None and not self._module_internal(function) and self.repetition(function) is not None:
+            return Keeper("calls", function=function)
+        return None
+
+    def effect_root(self, call: ast.Call, effect) -> str | None:
+        """The storage of the caller that an effect of ``call``'s callee writes:
+        the callee's ``self.x`` is the receiver's (``meter`` for
+        ``meter.update(v)``; ``self.x`` again when the caller calls a method
+        on its own ``self``); a global or free variable is itself."""
+        if not effect.target.startswith("self."):
+            return effect.target
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if receiver is None:
+            return None
+        unit = self.unit_of(call)
+        own = _first_parameter(unit) if isinstance(unit, FUNCTION_TYPES) else None
+        if isinstance(receiver, ast.Name) and receiver.id == own and self.class_of_method(unit) is not None:
+            return effect.target
+        from memlint.lint.names import root_name
+
+        return root_name(receiver)
+
+    def result_backpropagated(self, call: ast.Call) -> bool:
+        """The value ``call`` returns flows into a backward pass of its unit."""
+        parent = self.parents.get(call)
+        if isinstance(parent, ast.Attribute) and parent.attr == "backward":
+            return True
+        analysis = self.analysis_of(call)
+        for backward, differentiated in analysis.backward_calls.items():
+            if call in ast.walk(backward):
+                return True
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            names = {name for target in targets for name in _target_names(target)}
+            return bool(names & analysis.backpropagated)
+        return False
+
+    def outside(self, root: str, loop: ast.AST) -> bool:
+        """``root`` lives outside ``loop``: an attribute, a global or free
+        variable, or a local bound before the loop and not rebound by a plain
+        assignment in its body."""
+        if "." in root:
+            return True
+        unit = self.unit_of(loop)
+        scope = self.scopes.own_scope(unit) if unit is not self.module else self.scopes.module_scope
+        if scope is not None and root not in scope.bindings:
+            return True
+        return root in self.bound_before(loop) and root not in operations.rebound_in(loop)
+
+    def outlives_call(self, root: str, function: ast.AST) -> bool:
+        """``root`` survives the end of a call of ``function``: ``self.x``, a global, a free variable."""
+        if "." in root:
+            return True
+        scope = self.scopes.own_scope(function)
+        return scope is not None and (root not in scope.bindings or root in scope.global_names or root in scope.nonlocal_names)
+
+
+#: Calls whose result holds no graph whatever their arguments (see :meth:`SemanticModel.holds_no_graph`).
+_DETACHING_CALLS = frozenset({"item", "tolist", "detach", "numpy", "size", "numel", "dim", "argmax", "argmin", "long", "int", "bool"})
+_PLAIN_CALLS = frozenset({"len", "float", "int", "bool", "str", "round", "isinstance"})
+_NESTED_UNITS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_STATEMENT_TYPES = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.If, ast.For, ast.AsyncFor,
+                    ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef)
+_BUILTIN_CALLABLES = frozenset({
+    "len", "range", "enumerate", "zip", "iter", "next", "sum", "max", "min", "abs", "round", "sorted", "reversed",
+    "list", "tuple", "dict", "set", "frozenset", "float", "int", "bool", "str", "print", "isinstance", "getattr",
+    "setattr", "hasattr", "super", "map", "filter", "open", "type", "repr", "any", "all", "id", "hash", "vars",
+})
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _target_names(element)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    name = dotted_name(target)
+    return [name] if name is not None else []
+
+
+def _is_loop_header(child: ast.AST, loop: ast.AST) -> bool:
+    if isinstance(loop, FOR_TYPES):
+        return child is loop.target or child is loop.iter
+    return child is loop.test
+
+
+def _except_verdict(node: ast.AST) -> bool | None:
+    if isinstance(node, ast.ExceptHandler):
+        return True
+    if isinstance(node, (*UNIT_TYPES, ast.ClassDef)):
+        return False
+    return None
+
+
+def _comprehension_verdict(node: ast.AST):
+    if isinstance(node, COMPREHENSION_TYPES):
+        return node
+    if isinstance(node, (*UNIT_TYPES, ast.ClassDef)):
+        return False
+    return None
+
+
+def _first_parameter(function: ast.AST) -> str | None:
+    arguments = getattr(function, "args", None)
+    if arguments is None:
+        return None
+    positional = [*arguments.posonlyargs, *arguments.args]
+    return positional[0].arg if positional else None
+
+
+def _flatten_targets(target: ast.expr) -> list[ast.expr]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [leaf for element in target.elts for leaf in _flatten_targets(element)]
+    if isinstance(target, ast.Starred):
+        return _flatten_targets(target.value)
+    return [target]
+
+
+def _default_of(function: Function, name: str) -> ast.expr | None:
+    arguments = function.args
+    positional = [*arguments.posonlyargs, *arguments.args]
+    offset = len(positional) - len(arguments.defaults)
+    for index, argument in enumerate(positional):
+        if argument.arg == name and index >= offset:
+            return arguments.defaults[index - offset]
+    for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
+        if argument.arg == name:
+            return default
+    return None
+
+
+_ = (WITH_TYPES, container)

@@ -1,0 +1,1272 @@
+"""What calls, attribute reads and iteration yield: the transfer functions of
+the semantic model, reading the data tables of :mod:`.frameworks` and
+:mod:`.torch_ops`.
+
+Every function here takes the file's
+:class:`~memlint.lint.semantic.model.SemanticModel` and, for calls, the
+running :class:`~memlint.lint.semantic.interpreter.Interpreter` (to record
+forward and backward passes, call sites and writes into containers).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from memlint.lint.names import dotted_name
+from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic import torch_ops as ops
+from memlint.lint.semantic.interpreter import (
+    CONTAINER_BUILTINS,
+    PLAIN_BUILTINS,
+    STORING_METHODS,
+    CallInfo,
+    CallSite,
+    Context,
+    Effect,
+    device_of_literal,
+    literal_flag,
+)
+from memlint.lint.semantic.scopes import BindingKind
+from memlint.lint.semantic.values import (
+    PLAIN,
+    UNKNOWN,
+    Kind,
+    Tri,
+    Value,
+    combine,
+    container,
+    join_all,
+    module,
+    obj,
+    tensor,
+)
+from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, is_constant
+from memlint.lint.walk import file_memo
+
+#: A ``range`` over at most this many steps is a fixed structure (layers,
+#: heads, a few augmentations), not a stream that grows with the run.
+SMALL_RANGE = 16
+#: Methods whose receiver is an lr scheduler's type.
+_SCHEDULER = "lr_scheduler"
+MODEL_OUTPUT = "transformers.ModelOutput"
+DATALOADER = "torch.utils.data.DataLoader"
+
+
+# ======================================================================================
+# calls
+# ======================================================================================
+def evaluate_call(model, call: CallInfo, interpreter) -> Value:
+    """The value of ``call`` (see the module docstring)."""
+    func = call.node.func
+    local = _local_target(model, func)
+    if local is not None:
+        return _call_local_definition(model, local, call, interpreter)
+    qualified = model.qualified(func) if dotted_name(func) is not None else None
+    if qualified is not None:
+        head = qualified.split(".")[0]
+        if head in model.library_roots or (isinstance(func, ast.Name) and qualified == func.id and not _bound_locally(model, func)):
+            result = library_call(model, qualified, call, interpreter)
+            if result is not None:
+                return result
+    if isinstance(func, ast.Attribute):
+        dotted = dotted_name(func)
+        if dotted is not None and dotted in model.module_evidence(interpreter.unit):
+            return call_value(model, interpreter.expr(func), call, interpreter)  # `self.model(b)`: used as a module
+        receiver = interpreter.expr(func.value)
+        return method_call(model, receiver, func.attr, call, interpreter)
+    callee = interpreter.expr(func)
+    return call_value(model, callee, call, interpreter)
+
+
+def _bound_locally(model, name: ast.Name) -> bool:
+    return bool(model.scopes.bindings_of(name.id, model.scopes.scope_for(name)))
+
+
+def _local_target(model, func: ast.expr):
+    """The in-file ``def`` or class a plain-name callee refers to."""
+    if not isinstance(func, ast.Name):
+        return None
+    bindings = model.scopes.bindings_of(func.id, model.scopes.scope_for(func))
+    definitions = [b for b in bindings if b.kind in (BindingKind.FUNCTION, BindingKind.CLASS)]
+    if len(definitions) != 1 or len(bindings) != len(definitions):
+        return None
+    return definitions[0].node
+
+
+def _call_local_definition(model, definition: ast.AST, call: CallInfo, interpreter) -> Value:
+    if isinstance(definition, ast.ClassDef):
+        klass = model.classes.of(definition)
+        return instantiate(model, klass, call, interpreter) if klass is not None else UNKNOWN
+    return local_call(model, definition, call, interpreter)
+
+
+def instantiate(model, klass, call: CallInfo, interpreter) -> Value:
+    """``Klass(...)``: an instance; ``__init__`` runs with the call's arguments."""
+    instance = model.instance_of(klass)
+    init = klass.method("__init__")
+    if init is not None:
+        local_call(model, init, call, interpreter, receiver=instance)
+    return instance
+
+
+def local_call(model, function: ast.AST, call: CallInfo, interpreter, receiver: Value | None = None) -> Value:
+    """A call of a function of this file: the callee interpreted with the
+    call's arguments; its result, training steps and writes into persistent
+    state are the call's."""
+    bound, originals = bind_arguments(function, call, receiver)
+    grad = interpreter.state.grad
+    site = CallSite(call.node, function, bound, grad)
+    decorated = model.decorator_grad(function) if isinstance(function, FUNCTION_TYPES) else None
+    summary = model.summary(function, Context(bound, decorated if decorated is not None else grad))
+    if summary is None:
+        interpreter.record_call_site(site, (), False, frozenset())
+        return UNKNOWN
+    effects = _exported_effects(model, function, summary)
+    backpropagated = _map_sources(summary.backpropagated, originals)
+    interpreter.record_call_site(site, effects, summary.trains, backpropagated, summary.runs_forward)
+    returned = summary.returns
+    if returned is None:
+        return PLAIN
+    mapped = _map_sources(returned.sources, originals)
+    if isinstance(function, FUNCTION_TYPES) and _is_generator(model, function):
+        return returned.evolve(sources=mapped)
+    return returned.with_sources(mapped) if returned.may_hold_tensor else returned
+
+
+def _is_generator(model, function: ast.AST) -> bool:
+    return bool(model.own_nodes(function, (ast.Yield, ast.YieldFrom)))
+
+
+def _exported_effects(model, function: ast.AST, summary) -> tuple[Effect, ...]:
+    """The callee's writes into persistent state, its own and those of the
+    calls it makes on itself (``self._add(v)``)."""
+    effects = list(summary.effects)
+    receiver = _first_parameter_name(function)
+    for inner, inner_effects in summary.call_effects.items():
+        target = inner.func.value if isinstance(inner.func, ast.Attribute) else None
+        if receiver is not None and isinstance(target, ast.Name) and target.id == receiver:
+            effects.extend(inner_effects)
+        elif isinstance(inner.func, ast.Name):
+            effects.extend(e for e in inner_effects if not e.target.startswith("self."))
+    return tuple(effects)
+
+
+def _first_parameter_name(function: ast.AST) -> str | None:
+    arguments = getattr(function, "args", None)
+    positional = [*arguments.posonlyargs, *arguments.args] if arguments is not None else []
+    return positional[0].arg if positional else None
+
+
+def _map_sources(names: frozenset[str], originals: dict[str, Value]) -> frozenset[str]:
+    mapped: set[str] = set()
+    for name in names:
+        original = originals.get(name)
+        if original is not None:
+            mapped |= original.sources
+    return frozenset(mapped)
+
+
+def bind_arguments(function: ast.AST, call: CallInfo, receiver: Value | None):
+    """The callee's parameters bound to the call's arguments: ``(name,
+    value)`` pairs with the caller's sources stripped, and the original
+    argument values by parameter name."""
+    arguments = function.args
+    positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+    bound: dict[str, Value] = {}
+    if receiver is not None and positional:
+        bound[positional[0]] = receiver
+        positional = positional[1:]
+    starred = any(isinstance(a, ast.Starred) for a in call.node.args)
+    if not starred:
+        for name, value in zip(positional, call.positional):
+            bound[name] = value
+    names = set(positional) | {a.arg for a in arguments.kwonlyargs}
+    for name, value in call.keywords.items():
+        if name in names:
+            bound[name] = value
+    originals = dict(bound)
+    stripped = tuple(sorted((name, value.with_sources(frozenset())) for name, value in bound.items()))
+    return stripped, originals
+
+
+def call_value(model, callee: Value, call: CallInfo, interpreter) -> Value:
+    """Calling a value: a module runs its forward pass, a class of the file
+    (or a module class passed as ``Type[nn.Module]``) makes an instance, an
+    object with ``__call__`` runs it."""
+    if callee.kind is Kind.MODULE:
+        return forward(model, callee, call, interpreter)
+    if callee.kind is Kind.FUNCTION and callee.type_name and "module" in fw.roles_of_base(callee.type_name):
+        return module(type_name=callee.type_name)
+    if callee.device is Tri.YES and could_be_module(callee):
+        # moved with `.cuda()`/`.to(device)` and called: only a module is both
+        return forward(model, as_module(callee), call, interpreter)
+    klass = model.classes.get(callee.klass)
+    if callee.kind is Kind.FUNCTION and klass is not None:
+        return instantiate(model, klass, call, interpreter)
+    if callee.kind is Kind.OBJECT and klass is not None and klass.method("__call__") is not None:
+        return local_call(model, klass.method("__call__"), call, interpreter, receiver=callee)
+    return unknown_call(call)
+
+
+def unknown_call(call: CallInfo) -> Value:
+    """A call the file does not explain: its result is unknown."""
+    return UNKNOWN
+
+
+def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
+    """A forward pass of ``callee`` on the call's arguments."""
+    if callee.framework == "keras":
+        return Value(Kind.TENSOR, Tri.MAYBE, Tri.MAYBE, framework="tensorflow")
+    interpreter.record_forward(call.node)
+    arguments = call.arguments
+    sources = frozenset().union(*(a.sources for a in arguments)) if arguments else frozenset()
+    device = _forward_device(callee, arguments)
+    graph = _forward_graph(callee, arguments, interpreter.state.grad)
+    klass = model.classes.get(callee.klass)
+    forward_method = klass.method("forward") if klass is not None else None
+    if forward_method is not None:
+        result = local_call(model, forward_method, call, interpreter, receiver=callee)
+        if result.graph is Tri.MAYBE or (result.graph is Tri.YES and graph is not Tri.YES):
+            result = result.evolve(graph=graph)
+        if result.device is Tri.MAYBE:
+            result = result.evolve(device=device)
+        return result.with_sources(result.sources | sources) if result.may_hold_tensor else result
+    kind = callee.output or Kind.UNKNOWN
+    type_name = None
+    scalar = bool(callee.type_name and callee.type_name.endswith("Loss") and "reduction" not in call.keywords)
+    if callee.type_name and callee.type_name.startswith("transformers."):
+        kind, type_name = Kind.CONTAINER, MODEL_OUTPUT
+    value = Value(kind, graph, device, framework="torch", type_name=type_name, scalar=scalar, sources=sources)
+    if kind in (Kind.CONTAINER, Kind.UNKNOWN) and type_name is None:
+        value = value.evolve(element=tensor(graph, device))  # a tensor or a tuple of them: tensors either way
+    return value
+
+
+def _forward_device(callee: Value, arguments: list[Value]) -> Tri:
+    if callee.device is Tri.YES or any(a.device is Tri.YES for a in arguments):
+        return Tri.YES
+    if callee.device is Tri.NO and arguments and all(a.device is Tri.NO for a in arguments):
+        return Tri.NO
+    return Tri.MAYBE
+
+
+def _forward_graph(callee: Value, arguments: list[Value], grad: Tri) -> Tri:
+    if grad is Tri.NO:
+        return Tri.NO
+    if callee.frozen:
+        inputs = combine(arguments).graph if arguments else Tri.NO
+        return inputs if grad is Tri.YES else Tri.NO if inputs is Tri.NO else Tri.MAYBE
+    return Tri.YES if grad is Tri.YES else Tri.MAYBE
+
+
+# -- methods ----------------------------------------------------------------------------
+def method_call(model, receiver: Value, name: str, call: CallInfo, interpreter) -> Value:
+    """``receiver.name(...)``."""
+    klass = model.classes.get(receiver.klass)
+    if klass is not None:
+        method = klass.method(name)
+        if method is None and receiver.kind is not Kind.FUNCTION and isinstance(call.node.func, ast.Attribute):
+            # `self.encoder(x)`: the attribute's value (assigned in the class, or used as a module) is called
+            return call_value(model, interpreter.expr(call.node.func), call, interpreter)
+        if method is not None:
+            if receiver.kind is Kind.FUNCTION:  # a classmethod or staticmethod called on the class
+                return local_call(model, method, call, interpreter, receiver=receiver if _is_classmethod(model, method) else None)
+            if name == "forward" and receiver.kind is Kind.MODULE:
+                return forward(model, receiver, call, interpreter)
+            return local_call(model, method, call, interpreter, receiver=receiver)
+        if receiver.kind is Kind.FUNCTION and name in ("from_pretrained", "from_config") and klass.is_module:
+            return model.instance_of(klass)
+    if name == "backward":
+        return _backward_method(model, receiver, call, interpreter)
+    if receiver.kind is Kind.MODULE:
+        return module_method(model, receiver, name, call, interpreter)
+    if receiver.kind is Kind.TENSOR:
+        return tensor_method(receiver, name, call, interpreter)
+    if receiver.kind is Kind.OPTIMIZER:
+        return optimizer_method(model, receiver, name, call, interpreter)
+    if receiver.kind is Kind.CONTAINER:
+        return container_method(model, receiver, name, call, interpreter)
+    if receiver.kind is Kind.OBJECT and receiver.type_name:
+        return library_object_method(model, receiver, name, call, interpreter)
+    if receiver.kind is Kind.UNKNOWN:
+        owner = model.sole_method_owner(name) if receiver.klass is None and name not in _LIBRARY_METHOD_NAMES else None
+        if owner is not None:
+            return local_call(model, owner.method(name), call, interpreter, receiver=model.instance_of(owner))
+        return unknown_receiver_method(model, receiver, name, call, interpreter)
+    return UNKNOWN
+
+
+#: Method names that libraries define everywhere: an unknown receiver
+#: calling one is not taken for an instance of a class of the file that
+#: happens to define a method of that name.
+_LIBRARY_METHOD_NAMES = frozenset({
+    "step", "zero_grad", "backward", "forward", "to", "cuda", "cpu", "train", "eval", "parameters",
+    "named_parameters", "state_dict", "load_state_dict", "item", "detach", "append", "extend", "get", "items",
+    "keys", "values", "pop", "update", "add", "put", "run", "fit", "predict", "save", "load", "log", "reset",
+    "close", "read", "write", "format", "copy", "clear", "sum", "mean", "view", "reshape", "apply", "__init__",
+    "__call__", "setup", "prepare", "generate", "encode", "decode", "sample",
+})
+
+
+def _is_classmethod(model, method: ast.AST) -> bool:
+    return any((model.qualified(d) or dotted_name(d)) == "classmethod" for d in method.decorator_list)
+
+
+def _backward_method(model, receiver: Value, call: CallInfo, interpreter) -> Value:
+    """``loss.backward()``, ``accelerator.backward(loss)``, ``engine.backward(loss)``."""
+    first = call.argument(0)
+    engine = receiver.kind in (Kind.OBJECT, Kind.MODULE) or (receiver.type_name in fw.BACKWARD_ENGINES)
+    if first is not None and (engine or (receiver.kind is Kind.UNKNOWN and _receiver_not_local(model, call))):
+        interpreter.record_backward(call.node, first)
+    else:
+        interpreter.record_backward(call.node, receiver)
+    return PLAIN
+
+
+def _receiver_not_local(model, call: CallInfo) -> bool:
+    """The receiver of ``x.backward(arg)`` is not assigned in this unit (a
+    parameter, an attribute, a global): an engine like ``accelerator``."""
+    receiver = call.node.func.value
+    name = dotted_name(receiver)
+    if name is None:
+        return False
+    if "." in name:
+        return True
+    unit = model.unit_of(call.node)
+    scope = model.scopes.own_scope(unit) if unit is not model.module else model.scopes.module_scope
+    bindings = scope.bindings.get(name, []) if scope is not None else []
+    return all(b.kind in (BindingKind.PARAMETER, BindingKind.IMPORT) for b in bindings)
+
+
+def module_method(model, receiver: Value, name: str, call: CallInfo, interpreter) -> Value:
+    """A method of a module (torch 2.13 ``torch/nn/modules/module.py``)."""
+    if name in ("forward", "__call__"):
+        return forward(model, receiver, call, interpreter)
+    if name in ops.MODULE_RETURNING_METHODS:
+        moved = _moved_module(receiver, name, call)
+        if isinstance(call.node.func, ast.Attribute):
+            interpreter.refine(call.node.func.value, moved)  # modules move in place: `model.cuda()` alone moves it
+        return moved
+    if name in ops.MODULE_PARAMETER_METHODS:
+        return _named(name, tensor(Tri.YES, receiver.device, leaf=True))
+    if name in ops.MODULE_CHILDREN_METHODS:
+        child = module(receiver.framework or "torch", device=receiver.device)
+        return child if name.startswith("get_") else _named(name, child)
+    if name in ("buffers", "named_buffers"):
+        return _named(name, tensor(Tri.NO, receiver.device))
+    if name == "state_dict":
+        return container(tensor(Tri.NO, receiver.device), type_name="dict")
+    if name in ops.MODULE_DETACHED_METHODS:
+        return PLAIN
+    if name in fw.NO_GRAD_MODULE_METHODS:
+        return tensor(Tri.NO, receiver.device)
+    if name == "manual_backward" and call.argument(0) is not None:
+        interpreter.record_backward(call.node, call.argument(0))
+        return PLAIN
+    if name == "optimizers":
+        return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE)
+    if name in ("log", "log_dict", "print", "save_hyperparameters", "toggle_optimizer", "untoggle_optimizer"):
+        return PLAIN
+    return Value(Kind.UNKNOWN, Tri.MAYBE, receiver.device)
+
+
+def _named(method: str, element: Value) -> Value:
+    """What ``parameters()`` (elements) or ``named_parameters()`` (``(name, element)`` pairs) returns."""
+    if method.startswith("named_"):
+        element = container(None, items=(PLAIN, element))
+    return container(element, stream=Tri.NO)
+
+
+def _moved_module(receiver: Value, name: str, call: CallInfo) -> Value:
+    if name == "cuda":
+        return receiver.evolve(device=Tri.YES)
+    if name == "cpu":
+        return receiver.evolve(device=Tri.NO)
+    if name == "to":
+        return receiver.evolve(device=_target_device(call, receiver.device))
+    if name == "requires_grad_":
+        flag = literal_flag(call.argument_node(0, "requires_grad"))
+        return receiver.evolve(frozen=flag is Tri.NO) if call.node.args or call.node.keywords else receiver.evolve(frozen=False)
+    return receiver
+
+
+def optimizer_method(model, receiver: Value, name: str, call: CallInfo, interpreter) -> Value:
+    if name == "step":
+        interpreter.record_optimizer_step(call.node)
+    return PLAIN
+
+
+def library_object_method(model, receiver: Value, name: str, call: CallInfo, interpreter) -> Value:
+    """Methods of engines (accelerate, Fabric), GradScaler, studies, schedulers."""
+    type_name = receiver.type_name or ""
+    if type_name in fw.GRAD_SCALERS:
+        if name == "scale" and call.argument(0) is not None:
+            return call.argument(0)
+        if name == "state_dict":
+            return container(PLAIN, type_name="dict")  # scale, growth factors, tracker: Python numbers
+        if name == "step":
+            interpreter.record_optimizer_step(call.node)
+        return PLAIN
+    if type_name in fw.ENGINE_TYPES.values() or type_name in fw.BACKWARD_ENGINES:
+        if name in fw.PREPARE_METHODS:
+            return _prepared(call)
+        if name in ("unwrap_model",):
+            first = call.argument(0)
+            return first if first is not None and first.kind is Kind.MODULE else module()
+        if name in ("autocast", "accumulate", "no_sync", "main_process_first", "join_uneven_inputs"):
+            return obj(type_name=f"{type_name}.{name}")
+        return UNKNOWN
+    if could_be_module(receiver) and name in _MODULE_USE_METHODS:
+        return module_method(model, as_module(receiver), name, call, interpreter)
+    return UNKNOWN
+
+
+#: Methods that, called on an instance of a library class, use it as a module.
+_MODULE_USE_METHODS = ops.MODULE_RETURNING_METHODS | ops.MODULE_EVIDENCE_METHODS | ops.MODULE_PARAMETER_METHODS
+
+
+def could_be_module(value: Value) -> bool:
+    """An instance of a library class the tables do not know, that use may show to be a module."""
+    return (value.kind is Kind.UNKNOWN or value.kind is Kind.OBJECT) and value.klass is None and not (
+        value.type_name and (fw.NOT_MODULE_TYPES.match(value.type_name) or value.type_name in _KNOWN_OBJECT_TYPES
+                             or value.type_name.startswith("torch.")
+                             or fw.NOT_MODEL_CLASS.search(value.type_name.rsplit(".", 1)[-1])))
+
+
+_KNOWN_OBJECT_TYPES = frozenset({"torch.amp.GradScaler", "optuna.study.Study", _SCHEDULER, "torch.device", "torch.dtype", "BaseException"})
+
+
+def as_module(value: Value) -> Value:
+    """``value``, now known to be a module."""
+    return module(value.framework or "torch", type_name=value.type_name, device=value.device)
+
+
+def _prepared(call: CallInfo) -> Value:
+    """``accelerator.prepare(model, optimizer, loader)``: each argument, on
+    the device (a loader yields device batches)."""
+    prepared = []
+    for value in call.positional:
+        if value.kind is Kind.MODULE:
+            prepared.append(value.evolve(device=Tri.YES))
+        elif value.stream is Tri.YES:
+            element = value.element or UNKNOWN
+            prepared.append(value.evolve(element=element.evolve(device=Tri.YES)))
+        else:
+            prepared.append(value)
+    if len(prepared) == 1:
+        return prepared[0]
+    return container(join_all(prepared), items=tuple(prepared))
+
+
+def tensor_method(receiver: Value, name: str, call: CallInfo, interpreter) -> Value:
+    """A ``torch.Tensor`` method."""
+    device = receiver.device
+    if name in ops.DETACHING_METHODS:
+        kind = ops.DETACHING_METHODS[name]
+        if kind == "tensor":
+            return tensor(Tri.NO, device)
+        return PLAIN
+    if name == "cpu":
+        return receiver.evolve(device=Tri.NO)
+    if name == "cuda":
+        return interpreter._computed(receiver.evolve(device=Tri.YES, leaf=False))
+    if name == "to":
+        if _casts_to_integer(call):
+            return tensor(Tri.NO, _target_device(call, device))
+        return interpreter._computed(receiver.evolve(device=_target_device(call, device), leaf=False))
+    if name == "type":
+        if not call.node.args and not call.node.keywords:
+            return PLAIN
+        return tensor(Tri.NO, device) if _casts_to_integer(call) else interpreter._computed(receiver.evolve(leaf=False))
+    if name in ops.INTEGER_CAST_METHODS or name in ops.NONDIFFERENTIABLE:
+        return tensor(Tri.NO, device)
+    if name in ops.PYTHON_RESULT:
+        return PLAIN
+    if name in ops.VALUES_AND_INDICES and (name not in ops.TUPLE_ONLY_WITH_DIM or call.node.args or call.node.keywords):
+        values = interpreter._computed(receiver.evolve(kind=Kind.TENSOR, leaf=False))
+        return container(None, items=(values, tensor(Tri.NO, device)))
+    if name in ops.TUPLE_RESULT:
+        part = interpreter._computed(receiver.evolve(kind=Kind.TENSOR, leaf=False))
+        return container(part)
+    if name == "requires_grad_":
+        return tensor(Tri.YES, device, leaf=True) if literal_flag(call.argument_node(0, "requires_grad")) is not Tri.NO else tensor(Tri.NO, device)
+    if name in ("register_hook", "retain_grad", "backward"):
+        return PLAIN
+    if name.endswith("_") and name not in ("requires_grad_",):
+        return receiver  # in place: the same tensor
+    combined = combine([receiver.evolve(leaf=False), *call.arguments])
+    result = combined.evolve(kind=Kind.TENSOR, device=device if device is not Tri.MAYBE else combined.device)
+    if name in ops.FULL_REDUCTIONS and not call.node.args and not call.node.keywords:
+        result = result.evolve(scalar=True)
+    return interpreter._computed(result)
+
+
+def _casts_to_integer(call: CallInfo) -> bool:
+    for argument in [*call.node.args, *(k.value for k in call.node.keywords if k.arg == "dtype")]:
+        name = dotted_name(argument)
+        if name is not None and name.split(".")[-1] in ops.INTEGER_DTYPES:
+            return True
+    return False
+
+
+def _target_device(call: CallInfo, current: Tri) -> Tri:
+    """Where ``x.to(...)`` puts ``x``: a ``device``/positional argument that is
+    no dtype. A device literal or a variable holding one decides; a
+    ``torch.device`` gives its device; a tensor argument gives its device;
+    any other device argument (``args.device``, a rank) is taken for the
+    accelerator: the code moves the tensor to its training device."""
+    candidates = [(k.value, call.keywords.get(k.arg)) for k in call.node.keywords if k.arg == "device"]
+    candidates += [(node, value) for node, value in zip(call.node.args, call.positional) if not isinstance(node, ast.Starred)]
+    for node, value in candidates:
+        if value is None:
+            continue
+        device = device_of_value(node, value)
+        if device is not None:
+            return device
+    return current
+
+
+def device_of_value(node: ast.expr, value: Value) -> Tri | None:
+    """The device an argument in a device position names; None for a dtype or a flag."""
+    literal = device_of_literal(node)
+    if literal is not Tri.MAYBE:
+        return literal
+    if value.kind is Kind.TENSOR:
+        return value.device
+    if value.type_name == "torch.dtype" or _is_dtype_name(node) or is_constant(node, True) or is_constant(node, False):
+        return None
+    if value.type_name in ("device:cpu", "device:accelerator", "torch.device") or value.kind is Kind.PLAIN and value.device is Tri.YES:
+        return value.device if value.device is not Tri.MAYBE else Tri.YES
+    return Tri.YES
+
+
+def _is_dtype_name(node: ast.AST) -> bool:
+    name = dotted_name(node)
+    return name is not None and (name.split(".")[-1] in ops.INTEGER_DTYPES or name.split(".")[-1] in _FLOAT_DTYPES)
+
+
+_FLOAT_DTYPES = frozenset({"float", "float16", "float32", "float64", "half", "double", "bfloat16", "complex64", "complex128", "dtype"})
+
+
+def container_method(model, receiver: Value, name: str, call: CallInfo, interpreter) -> Value:
+    """A method of a list, dict, tuple, set or ModelOutput."""
+    if name in STORING_METHODS:
+        stored = _stored_value(receiver, name, call)
+        if stored is not None:
+            receiver_node = call.node.func.value
+            interpreter.update_container(receiver_node, stored)
+            interpreter.record_collect(receiver_node, stored, call.node)
+        return receiver.element or UNKNOWN if name == "setdefault" else PLAIN
+    element = receiver.element or UNKNOWN
+    if name in ("pop", "get", "popleft", "__getitem__", "popitem"):
+        return element
+    if name == "items":
+        return container(None, stream=Tri.NO) if receiver.element is None else container(
+            container(None, items=(PLAIN, element)), stream=Tri.NO)
+    if name == "values":
+        return container(receiver.element, stream=Tri.NO)
+    if name == "keys":
+        return container(PLAIN, stream=Tri.NO)
+    if name == "copy":
+        return receiver
+    if name in ("index", "count"):
+        return PLAIN
+    if name == "to_tuple" and receiver.type_name == MODEL_OUTPUT:
+        return container(receiver.evolve(kind=Kind.TENSOR, type_name=None))
+    return UNKNOWN
+
+
+def _stored_value(receiver: Value, name: str, call: CallInfo) -> Value | None:
+    arguments = call.arguments
+    if not arguments:
+        return None
+    if name in ("extend", "update"):
+        return join_all(element_of(a) for a in arguments)
+    if name in ("insert", "setdefault") and len(call.positional) >= 2:
+        return call.positional[1]
+    return join_all(arguments)
+
+
+def unknown_receiver_method(model, receiver: Value, name: str, call: CallInfo, interpreter) -> Value:
+    """A method called on a value the model cannot name: the method tells
+    what it is only when no other kind has it (``.detach()`` only tensors)."""
+    if name in ops.TENSOR_ONLY_METHODS or (_holds_tensors(receiver) and name not in _CONTAINER_METHODS):
+        return tensor_method(receiver.evolve(kind=Kind.TENSOR), name, call, interpreter)
+    if name in ops.SHARED_TENSOR_MODULE_METHODS:
+        moved = tensor_method(receiver.evolve(kind=Kind.TENSOR), name, call, interpreter)
+        return moved.evolve(kind=receiver.kind, type_name=receiver.type_name)
+    if name in ("append", "extend", "insert", "appendleft"):
+        return container_method(model, container(receiver.element), name, call, interpreter)
+    if name == "step" and _is_unnamed_step(model, call):
+        interpreter.record_optimizer_step(call.node)
+        return PLAIN
+    if name in ("items", "values", "keys") and receiver.graph is not Tri.YES:
+        return container(None, stream=Tri.NO)
+    if receiver.graph is Tri.YES:
+        return Value(Kind.UNKNOWN, Tri.YES, receiver.device, sources=receiver.sources)
+    return UNKNOWN
+
+
+#: Methods of Python containers (a forward pass's output may be a tuple or dict).
+_CONTAINER_METHODS = frozenset({"append", "extend", "insert", "pop", "items", "keys", "values", "get", "index", "count", "copy", "update", "to_tuple"})
+
+
+def _holds_tensors(value: Value) -> bool:
+    """A forward pass's output of unknown structure: a tensor or a tuple of tensors."""
+    return value.kind is Kind.UNKNOWN and value.element is not None and value.element.kind is Kind.TENSOR
+
+
+def _is_unnamed_step(model, call: CallInfo) -> bool:
+    """``x.step()`` on a value of unknown kind is an optimizer step when it
+    takes no data argument (at most a closure) and its unit runs a backward pass."""
+    args = call.node.args
+    if call.node.keywords or len(args) > 1:
+        return False
+    if args and not isinstance(args[0], (ast.Name, ast.Attribute, ast.Lambda)):
+        return False
+    return model.runs_backward(model.unit_of(call.node))
+
+
+# -- library functions by qualified name -------------------------------------------------------
+def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | None:
+    """A call of a library callable (or a builtin); None when the tables say nothing."""
+    if "." not in qualified:
+        return builtin_call(model, qualified, call, interpreter)
+    head, _, rest = qualified.partition(".")
+    last = qualified.rsplit(".", 1)[-1]
+    if last in ("from_pretrained", "from_config", "from_single_file") and qualified.count(".") >= 2:
+        owner = qualified.rsplit(".", 2)[-2]
+        made = qualified.rsplit(".", 1)[0]
+        return module(type_name=made) if not fw.NOT_MODEL_CLASS.search(owner) else obj(type_name=made)
+    if qualified in fw.MODULE_WRAPPERS:
+        wrapped = call.argument(fw.MODULE_WRAPPERS[qualified])
+        if wrapped is not None and (wrapped.kind is Kind.MODULE or qualified != "copy.deepcopy"):
+            return wrapped if wrapped.kind is Kind.MODULE else module()
+        if qualified == "copy.deepcopy":
+            return wrapped if wrapped is not None else UNKNOWN
+        return module()
+    if qualified in fw.MODEL_FACTORIES or qualified.startswith(("torchvision.models.", "timm.models.")) and last[:1].islower() and "." not in qualified[len("torchvision.models."):]:
+        return module(type_name=qualified)
+    if qualified in fw.STREAM_FACTORIES:
+        return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=DATALOADER)
+    if qualified in fw.GRAD_SCALERS:
+        return obj(type_name="torch.amp.GradScaler")
+    if qualified in fw.ENGINE_TYPES:
+        return obj(type_name=fw.ENGINE_TYPES[qualified])
+    if qualified in fw.OPTIMIZER_FACTORIES or fw.OPTIMIZER_NAMESPACE.match(qualified):
+        return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE, type_name=qualified)
+    if fw.LR_SCHEDULER_NAMESPACE.match(qualified):
+        return obj(type_name=_SCHEDULER)
+    if qualified in ("collections.defaultdict", "collections.OrderedDict", "collections.Counter"):
+        return container(None, type_name="dict")
+    if qualified == "collections.deque":
+        bounded = "maxlen" in call.keywords or len(call.positional) >= 2
+        first = call.argument(0)
+        return container(element_of(first) if first is not None else None, type_name="bounded" if bounded else None)
+    if qualified in ("wandb.init", "wandb.sdk.wandb_init.init"):
+        return obj(type_name="wandb.init")
+    if qualified == "optuna.create_study":
+        return obj(type_name="optuna.study.Study")
+    if head in fw.TF_PACKAGES:
+        return tensorflow_call(qualified)
+    if head == "torch":
+        return torch_call(model, qualified, call, interpreter)
+    if head == "transformers" and fw.MODULE_NAMESPACE.match(qualified):
+        return module(type_name=qualified)
+    if head in ("numpy", "math", "random", "time", "os", "json", "pickle", "logging", "sys", "re"):
+        return PLAIN
+    if last[:1].isupper() and head != "torch":
+        # An instance of a library class the tables do not know: an object
+        # whose use may still show it is a module (``MyNet().cuda()``).
+        return Value(Kind.OBJECT, Tri.NO, Tri.MAYBE, type_name=qualified)
+    if qualified in ("tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "itertools.cycle", "itertools.islice"):
+        first = call.argument(0)
+        return first if first is not None else UNKNOWN
+    if qualified == "itertools.chain":
+        return container(join_all(element_of(a) for a in call.positional), stream=join_all(call.positional).stream if call.positional else Tri.NO)
+    return None
+
+
+def builtin_call(model, name: str, call: CallInfo, interpreter) -> Value | None:
+    """The builtins whose results matter for tensors and streams."""
+    first = call.argument(0)
+    if name in PLAIN_BUILTINS:
+        return PLAIN
+    if name == "range":
+        return container(PLAIN, stream=_range_stream(call), type_name="range")
+    if name in CONTAINER_BUILTINS:
+        return container(element_of(first) if first is not None else None, stream=first.stream if first is not None else Tri.NO)
+    if name == "dict":
+        values = [element_of(a) for a in call.positional] + list(call.keywords.values())
+        return container(join_all(values), type_name="dict")
+    if name == "enumerate" and first is not None:
+        return container(container(None, items=(PLAIN, element_of(first))), stream=first.stream)
+    if name == "zip" and call.positional:
+        elements = tuple(element_of(a) for a in call.positional)
+        return container(container(None, items=elements), stream=_zip_stream(call.positional))
+    if name == "iter" and first is not None:
+        return first
+    if name == "next" and first is not None:
+        return element_of(first)
+    if name in ("sum", "max", "min") and first is not None:
+        parts = [element_of(first)] if len(call.positional) == 1 else call.positional
+        return interpreter._computed(combine(parts))
+    if name in ("abs", "round") and first is not None:
+        return first if first.kind is not Kind.PLAIN else PLAIN
+    if name in ("map", "filter"):
+        return container(None, stream=call.positional[1].stream if len(call.positional) > 1 else Tri.MAYBE)
+    return None
+
+
+def _zip_stream(values: list[Value]) -> Tri:
+    stream = Tri.YES
+    for value in values:
+        if value.stream is Tri.NO:
+            return Tri.NO
+        if value.stream is Tri.MAYBE:
+            stream = Tri.MAYBE
+    return stream
+
+
+def _range_stream(call: CallInfo) -> Tri:
+    args = call.node.args
+    if not args or any(isinstance(a, ast.Starred) for a in args):
+        return Tri.MAYBE
+    bound = args[0] if len(args) == 1 else args[1]
+    if isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value <= SMALL_RANGE:
+        return Tri.NO
+    return Tri.MAYBE
+
+
+def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | None:
+    """``torch.*`` functions and constructors (torch 2.13)."""
+    parts = qualified.split(".")
+    last = parts[-1]
+    namespace = ".".join(parts[:-1])
+    arguments = call.arguments
+    if fw.MODULE_NAMESPACE.match(qualified) and qualified not in fw.NOT_MODULES:
+        output = Kind.CONTAINER if last in ops.TUPLE_OUTPUT_MODULES else (None if last in ops.MODULE_CONTAINERS else Kind.TENSOR)
+        return module(output=output, type_name=qualified)
+    if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+        first = call.argument(0)
+        return tensor(Tri.YES, first.device if first is not None else Tri.MAYBE, leaf=True)
+    if qualified in ("torch.device",):
+        node, value = call.argument_node(0, "type"), call.argument(0, "type")
+        device = device_of_value(node, value) if node is not None and value is not None else Tri.MAYBE
+        return Value(Kind.OBJECT, Tri.NO, device or Tri.MAYBE, type_name="torch.device")
+    if qualified in ("torch.autograd.backward",) and call.argument(0) is not None:
+        interpreter.record_backward(call.node, call.argument(0))
+        return PLAIN
+    if qualified in ("torch.autograd.grad",) and call.argument(0) is not None:
+        interpreter.record_backward(call.node, call.argument(0))
+        create_graph = literal_flag(call.argument_node(99, "create_graph"))
+        return container(tensor(Tri.YES if create_graph is Tri.YES else Tri.NO, call.argument(0).device))
+    if qualified.startswith("torch.utils.checkpoint."):
+        function = call.argument(0)
+        inputs = call.positional[1:]
+        if function is not None and function.kind is Kind.MODULE:
+            interpreter.record_forward(call.node)
+        graph = Tri.NO if interpreter.state.grad is Tri.NO else Tri.YES
+        return Value(Kind.UNKNOWN, graph, _forward_device(function or UNKNOWN, inputs), sources=combine(inputs).sources if inputs else frozenset())
+    if namespace == "torch.nn.functional" and last in ops.FUNCTIONAL_LOSSES:
+        return interpreter._computed((combine(arguments)).evolve(kind=Kind.TENSOR, scalar="reduction" not in call.keywords))
+    if namespace not in ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"):
+        return _torch_namespace_call(qualified, call)
+    if last in ops.FACTORIES:
+        return _factory(qualified, call)
+    if last in ops.NONDIFFERENTIABLE:
+        return tensor(Tri.NO, combine(arguments).device if arguments else Tri.NO)
+    if last in ops.PYTHON_RESULT:
+        return PLAIN
+    if last in ("save", "manual_seed", "set_grad_enabled", "set_default_dtype", "set_printoptions", "set_num_threads",
+                "use_deterministic_algorithms", "set_float32_matmul_precision", "is_tensor", "is_grad_enabled"):
+        if last == "set_grad_enabled" and isinstance(call.node, ast.Call):
+            _set_grad_statement(model, call, interpreter)
+        return PLAIN
+    if last == "load":
+        return Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE)
+    if last in ("no_grad", "enable_grad", "inference_mode", "autocast"):
+        return obj(type_name=qualified)
+    if last in ("cat", "stack", "concat", "concatenate", "hstack", "vstack", "dstack", "column_stack", "block_diag", "cartesian_prod"):
+        first = call.positional[0] if call.positional else None
+        pieces = [element_of(first)] if first is not None and first.kind is Kind.CONTAINER else arguments
+        return interpreter._computed((combine(pieces)).evolve(kind=Kind.TENSOR))
+    if last in ops.VALUES_AND_INDICES and (last not in ops.TUPLE_ONLY_WITH_DIM or len(call.node.args) > 1 or "dim" in call.keywords):
+        values = interpreter._computed((combine(call.positional[:1])).evolve(kind=Kind.TENSOR))
+        return container(None, items=(values, tensor(Tri.NO, values.device)))
+    if last in ops.TUPLE_RESULT:
+        return container(interpreter._computed((combine(call.positional[:1] or arguments)).evolve(kind=Kind.TENSOR)))
+    return interpreter._computed((combine(arguments)).evolve(kind=Kind.TENSOR, framework="torch"))
+
+
+def _set_grad_statement(model, call: CallInfo, interpreter) -> None:
+    """``torch.set_grad_enabled(False)`` as a statement sets the mode for what follows."""
+    parent = model.parents.get(call.node)
+    if isinstance(parent, ast.Expr):
+        interpreter.state.grad = literal_flag(call.argument_node(0, "mode"))
+
+
+def _torch_namespace_call(qualified: str, call: CallInfo) -> Value:
+    if qualified.rsplit(".", 1)[-1][:1].isupper():
+        return Value(Kind.OBJECT, Tri.NO, Tri.MAYBE, type_name=qualified)  # SummaryWriter, GradScaler, Stream...
+    if qualified.startswith(("torch.cuda.", "torch.backends.", "torch.distributed.", "torch.utils.", "torch.jit.", "torch.hub.", "torch.onnx.")):
+        return PLAIN if qualified.startswith(("torch.cuda.", "torch.backends.")) else UNKNOWN
+    return UNKNOWN
+
+
+def _factory(qualified: str, call: CallInfo) -> Value:
+    requires_grad = literal_flag(call.argument_node(99, "requires_grad"))
+    device = None
+    last = qualified.rsplit(".", 1)[-1]
+    if "device" in call.keywords:
+        device = device_of_value(call.argument_node(99, "device"), call.keywords["device"]) or Tri.MAYBE
+    if device is None:
+        if last.endswith("_like") and call.positional:
+            device = call.positional[0].device
+        elif last in ("tensor", "as_tensor") and call.positional and call.positional[0].kind is Kind.TENSOR:
+            device = call.positional[0].device
+        else:
+            device = Tri.NO
+    if requires_grad is Tri.YES:
+        return tensor(Tri.YES, device, leaf=True)
+    return tensor(Tri.NO, device)
+
+
+def tensorflow_call(qualified: str) -> Value:
+    """TensorFlow / Keras calls: Keras models and layers are modules of the
+    ``keras`` framework; other ops make TensorFlow tensors."""
+    last = qualified.rsplit(".", 1)[-1]
+    if ".keras." in f".{qualified}." or qualified.startswith("keras."):
+        if last in ("Sequential", "Model", "load_model") or (".layers." in qualified and last[:1].isupper()) or ".applications." in qualified:
+            return module("keras", type_name=qualified)
+    return Value(Kind.TENSOR, Tri.MAYBE, Tri.MAYBE, framework="tensorflow")
+
+
+# ======================================================================================
+# attributes and iteration
+# ======================================================================================
+def library_attribute(qualified: str) -> Value:
+    """The value of an imported name or library attribute (``torch.float16``, ``nn``)."""
+    if qualified.startswith("torch.") and qualified.count(".") == 1:
+        name = qualified.split(".")[1]
+        if name in ops.INTEGER_DTYPES or name in _FLOAT_DTYPES:
+            return Value(Kind.OBJECT, Tri.NO, Tri.NO, type_name="torch.dtype")
+    return Value(Kind.OBJECT, Tri.NO, Tri.NO, type_name=qualified)
+
+
+def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter) -> Value:
+    """``base.attr``."""
+    klass = model.classes.get(base.klass)
+    if klass is not None and base.kind in (Kind.OBJECT, Kind.MODULE, Kind.OPTIMIZER):
+        value = model.class_attribute(klass, attr, interpreter)
+        if value is not UNKNOWN or base.kind is not Kind.MODULE:
+            return value
+    if base.kind is Kind.TENSOR:
+        if attr in ops.METADATA_ATTRIBUTES:
+            return PLAIN
+        if attr in ops.DETACHED_ATTRIBUTES:
+            return tensor(Tri.NO, base.device)
+        if attr in ("T", "mT", "H", "mH", "real", "imag"):
+            return base.evolve(leaf=False)
+        return Value(Kind.FUNCTION, Tri.NO, Tri.NO)
+    if base.kind is Kind.CONTAINER and base.type_name == MODEL_OUTPUT:
+        if attr in fw.MODEL_OUTPUT_TENSORS:
+            return tensor(base.graph, base.device, base.sources).evolve(scalar=attr == "loss")
+        return Value(Kind.UNKNOWN, base.graph, base.device, sources=base.sources)
+    if base.kind is Kind.MODULE:
+        if attr == "module":
+            return base
+        if attr in ("weight", "bias"):
+            return tensor(Tri.YES, base.device, leaf=True)
+        return Value(Kind.UNKNOWN, Tri.MAYBE, base.device)
+    if base.kind is Kind.PLAIN:
+        return PLAIN
+    if base.kind is Kind.UNKNOWN and base.graph is Tri.YES:
+        if attr in ops.METADATA_ATTRIBUTES:
+            return PLAIN
+        if attr in ops.DETACHED_ATTRIBUTES:
+            return tensor(Tri.NO, base.device)
+        return Value(Kind.UNKNOWN, Tri.YES, base.device, sources=base.sources)
+    return UNKNOWN
+
+
+def element_of(value: Value) -> Value:
+    """What iterating or unpacking ``value`` gives."""
+    if value.kind is Kind.CONTAINER or (value.kind is Kind.OBJECT and value.element is not None):
+        return value.element if value.element is not None else UNKNOWN
+    if value.kind is Kind.TENSOR:
+        return value.evolve(leaf=False, stream=Tri.NO)
+    if value.kind is Kind.MODULE:
+        return module(value.framework or "torch", device=value.device)
+    if value.kind is Kind.PLAIN:
+        return PLAIN
+    if value.kind is Kind.UNKNOWN and value.graph is Tri.YES:
+        return Value(Kind.UNKNOWN, Tri.YES, value.device, sources=value.sources)
+    return UNKNOWN
+
+
+#: Annotations whose argument is a class, not an instance (``Type[nn.Module]``).
+_CLASS_ANNOTATIONS = frozenset({"type", "typing.Type", "typing_extensions.Type", "Type"})
+#: Annotations whose argument is what the value is (``Optional[nn.Module]``).
+_WRAPPING_ANNOTATIONS = frozenset({"typing.Optional", "typing.Union", "Optional", "Union", "typing.Annotated", "Annotated"})
+
+
+def annotation_value(model, annotation: ast.expr) -> Value | None:
+    """What a parameter annotated with ``annotation`` is, when the annotation says."""
+    while isinstance(annotation, ast.Subscript):
+        wrapper = model.qualified(annotation.value) or dotted_name(annotation.value)
+        inner = annotation.slice.elts[0] if isinstance(annotation.slice, ast.Tuple) and annotation.slice.elts else annotation.slice
+        if wrapper in _CLASS_ANNOTATIONS:
+            qualified = model.qualified(inner)
+            return Value(Kind.FUNCTION, Tri.NO, Tri.NO, type_name=qualified) if qualified else None
+        if wrapper not in _WRAPPING_ANNOTATIONS:
+            return None  # list[...], dict[...], Callable[...]: a container or a function
+        annotation = inner
+    if isinstance(annotation, ast.BinOp):  # nn.Module | None
+        annotation = annotation.left
+    if isinstance(annotation, ast.Name):
+        for binding in model.scopes.bindings_of(annotation.id, model.scopes.scope_for(annotation)):
+            if binding.kind is BindingKind.CLASS:
+                klass = model.classes.of(binding.node)
+                return model.instance_of(klass) if klass is not None else None
+    qualified = model.qualified(annotation)
+    if qualified is None:
+        return None
+    if "module" in fw.roles_of_base(qualified):
+        return module("keras" if "keras" in fw.roles_of_base(qualified) else "torch", type_name=qualified)
+    if qualified in ("torch.Tensor", "torch.FloatTensor"):
+        return tensor()
+    if "optimizer" in fw.roles_of_base(qualified) or fw.OPTIMIZER_NAMESPACE.match(qualified):
+        return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE, type_name=qualified)
+    if qualified in fw.STREAM_FACTORIES:
+        return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=DATALOADER)
+    if qualified.rsplit(".", 1)[-1][:1].isupper():
+        return Value(Kind.OBJECT, Tri.NO, Tri.MAYBE, type_name=qualified)  # an instance of a library class
+    return None
+
+
+def hook_parameter(klass, function: ast.AST, name: str, index: int) -> Value | None:
+    """A framework hook's parameter, by its place in the framework's signature."""
+    hook = klass.hook(function.name)
+    if hook is None:
+        return None
+    roles = _HOOK_SIGNATURES.get((hook.role, hook.name), ("batch", "index") if hook.batch_on_device else ())
+    if not 1 <= index <= len(roles):
+        return None
+    role = roles[index - 1]
+    if role == "batch":
+        return Value(Kind.UNKNOWN, Tri.NO, Tri.YES if hook.batch_on_device else Tri.MAYBE)
+    if role == "module":
+        return module(device=Tri.YES)
+    if role == "outputs":
+        return Value(Kind.UNKNOWN, Tri.MAYBE, Tri.YES)
+    if role == "index":
+        return PLAIN
+    return None
+
+
+#: Positional parameters (after ``self``) of framework hooks, by role
+#: (lightning/pytorch/core/hooks.py and callbacks/callback.py, lightning 2.6.6;
+#: transformers/trainer.py, transformers 5.24.0).
+_HOOK_SIGNATURES = {
+    ("lightning_module", "on_train_batch_end"): ("outputs", "batch", "index"),
+    ("lightning_module", "on_validation_batch_end"): ("outputs", "batch", "index"),
+    ("lightning_module", "on_test_batch_end"): ("outputs", "batch", "index"),
+    ("lightning_module", "on_predict_batch_end"): ("outputs", "batch", "index"),
+    ("lightning_callback", "on_train_batch_end"): ("trainer", "module", "outputs", "batch", "index"),
+    ("lightning_callback", "on_validation_batch_end"): ("trainer", "module", "outputs", "batch", "index"),
+    ("lightning_callback", "on_test_batch_end"): ("trainer", "module", "outputs", "batch", "index"),
+    ("lightning_callback", "on_train_batch_start"): ("trainer", "module", "batch", "index"),
+    ("lightning_callback", "on_before_backward"): ("trainer", "module", "outputs"),
+    ("lightning_callback", "on_after_backward"): ("trainer", "module"),
+    ("lightning_callback", "on_train_epoch_end"): ("trainer", "module"),
+    ("hf_trainer", "compute_loss"): ("module", "batch"),
+    ("hf_trainer", "training_step"): ("module", "batch"),
+    ("hf_trainer", "prediction_step"): ("module", "batch"),
+}
+
+
+# ======================================================================================
+# syntactic evidence
+# ======================================================================================
+def backward_names(model, calls: list[ast.Call]) -> set[str]:
+    """Names whose value a backward call of the unit differentiates."""
+    return {name for expr in differentiated_expressions(model, calls) if (name := dotted_name(expr)) is not None}
+
+
+def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
+    """The expressions the unit's backward calls differentiate: ``loss`` in
+    ``loss.backward()``, ``scaler.scale(loss).backward()``,
+    ``accelerator.backward(loss)``, ``self.manual_backward(loss)``,
+    ``torch.autograd.backward/grad(loss, ...)``; ``crit(out, y)`` in
+    ``crit(out, y).backward()``."""
+    found: list[ast.expr] = []
+    for call in calls:
+        func = call.func
+        method = func.attr if isinstance(func, ast.Attribute) else None
+        positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+        if method == "backward":
+            receiver = func.value
+            if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr == "scale" and receiver.args:
+                found.append(receiver.args[0])
+            elif positional and _not_assigned_in_unit(model, call, receiver):
+                found.append(positional[0])
+            else:
+                found.append(receiver)
+        elif method == "manual_backward" and positional:
+            found.append(positional[0])
+        elif positional and model.qualified(func) in ("torch.autograd.backward", "torch.autograd.grad"):
+            first = positional[0]
+            found.extend(first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first])
+    return found
+
+
+def _not_assigned_in_unit(model, call: ast.Call, receiver: ast.expr) -> bool:
+    name = dotted_name(receiver)
+    if name is None:
+        return False
+    if "." in name:
+        return True
+    unit = model.unit_of(call)
+    scope = model.scopes.own_scope(unit) if unit is not model.module else model.scopes.module_scope
+    bindings = scope.bindings.get(name, []) if scope is not None else []
+    return all(b.kind in (BindingKind.PARAMETER, BindingKind.IMPORT) for b in bindings)
+
+
+def _add_name(names: set[str], node: ast.expr) -> None:
+    name = dotted_name(node)
+    if name is not None:
+        names.add(name)
+
+
+def module_evidence_names(model, calls: list[ast.Call]) -> set[str]:
+    """Names the unit uses as modules: it calls a module-only method on them
+    (``model.eval()``, ``model.cuda().eval()``, ``net.parameters()``), or
+    calls them on the way to a value it backpropagates (``loss =
+    crit(model(x), y); loss.backward()``: ``model`` and ``crit`` are
+    differentiable callables, and a call of the file or a library is not
+    one of these names)."""
+    names: set[str] = _differentiated_callees(model, calls)
+    for call in calls:
+        func = call.func
+        if not isinstance(func, ast.Attribute) or func.attr not in ops.MODULE_EVIDENCE_METHODS:
+            continue
+        receiver = func.value
+        while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr in ops.MODULE_RETURNING_METHODS:
+            receiver = receiver.func.value
+        func = ast.Attribute(value=receiver, attr=func.attr)
+        if func.attr == "eval" and (call.args or call.keywords):
+            continue  # the builtin-like `x.eval(expr)` of other libraries
+        if func.attr == "train" and (call.keywords or len(call.args) > 1 or (call.args and not isinstance(call.args[0], (ast.Constant, ast.Name)))):
+            continue  # `nn.Module.train(mode=True)` takes at most a flag
+        _add_name(names, func.value)
+    return names
+
+
+def _differentiated_callees(model, calls: list[ast.Call]) -> set[str]:
+    """Names called in the chain of assignments that leads to a backward pass of the unit."""
+    if not calls:
+        return set()
+    unit = model.unit_of(calls[0])
+    expressions = differentiated_expressions(model, calls)
+    if not expressions:
+        return set()
+    wanted: set[str] = set()
+    callees: set[str] = set()
+    for expression in expressions:
+        _chain_names(model, expression, wanted, callees)
+    assignments = [node for node in model.own_nodes(unit, (ast.Assign, ast.AugAssign, ast.AnnAssign)) if node.value is not None]
+    changed = True
+    while changed:
+        changed = False
+        for node in assignments:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not any(name in wanted for target in targets for name in _target_names(target)):
+                continue
+            if _chain_names(model, node.value, wanted, callees):
+                changed = True
+    return callees
+
+
+def _chain_names(model, expression: ast.expr, wanted: set[str], callees: set[str]) -> bool:
+    """Add the names ``expression`` reads to ``wanted`` and the unknown
+    callables it calls to ``callees``; True when ``wanted`` grew."""
+    grew = False
+    for child in ast.walk(expression):
+        if isinstance(child, ast.Call) and _callable_name(child.func):
+            name = dotted_name(child.func)
+            if name is not None and _local_target(model, child.func) is None and model.qualified(child.func) is None:
+                callees.add(name)
+        elif isinstance(child, (ast.Name, ast.Attribute)):
+            name = dotted_name(child)
+            if name is not None and name not in wanted:
+                wanted.add(name)
+                grew = True
+    return grew
+
+
+def _callable_name(func: ast.expr) -> bool:
+    """A name or ``self.name`` that is called (``model(x)``, ``self.head(z)``),
+    not a method call on a value (``x.to(d)``, ``out.sum()``)."""
+    if isinstance(func, ast.Name):
+        return True
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+
+
+def rebound_in(loop: ast.AST) -> frozenset[str]:
+    """Names a loop gives a fresh value every iteration: its ``for`` target,
+    and names assigned (``=``) a value that does not read the name itself
+    (``h = model.init_hidden()``, not ``h = cell(x, h)``)."""
+    def collect() -> frozenset[str]:
+        found: set[str] = set()
+        if isinstance(loop, FOR_TYPES):
+            found.update(_target_names(loop.target))
+        stack = list(loop.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.Assign):
+                read = _read_names(node.value)
+                for target in node.targets:
+                    found.update(name for name in _target_names(target) if name not in read)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                read = _read_names(node.value)
+                found.update(name for name in _target_names(node.target) if name not in read)
+            elif isinstance(node, FOR_TYPES):
+                found.update(_target_names(node.target))
+            stack.extend(ast.iter_child_nodes(node))
+        return frozenset(found)
+
+    return file_memo(("rebound", id(loop)), collect)
+
+
+def _target_names(target: ast.expr) -> list[str]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _target_names(element)]
+    if isinstance(target, ast.Starred):
+        return _target_names(target.value)
+    name = dotted_name(target)
+    return [name] if name is not None else []
+
+
+def _read_names(node: ast.AST) -> set[str]:
+    names = set()
+    for child in ast.walk(node):
+        name = dotted_name(child) if isinstance(child, (ast.Name, ast.Attribute)) else None
+        if name is not None:
+            names.add(name)
+    return names
+
+
+# ======================================================================================
+# loops and repetition
+# ======================================================================================
+def is_run_loop(model, loop: ast.AST) -> bool:
+    """Whether ``loop``'s iterations grow with the run (see
+    :meth:`SemanticModel.run_loops`)."""
+    if isinstance(loop, ast.While):
+        return not is_constant(loop.test, False)
+    if not isinstance(loop, FOR_TYPES):
+        return False
+    iterable = model.value(loop.iter)
+    if iterable.stream is Tri.YES:
+        return True
+    if iterable.stream is Tri.NO:
+        return False  # a fixed structure: layers, heads, a literal range of a few steps
+    if iterable.type_name == "range" and not _range_of_structure(model, loop.iter):
+        return True  # `range(steps)`: as many iterations as the run asks for
+    if model.trains(loop.body):
+        return True
+    analysis = model.analysis_of(loop)
+    targets = set(_target_names(loop.target))
+    for call in model._calls_within(loop):
+        if _is_next(model, call):
+            return True
+        if iterable.stream is Tri.NO:
+            continue
+        if (call in analysis.forward_calls or call in analysis.forwarding_calls) and _mentions(call, targets, analysis):
+            return True
+        if isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "cuda") and _mentions(call.func.value, targets, analysis):
+            return True
+    return False
+
+
+def is_run_comprehension(model, node: ast.AST) -> bool:
+    """A comprehension whose iterations grow with the run: it iterates a
+    stream of batches, or feeds what it iterates to a forward pass or moves
+    it to the accelerator (and does not iterate a fixed structure)."""
+    analysis = model.analysis_of(node)
+    calls = model._calls_within(node)
+    for clause in node.generators:
+        iterable = analysis.values.get(clause.iter)
+        if iterable is None:
+            continue
+        if iterable.stream is Tri.YES:
+            return True
+        if iterable.stream is Tri.NO:
+            continue
+        targets = set(_target_names(clause.target))
+        for call in calls:
+            if (call in analysis.forward_calls or call in analysis.forwarding_calls) and _mentions(call, targets, analysis):
+                return True
+            if isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "cuda") and _mentions(call.func.value, targets, analysis):
+                return True
+    return False
+
+
+def _range_of_structure(model, iterable: ast.expr) -> bool:
+    """``range(len(x))`` (or ``range(x.size(0))``...) where ``x`` is a module
+    or a fixed container: a loop over a structure, not over the run."""
+    node = iterable
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "enumerate" and node.args:
+        node = node.args[0]
+    if not (isinstance(node, ast.Call) and node.args):
+        return False
+    bound = node.args[-1] if len(node.args) <= 2 else node.args[1]
+    if isinstance(bound, ast.Call) and isinstance(bound.func, ast.Name) and bound.func.id == "len" and bound.args:
+        measured = model.value(bound.args[0])
+        return measured.kind is Kind.MODULE or measured.stream is Tri.NO
+    return False
+
+
+def _is_next(model, call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Name) and call.func.id == "next" and model.qualified(call.func) == "next"
+
+
+def _mentions(node: ast.AST, names: set[str], analysis) -> bool:
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name) and child.id in names:
+            return True
+        value = analysis.values.get(child)
+        if value is not None and value.sources & names:
+            return True
+    return False
+
+
+def driven_functions(model) -> dict:
+    """Functions that a driver of the file calls repeatedly: the objective of
+    ``study.optimize(objective)``, the closure of ``optimizer.step(closure)``."""
+    from memlint.lint.semantic.model import Repetition
+
+    found: dict = {}
+    for call in model.index.of_type(ast.Call):
+        driven = _driven_function(model, call)
+        if driven is not None:
+            found[driven] = Repetition("driver", True, dotted_name(call.func) or "")
+    return found
+
+
+def _driven_function(model, call: ast.Call) -> ast.AST | None:
+    """The function ``study.optimize(f)`` / ``optimizer.step(closure)`` runs repeatedly."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr not in fw.REPEATING_DRIVERS or not call.args:
+        return None
+    receiver = model.value(call.func.value)
+    if call.func.attr == "optimize" and receiver.type_name != "optuna.study.Study" and receiver.kind is not Kind.UNKNOWN:
+        return None
+    if call.func.attr == "step" and receiver.kind not in (Kind.OPTIMIZER, Kind.UNKNOWN):
+        return None
+    argument = call.args[fw.REPEATING_DRIVERS[call.func.attr]]
+    if isinstance(argument, ast.Lambda):
+        return argument
+    return _local_target(model, argument) if isinstance(argument, ast.Name) else None

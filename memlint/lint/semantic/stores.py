@@ -1,0 +1,137 @@
+"""Statements that store values into a container, and whether the container
+outlives the iteration: the shared question of MEM102 (graph-attached
+tensors collected), MEM103 (device tensors collected) and the rules that
+look at what a loop or a per-batch hook keeps.
+
+A store is ``c.append(v)``, ``c.extend(vs)``, ``c.insert(i, v)``,
+``c.add(v)``, ``c.appendleft(v)``, ``c.put(v)``, ``c.update({...})``,
+``c.setdefault(k, v)``, ``c[k].append(v)`` (a dict of lists), ``c += [v]``,
+``d[k] = v`` into a dict, a call of a method of the file that stores its
+argument into its object's state (``buffer.add(logits)`` where ``add``
+appends to ``self.items``), or a list/set/dict comprehension that gathers
+values while iterating a stream of batches.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from memlint.lint.names import root_name
+from memlint.lint.semantic.values import Kind, Tri, Value
+from memlint.lint.syntax import call_arguments
+
+#: Methods that store their arguments in the container they are called on.
+STORING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft", "put", "update", "setdefault"})
+#: Methods whose first argument is a key, not a stored value.
+_KEYED = frozenset({"setdefault"})
+#: A comprehension of these gathers its elements into a container.
+GATHERING_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
+
+
+@dataclass(frozen=True)
+class Store:
+    """One store: ``root`` is the storage written (``outs``, ``self.history``),
+    ``values`` the stored expressions (for a comprehension, its element),
+    ``node`` the statement or call reported, and ``via`` the in-file
+    method that does the storing for a call (None when the store is direct)."""
+
+    root: str
+    values: tuple[ast.expr, ...]
+    node: ast.AST
+    via: str | None = None
+
+
+def store_of(model, node: ast.AST) -> Store | None:
+    """The store ``node`` makes, or None (syntactic, then the container's value)."""
+    if isinstance(node, ast.Call):
+        return _method_store(model, node)
+    if isinstance(node, ast.AugAssign):
+        if isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple)):
+            root = root_name(node.target)
+            return Store(root, tuple(_unstarred(e) for e in node.value.elts), node) if root else None
+        return None
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+        target = node.targets[0]
+        root = root_name(target)
+        if root is None or not _is_mapping(model, target.value):
+            return None  # `t[i] = v` writes into a tensor (or a list slot) in place
+        return Store(root, (node.value,), node)
+    return None
+
+
+def _method_store(model, call: ast.Call) -> Store | None:
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return None
+    if func.attr in STORING_METHODS:
+        root = root_name(func.value)
+        if root is None or not _may_be_container(model, func.value):
+            return None
+        values = call_arguments(call)
+        if func.attr in ("insert", "setdefault") and len(values) >= 2:
+            values = values[1:]
+        return Store(root, tuple(values), call) if values else None
+    return None
+
+
+def effect_store(model, call: ast.Call) -> Store | None:
+    """A call of a function of this file whose callee collects an argument
+    into persistent state: the store it makes, rooted in the caller."""
+    if not model.may_call_local(call):
+        return None
+    for effect in model.call_effects(call):
+        if effect.kind == "collect" and effect.value.graph is not Tri.NO:
+            root = model.effect_root(call, effect)
+            if root is not None:
+                arguments = tuple(call_arguments(call))
+                return Store(root, arguments, call, via=effect.target)
+    return None
+
+
+def comprehension_store(model, node: ast.AST) -> Store | None:
+    """A list/set/dict comprehension that gathers values while iterating a
+    stream of batches (``preds = [model(x) for x in loader]``)."""
+    if not isinstance(node, GATHERING_COMPREHENSIONS) or not model.is_run_comprehension(node):
+        return None
+    element = node.value if isinstance(node, ast.DictComp) else node.elt
+    return Store("<comprehension>", (element,), node)
+
+
+def leaf_values(values) -> list[ast.expr]:
+    """The expressions stored by ``values``, looking through dict, tuple,
+    list and set literals (``{"a": x, "b": (y, z)}`` -> ``[x, y, z]``)."""
+    leaves: list[ast.expr] = []
+    pending = list(values)
+    while pending:
+        value = pending.pop(0)
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+            pending.extend(_unstarred(element) for element in value.elts)
+        elif isinstance(value, ast.Dict):
+            pending.extend(value.values)
+        else:
+            leaves.append(value)
+    return leaves
+
+
+def _unstarred(node: ast.expr) -> ast.expr:
+    return node.value if isinstance(node, ast.Starred) else node
+
+
+def _container_value(model, expr: ast.expr) -> Value:
+    return model.value(expr)
+
+
+def _may_be_container(model, expr: ast.expr) -> bool:
+    """The receiver of a storing method is (or may be) a Python container,
+    not a tensor, module or library object with a method of that name."""
+    value = model.value(expr)
+    if value.kind in (Kind.CONTAINER, Kind.UNKNOWN):
+        return value.type_name in (None, "dict", "collections.deque") or value.kind is Kind.CONTAINER
+    return False
+
+
+def _is_mapping(model, expr: ast.expr) -> bool:
+    """``expr`` is a dict (``{}``, ``dict()``, a dict comprehension, a ``defaultdict``)."""
+    value = model.value(expr)
+    return value.kind is Kind.CONTAINER and value.type_name == "dict"

@@ -1,0 +1,129 @@
+"""Facts about PyTorch operations the semantic model needs, as data.
+
+Differentiability: an op keeps the autograd graph when it has a derivative
+formula, even one that is zero almost everywhere (``sign``, ``round``,
+``floor``, ``torch.unique`` on floats); only ops without one — comparisons,
+index-valued ops, integer and bool results — return tensors that do not
+require grad. Source: ``tools/autograd/derivatives.yaml`` of PyTorch 2.13
+(the ops listed below have no entry, or are marked
+``output_differentiability: [False]``), checked against the installed torch
+by ``tests/lint/test_torch_facts.py``, which calls each op on a tensor that
+requires grad and compares ``requires_grad`` of the result.
+
+Nothing here imports torch: linting never does.
+"""
+
+from __future__ import annotations
+
+#: ``torch.<name>`` functions and ``Tensor.<name>`` methods whose (first)
+#: result never requires grad.
+NONDIFFERENTIABLE = frozenset({
+    "argmax", "argmin", "argsort", "argwhere", "nonzero", "count_nonzero",
+    "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal", "not_equal",
+    "isnan", "isinf", "isfinite", "isclose", "isreal", "isneginf", "isposinf", "signbit",
+    "logical_and", "logical_or", "logical_not", "logical_xor",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bucketize", "searchsorted", "histc", "unravel_index",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
+    "randint", "randperm", "bernoulli", "multinomial", "poisson",
+})
+#: Ops that return a Python value (bool, int, torch.Size), not a tensor.
+PYTHON_RESULT = frozenset({
+    "equal", "allclose", "numel", "dim", "ndimension", "nelement", "element_size", "size", "stride",
+    "storage_offset", "data_ptr", "get_device", "is_contiguous", "is_floating_point", "is_complex",
+    "is_nonzero", "is_tensor", "is_storage", "item", "tolist", "is_pinned", "is_shared",
+})
+#: Ops returning a tuple of tensors whose first element keeps the graph and
+#: whose others are indices (``values, indices = x.max(dim)``).
+VALUES_AND_INDICES = frozenset({"sort", "topk", "kthvalue", "mode", "cummax", "cummin", "median", "nanmedian", "max", "min", "aminmax"})
+#: Ops returning a tuple (or list) of tensors, all keeping the graph.
+TUPLE_RESULT = frozenset({
+    "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes",
+    "meshgrid", "broadcast_tensors", "std_mean", "var_mean", "unique", "unique_consecutive", "frexp",
+    "histogram", "lu", "qr", "svd", "eig", "slogdet", "atleast_1d", "atleast_2d", "atleast_3d",
+})
+#: Ops of :data:`VALUES_AND_INDICES` that return a tuple only when a ``dim`` is given
+#: (``x.max()`` is one tensor, ``x.max(1)`` a ``(values, indices)`` pair).
+TUPLE_ONLY_WITH_DIM = frozenset({"max", "min", "median", "nanmedian"})
+
+#: dtype names whose tensors cannot require grad (integer, bool): casting to
+#: them cuts the graph (``x.long()``, ``x.to(torch.int64)``, ``x.type(torch.LongTensor)``).
+INTEGER_DTYPES = frozenset({
+    "long", "int", "short", "char", "byte", "bool", "int64", "int32", "int16", "int8", "uint8",
+    "uint16", "uint32", "uint64", "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
+})
+#: ``Tensor`` methods that cast to one of :data:`INTEGER_DTYPES`.
+INTEGER_CAST_METHODS = frozenset({"long", "int", "short", "char", "byte", "bool"})
+#: ``Tensor`` methods that move or cast without cutting the graph.
+FLOAT_CAST_METHODS = frozenset({"float", "double", "half", "bfloat16", "cfloat", "cdouble"})
+
+#: Methods that cut the graph and what they return: "tensor" (a detached
+#: tensor on the same device), "plain" (a Python value), "host" (numpy, host memory).
+DETACHING_METHODS = {"detach": "tensor", "detach_": "tensor", "item": "plain", "tolist": "plain", "numpy": "host"}
+#: Tensor attributes that are not tensors (metadata).
+METADATA_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "ndim", "is_cuda", "is_leaf", "requires_grad", "grad_fn", "layout",
+    "is_sparse", "is_quantized", "is_meta", "names", "itemsize", "nbytes",
+})
+#: Tensor attributes that are the same tensor's data without its history.
+DETACHED_ATTRIBUTES = frozenset({"data", "grad"})
+#: Methods that exist on tensors and not on Python containers: called on a
+#: value of unknown kind, they say it is a tensor.
+TENSOR_ONLY_METHODS = frozenset({
+    "backward", "detach", "detach_", "item", "numpy", "view", "view_as", "reshape", "flatten",
+    "squeeze", "unsqueeze", "permute", "transpose", "contiguous", "long",
+    "sum", "mean", "norm", "pow", "exp", "log", "softmax", "log_softmax", "argmax", "argmin", "size", "dim",
+    "numel", "clone", "masked_fill", "gather", "expand", "expand_as", "repeat", "abs", "sqrt", "clamp",
+    "matmul", "mm", "bmm", "type_as", "new_zeros", "new_ones", "new_tensor", "new_full", "new_empty", "zero_",
+    "fill_", "add_", "mul_", "sub_", "div_", "retain_grad", "register_hook", "std", "var",
+    "max", "min", "amax", "amin", "prod", "sigmoid", "tanh", "relu", "t", "narrow", "unfold", "nonzero",
+})
+
+#: Methods both tensors and modules have: on a value of unknown kind they
+#: move or cast it and say nothing of its kind.
+SHARED_TENSOR_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "requires_grad_", "share_memory_"})
+
+#: Reductions that leave a one-element tensor when called without a ``dim``.
+FULL_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "norm", "prod", "std", "var", "amax", "amin", "logsumexp", "nansum", "nanmean", "all", "any"})
+
+#: ``torch.<name>`` factories: new tensors with no history (unless ``requires_grad=True``).
+FACTORIES = frozenset({
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "tensor", "as_tensor",
+    "from_numpy", "arange", "linspace", "logspace", "eye", "empty_strided", "normal", "frombuffer",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
+    "Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "ByteTensor", "HalfTensor", "DoubleTensor",
+})
+#: Loss functions in ``torch.nn.functional`` (their result is attached when an input is).
+FUNCTIONAL_LOSSES = frozenset({
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cosine_embedding_loss", "ctc_loss",
+    "margin_ranking_loss", "hinge_embedding_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+    "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss",
+    "poisson_nll_loss", "gaussian_nll_loss",
+})
+
+#: ``torch.nn`` modules whose forward returns a tuple (torch 2.13,
+#: ``torch/nn/modules/rnn.py``, ``activation.py``, ``adaptive.py``):
+#: ``nn.LSTM`` returns ``(output, (h_n, c_n))``, ``nn.MultiheadAttention``
+#: ``(attn_output, attn_weights)``; every other ``torch.nn`` module returns one tensor.
+TUPLE_OUTPUT_MODULES = frozenset({"RNN", "LSTM", "GRU", "LSTMCell", "MultiheadAttention", "AdaptiveLogSoftmaxWithLoss"})
+#: ``torch.nn`` containers: not layers themselves; indexing or iterating one gives modules.
+MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict"})
+#: Module methods that return the module itself (or a module), torch 2.13 ``torch/nn/modules/module.py``.
+MODULE_RETURNING_METHODS = frozenset({
+    "to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_", "apply",
+    "share_memory", "xpu", "mps", "type", "to_empty", "compile",
+})
+#: Module methods that return its tensors without history (``state_dict`` detaches by default,
+#: ``keep_vars=False``) or a Python value.
+MODULE_DETACHED_METHODS = frozenset({"state_dict", "buffers", "named_buffers", "load_state_dict", "zero_grad", "extra_repr", "num_parameters"})
+#: Module methods that return its parameters (leaves that require grad).
+MODULE_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+#: Module methods that return its submodules.
+MODULE_CHILDREN_METHODS = frozenset({"modules", "named_modules", "children", "named_children", "get_submodule", "get_input_embeddings", "get_output_embeddings"})
+#: Methods only modules have: calling one on an unknown value says it is a module.
+MODULE_EVIDENCE_METHODS = frozenset({
+    "parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "named_modules", "children",
+    "named_children", "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_buffer", "get_submodule", "eval", "train",
+})
