@@ -5,6 +5,7 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import CONTEXT_OPTIMIZERS
+from memlint.lint.semantic.values import Kind
 from memlint.rules._training import (
     calls_in, clears_grads, is_backward, is_optimizer_step, local_callees, method_name, positional_args,
     reaches, receiver_name, walk,
@@ -53,9 +54,16 @@ class MissingZeroGrad(Rule):
     (gradient accumulation), even if its condition never holds. Loops whose
     `.backward()` or step happens in a called function are not inspected,
     nor are framework objects that clear gradients inside their own step
-    (DeepSpeed's `engine.step()`): the rule reports only loops whose step
-    receiver is named like an optimizer. Lightning's `training_step` with
-    automatic optimization is not a loop and is never reported.
+    (DeepSpeed's `engine.step()`). An optimizer step is a `.step()` on an
+    optimizer the file constructs (`torch.optim.*`, `accelerator.prepare`
+    of one), a `scaler.step(optimizer)`, or a `.step()` without data
+    arguments on the one object a function with a backward pass steps or
+    clears: an optimizer that the file neither constructs nor clears,
+    stepped beside a scheduler, is not told apart from the scheduler and is
+    not reported. `DistributedOptimizer.step(context_id)` keeps gradients in
+    the distributed autograd context and needs no `zero_grad`. Lightning's
+    `training_step` with automatic optimization is not a loop and is never
+    reported.
 
     ## References
     - [Zeroing out gradients in PyTorch](https://pytorch.org/tutorials/recipes/recipes/zeroing_out_gradients.html)
@@ -80,7 +88,7 @@ class MissingZeroGrad(Rule):
     INVALID = (
         "def train(model, loader, optimizer, crit):\n    optimizer.zero_grad()\n    for x, y in loader:\n        crit(model(x), y).backward()\n        optimizer.step()  # expect: MEM201\n",
         "def train(model, loader, opt, scaler):\n    while True:\n        x = next(loader)\n        scaler.scale(model(x)).backward()\n        scaler.step(opt)  # expect: MEM201\n        scaler.update()\n",
-        "class Trainer:\n    def fit(self, loader):\n        for batch in loader:\n            self.accelerator.backward(self.model(**batch).loss)\n            self.optimizer.step()  # expect: MEM201\n            self.lr_scheduler.step()\n",
+        "import torch\nclass Trainer:\n    def __init__(self, model):\n        self.model = model\n        self.optimizer = torch.optim.AdamW(model.parameters())\n    def fit(self, loader):\n        for batch in loader:\n            self.accelerator.backward(self.model(**batch).loss)\n            self.optimizer.step()  # expect: MEM201\n            self.lr_scheduler.step()\n",
     )
 
     def __init__(self, ctx) -> None:
@@ -113,6 +121,14 @@ class MissingZeroGrad(Rule):
         if uncleared:
             self.report(uncleared[0], message=f"`{self._stepped(uncleared[0])}` is stepped in this loop but never cleared (only other optimizers are): its gradients accumulate")
 
+    def _known_optimizer(self, step: ast.Call) -> bool:
+        semantic = self.ctx.semantic
+        receiver = semantic.value(step.func.value)
+        if receiver.kind is Kind.OPTIMIZER:
+            return True
+        positional = positional_args(step)
+        return bool(positional) and semantic.value(positional[0]).kind is Kind.OPTIMIZER  # scaler.step(opt)
+
     def _context_step(self, step: ast.Call) -> bool:
         """A distributed-autograd optimizer's step: its gradients live in the
         autograd context, nothing to zero."""
@@ -127,7 +143,10 @@ class MissingZeroGrad(Rule):
         return receiver.split(".")[-1]
 
     def _uncleared_optimizers(self, loop: Loop, steps: list[ast.Call]) -> list[ast.Call]:
-        """Steps of optimizers never cleared, when every clear in the loop is ``<other optimizer>.zero_grad()``."""
+        """Steps of optimizers never cleared, when every clear in the loop is
+        ``<other optimizer>.zero_grad()`` (only optimizers known by
+        construction count: an unknown object stepped beside one may be a scheduler)."""
+        steps = [step for step in steps if self._known_optimizer(step)]
         stepped = {self._stepped(step) for step in steps}
         if len(stepped) < 2:
             return []

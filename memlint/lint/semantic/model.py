@@ -56,6 +56,14 @@ MAX_CONTEXT_DEPTH = 2
 
 
 @dataclass(frozen=True)
+class OptimizerUsage:
+    """Names a unit calls ``.step()`` on, and names it uses as optimizers."""
+
+    stepped: frozenset[str]
+    used_as_optimizer: frozenset[str]
+
+
+@dataclass(frozen=True)
 class Keeper:
     """Why a storage keeps what a statement puts into it across iterations:
     ``loop`` (it lives outside this run loop) or ``calls`` (it is persistent
@@ -693,6 +701,26 @@ class SemanticModel:
         """Names (dotted) that ``unit`` calls a module-only method on (``.parameters()``,
         ``.eval()``, ``.state_dict()``...)."""
         return self._evidence("module", unit, operations.module_evidence_names)
+
+    def optimizer_usage(self, unit: ast.AST) -> "OptimizerUsage":
+        """Cheap, syntactic: which names ``unit`` steps (``x.step()``) and
+        which it uses as optimizers (``x.zero_grad()``, ``x.param_groups``)."""
+        key = ("optimizer usage", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            stepped, used = set(), set()
+            for call in self._calls_of_unit(unit):
+                func = call.func
+                if isinstance(func, ast.Attribute) and func.attr in ("step", "zero_grad"):
+                    name = dotted_name(func.value)
+                    if name is not None:
+                        (stepped if func.attr == "step" else used).add(name)
+            position = self.index.position_of(unit)
+            for node in self.index.subtree_of_type(position, (ast.Attribute,), _NESTED_UNITS) if position is not None else []:
+                if node.attr == "param_groups" and dotted_name(node.value) is not None:
+                    used.add(dotted_name(node.value))
+            found = self._evidence_memo[key] = OptimizerUsage(frozenset(stepped), frozenset(used))
+        return found
 
     def runs_backward(self, unit: ast.AST) -> bool:
         """Cheap, syntactic: ``unit`` has a backward call of its own."""

@@ -618,13 +618,21 @@ def _holds_tensors(value: Value) -> bool:
 
 def _is_unnamed_step(model, call: CallInfo) -> bool:
     """``x.step()`` on a value of unknown kind is an optimizer step when it
-    takes no data argument (at most a closure) and its unit runs a backward pass."""
+    takes no data argument (at most a closure), its unit runs a backward
+    pass, and ``x`` is used as an optimizer there (``x.zero_grad()``,
+    ``x.param_groups``) or is the only object the unit steps (a scheduler
+    stepped beside it is not taken for a second optimizer)."""
     args = call.node.args
     if call.node.keywords or len(args) > 1:
         return False
     if args and not isinstance(args[0], (ast.Name, ast.Attribute, ast.Lambda)):
         return False
-    return model.runs_backward(model.unit_of(call.node))
+    unit = model.unit_of(call.node)
+    if not model.runs_backward(unit):
+        return False
+    receiver = dotted_name(call.node.func.value)
+    usage = model.optimizer_usage(unit)
+    return receiver is not None and (receiver in usage.used_as_optimizer or usage.stepped == {receiver})
 
 
 # -- library functions by qualified name -------------------------------------------------------
