@@ -166,7 +166,7 @@ def run_estimates(plan: EstimatePlan, config, options: RunOptions) -> EstimateRe
         outcome = _estimate_one(planned, config, options, cache)
         report.estimates.append(outcome)
         if outcome.error:
-            report.errors.append(f"{planned.path}: estimate (target {outcome.target}) {outcome.error}")
+            report.errors.append(f"{planned.path}: estimate (target {outcome.target}) failed: {outcome.error}")
             continue
         diagnostic = mem302_diagnostic(outcome, planned.source)
         if diagnostic is not None and planned.report_mem302 and not _suppressed(diagnostic, planned.source):
@@ -193,7 +193,7 @@ def _estimate_one(planned: PlannedEstimate, config, options: RunOptions, cache) 
     try:
         target = resolve_target(target_text, planned.settings.base_dir, root, options.trusted)
     except TargetError as exc:
-        failed.error = f"failed: {exc}"
+        failed.error = str(exc)
         return failed
     advise = options.advise or bool(planned.settings.get("advise"))
     key = cache.key(planned, target, root, options.advise) if cache is not None else None
@@ -211,17 +211,15 @@ def _estimate_one(planned: PlannedEstimate, config, options: RunOptions, cache) 
         failed.error = str(exc)
         return failed
     if "failure" in message:
-        failed.error = f"failed: {message['failure']}"
+        failed.error = str(message["failure"])
         return failed
     try:
         outcome = ScriptEstimate.from_transfer(message["result"])
     except MalformedResult as exc:
-        failed.error = f"failed: the estimate process returned a malformed result ({exc})"
+        failed.error = f"the estimate process returned a malformed result ({exc})"
         return failed
     outcome.path = planned.path
-    if outcome.error:
-        outcome.error = f"failed: {outcome.error}"
-    elif key is not None:
+    if outcome.error is None and key is not None:
         cache.save(key, outcome)
     return outcome
 

@@ -190,5 +190,6 @@ def _project_module_target(text: str, where: str, factory: str, base_dir: Path, 
                 raise _outside(text, f"{candidate} leads outside the project root {root}")
             check_python_file(real, text)
             return ResolvedTarget(text, text, module_file=str(real), search_dir=str(directory))
-    raise _outside(text, f"module {where!r} is not a file of the project (root {root}); a standard-library or "
-                         "installed module is not imported for a configured target")
+        if (directory / where).is_file():  # `data.bin:f` reads as a module name but names a file
+            raise TargetError(f"target {text!r}: {where} is not a Python file (the name must end in .py)")
+    raise _outside(text, f"module {where!r} is not a file of the project (root {root})")

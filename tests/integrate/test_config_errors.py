@@ -57,6 +57,16 @@ def test_pyproject_errors(tmp_path, memlint_run, toml, key):
 def test_bad_target_is_one_line_error(tmp_path, memlint_run):
     script = tmp_path / "train.py"
     script.write_text("# memlint: estimate target=missing.py:build capacity=1GiB\n" + SCRIPT)
-    code, out, err = memlint_run(str(script), "--format", "concise")
+    code, out, err = memlint_run("--estimate", str(script), "--format", "concise")
     assert code == 2
     assert "missing.py" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_estimate_a_configured_target_is_one_note_and_nothing_runs(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text("# memlint: estimate target=missing.py:build capacity=1GiB\n" + SCRIPT)
+    code, out, err = memlint_run(str(script), "--format", "concise")
+    assert code == 0 and out == ""
+    [note] = err.strip().splitlines()
+    assert note == (f"memlint: an estimate is configured for {script} (target missing.py:build); "
+                    f"it runs only on request: memlint --estimate {script}")
