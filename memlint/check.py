@@ -178,7 +178,10 @@ def estimate_limits(args: argparse.Namespace):
     timeout = DEFAULT_TIMEOUT_SECONDS if args.estimate_timeout is None else args.estimate_timeout
     memory = default_memory_limit()
     if args.estimate_memory is not None:
-        memory = parse_bytes(args.estimate_memory)
+        try:
+            memory = parse_bytes(args.estimate_memory)
+        except UsageError as exc:
+            raise UsageError(f"--estimate-memory {args.estimate_memory!r}: {exc}") from None
         if memory < MIN_MEMORY_BYTES:
             raise UsageError(f"--estimate-memory {args.estimate_memory!r}: at least 256MiB is needed to start the "
                              "estimator (Python and torch)")

@@ -3,7 +3,9 @@
 Started by :func:`memlint.integrate.isolation.run_worker` in a process group
 of its own. It limits its own memory (``RLIMIT_DATA``, inherited by whatever
 it starts) and core dumps, reads the request (script, source, settings,
-checked target), runs :func:`memlint.integrate.estimate_script` and writes
+checked target), puts the target's directory first on ``sys.path`` (a file
+target's siblings import as they do when the file runs as a script), runs
+:func:`memlint.integrate.estimate_script` and writes
 JSON lines to the file descriptor ``FD``: ``{"progress": text}`` while it
 works, then ``{"result": ScriptEstimate.to_transfer()}`` or ``{"failure":
 text}`` for an exception that escaped the estimate (``sys.exit`` included).
@@ -102,6 +104,9 @@ def run(request: dict, channel: _Channel):
     target = request["target"]
     if target.get("module_file"):
         import_project_module(target["spec"].rpartition(":")[0], target["module_file"], target["search_dir"])
+    elif os.path.isabs(target["spec"]):
+        # As `python models/net.py` would: the file's siblings are importable.
+        sys.path.insert(0, os.path.dirname(target["spec"].rpartition(":")[0]))
     settings = EstimateConfig.from_json(request["settings"])
     outcome = estimate_script(request["path"], request["source"], settings, target["spec"],
                               advise=request["advise"], progress=channel.progress)

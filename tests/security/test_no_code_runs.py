@@ -116,3 +116,24 @@ def test_a_trusted_target_may_name_an_installed_callable(tree):
     [line] = error_lines(completed)
     assert "train.py: estimate (target json:dumps) failed: " in line and "not a file of the project" not in line
     assert completed.returncode == 2
+
+
+def test_a_project_file_cannot_stand_in_for_a_standard_library_module(tree, tmp_path):
+    """A project os.py makes `os:abort` look like a project target; the
+    estimate child imports `os`, finds the standard library's, and refuses
+    to call it."""
+    root = tree({"os.py": "def abort():\n    pass\n", "train.py": script_with_target("os:abort")})
+    completed = run_cli("--estimate", "--format", "concise", "train.py", cwd=root, timeout=120)
+    [line] = error_lines(completed)
+    assert "module 'os' resolves to " in line and "not the project's" in line and completed.returncode == 2
+
+
+def test_a_module_target_of_the_project_is_estimated(tree):
+    root = tree({
+        "pkg/__init__.py": "",
+        "pkg/models.py": "import torch\n\ndef build():\n    return torch.nn.Linear(4, 4), torch.zeros(2, 4)\n",
+        "train.py": script_with_target("pkg.models:build"),
+    })
+    completed = run_cli("--estimate", "--format", "json", "train.py", cwd=root, timeout=120)
+    [estimate] = json.loads(completed.stdout)["estimates"]
+    assert estimate["error"] is None and estimate["estimate"]["device_used"] > 0, completed.stderr
