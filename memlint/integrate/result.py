@@ -1,17 +1,17 @@
 """One script's estimate as ``memlint check`` reports it, and its JSON form.
 
 The estimate runs in a child process (:mod:`memlint.integrate.isolation`);
-what comes back is the JSON of :meth:`ScriptEstimate.to_json`, read back by
-:meth:`ScriptEstimate.from_json` into plain values (:class:`Numbers`,
-:class:`VerdictNumbers`, :class:`Remedy`) that carry the same attribute names
-as the estimator's own ``Estimate``, ``Verdict`` and ``Remedy``, so the
-reports read either. The same JSON is what the estimate cache stores. All
+what comes back is the JSON of :meth:`ScriptEstimate.to_transfer`, read back
+by :meth:`ScriptEstimate.from_transfer` into validated :class:`Record` views
+that carry the same attribute names as the estimator's own ``Estimate``,
+``Verdict`` and ``Remedy``, so the reports read either (and the parent never
+imports torch to read them). The same JSON is what the estimate cache stores. All
 sizes are bytes (GiB = 2**30).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 GiB = 2**30
@@ -36,114 +36,74 @@ class Value:
         return out
 
 
-def _int(data: dict, key: str) -> int:
-    value = data.get(key)
-    if type(value) is not int:
-        raise MalformedResult(f"{key} is not an integer")
-    return value
+_NUMBER = (int, float)
+_NONE = type(None)
+#: The estimator's documents that come back from the child, field -> allowed
+#: JSON types (an ``int`` field never takes a boolean): the numbers of
+#: ``ScriptEstimate.to_json()["estimate"]``, ``Verdict.to_json()`` and
+#: ``Remedy.to_json()`` (memlint.estimate.api and .advisor).
+NUMBERS_FIELDS = {
+    "peak_allocated": int, "peak_reserved": int, "device_used": int, "peak_tensor_bytes": int,
+    "by_category": dict, "batch_size": int, "micro_batch": int, "optimizer": (str, _NONE),
+    "checkpointed_blocks": list, "unsupported_ops": list, "trace_seconds": _NUMBER,
+}
+VERDICT_FIELDS = {
+    "fits": bool, "required_bytes": int, "capacity_bytes": int, "usable_bytes": int, "reserve": _NUMBER,
+    "headroom_bytes": int, "headroom_fraction": _NUMBER, "cache_released": bool,
+}
+REMEDY_FIELDS = {
+    "remedy": str, "title": str, "device_used": int, "saved": int, "saved_allocated": int, "fits": (bool, _NONE),
+    "cost": str,
+}
 
 
-def _optional(data: dict, key: str, kind: type):
-    value = data.get(key)
-    if value is not None and not isinstance(value, kind):
-        raise MalformedResult(f"{key} is not {kind.__name__}")
-    return value
+def _is_a(value: Any, kinds) -> bool:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if isinstance(value, bool):
+        return bool in kinds
+    return isinstance(value, kinds)
 
 
-@dataclass
-class Numbers:
-    """The estimate's numbers that the report shows (bytes; see ``Estimate``)."""
+class Record:
+    """A validated JSON object read back from the estimate child, with the
+    attribute names of the estimator's object it stands for (``aliases``:
+    attribute -> JSON key, where the two differ)."""
 
-    peak_allocated: int
-    peak_reserved: int
-    device_used: int
-    peak_tensor_bytes: int
-    by_category: dict[str, int]
-    batch_size: int
-    micro_batch: int
-    optimizer: str
-    checkpointed: list[str]
-    unsupported_ops: list
-    trace_seconds: float
+    def __init__(self, data: Any, fields: dict, aliases: dict[str, str] | None = None) -> None:
+        if not isinstance(data, dict):
+            raise MalformedResult("not an object")
+        for key, kinds in fields.items():
+            if not _is_a(data.get(key), kinds):
+                raise MalformedResult(f"{key} is not {kinds}")
+        self._data = {key: data[key] for key in fields}
+        self._aliases = aliases or {}
 
-    @classmethod
-    def from_json(cls, data: dict) -> "Numbers":
-        """Raises MalformedResult."""
-        by_category = data.get("by_category")
-        if not isinstance(by_category, dict) or not all(type(v) is int for v in by_category.values()):
-            raise MalformedResult("by_category is not a map of byte counts")
-        checkpointed = data.get("checkpointed_blocks")
-        if not isinstance(checkpointed, list) or not all(isinstance(name, str) for name in checkpointed):
-            raise MalformedResult("checkpointed_blocks is not a list of names")
-        unsupported = data.get("unsupported_ops")
-        if not isinstance(unsupported, list):
-            raise MalformedResult("unsupported_ops is not a list")
-        seconds = data.get("trace_seconds")
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-            raise MalformedResult("trace_seconds is not a number")
-        return cls(
-            peak_allocated=_int(data, "peak_allocated"), peak_reserved=_int(data, "peak_reserved"),
-            device_used=_int(data, "device_used"), peak_tensor_bytes=_int(data, "peak_tensor_bytes"),
-            by_category=dict(by_category), batch_size=_int(data, "batch_size"),
-            micro_batch=_int(data, "micro_batch"), optimizer=str(_optional(data, "optimizer", str) or ""),
-            checkpointed=list(checkpointed), unsupported_ops=list(unsupported), trace_seconds=float(seconds))
-
-
-@dataclass
-class VerdictNumbers:
-    """The fit verdict (bytes; see ``memlint.estimate.api.Verdict``)."""
-
-    fits: bool
-    required_bytes: int
-    capacity_bytes: int
-    usable_bytes: int
-    reserve: float
-    headroom_bytes: int
-    headroom_fraction: float
-    cache_released: bool = False
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._data[self._aliases.get(name, name)]
+        except KeyError:
+            raise AttributeError(name) from None
 
     def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "VerdictNumbers":
-        """Raises MalformedResult."""
-        for key in ("fits", "cache_released"):
-            if not isinstance(data.get(key, False), bool):
-                raise MalformedResult(f"{key} is not a boolean")
-        fractions = [data.get(key) for key in ("reserve", "headroom_fraction")]
-        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in fractions):
-            raise MalformedResult("reserve or headroom_fraction is not a number")
-        return cls(fits=data["fits"], required_bytes=_int(data, "required_bytes"),
-                   capacity_bytes=_int(data, "capacity_bytes"), usable_bytes=_int(data, "usable_bytes"),
-                   reserve=float(fractions[0]), headroom_bytes=_int(data, "headroom_bytes"),
-                   headroom_fraction=float(fractions[1]), cache_released=data.get("cache_released", False))
+        return dict(self._data)
 
 
-@dataclass
-class Remedy:
-    """One advisor row (bytes; see ``memlint.estimate.advisor.Remedy``)."""
+def numbers_record(data: Any) -> Record:
+    """The estimate numbers (``Estimate``'s attribute names); raises MalformedResult."""
+    record = Record(data, NUMBERS_FIELDS, {"checkpointed": "checkpointed_blocks"})
+    if not all(type(v) is int for v in record.by_category.values()):
+        raise MalformedResult("by_category is not a map of byte counts")
+    return record
 
-    key: str
-    title: str
-    device_used: int
-    saved: int
-    fits: bool | None
-    cost: str
-    saved_allocated: int = 0
 
-    def to_json(self) -> dict:
-        return {"remedy": self.key, "title": self.title, "device_used": self.device_used, "saved": self.saved,
-                "saved_allocated": self.saved_allocated, "fits": self.fits, "cost": self.cost}
+def verdict_record(data: Any) -> Record:
+    """The fit verdict (``Verdict``'s attribute names); raises MalformedResult."""
+    return Record(data, VERDICT_FIELDS)
 
-    @classmethod
-    def from_json(cls, data: dict) -> "Remedy":
-        """Raises MalformedResult."""
-        texts = [data.get(key) for key in ("remedy", "title", "cost")]
-        if not all(isinstance(text, str) for text in texts):
-            raise MalformedResult("remedy, title and cost must be strings")
-        return cls(key=texts[0], title=texts[1], device_used=_int(data, "device_used"), saved=_int(data, "saved"),
-                   fits=_optional(data, "fits", bool), cost=texts[2], saved_allocated=_int(data, "saved_allocated"))
+
+def remedy_record(data: Any) -> Record:
+    """One advisor row (``Remedy``'s attribute names); raises MalformedResult."""
+    return Record(data, REMEDY_FIELDS, {"key": "remedy"})
 
 
 @dataclass
@@ -233,10 +193,17 @@ class ScriptEstimate:
         estimate, verdict = data.get("estimate"), data.get("verdict")
         return cls(
             path=str(data["path"]), target=str(data["target"]), recipe=recipe,
-            estimate=Numbers.from_json(estimate) if estimate is not None else None,
-            verdict=VerdictNumbers.from_json(verdict) if verdict is not None else None,
+            estimate=numbers_record(estimate) if estimate is not None else None,
+            verdict=verdict_record(verdict) if verdict is not None else None,
             gpu=_optional(data, "gpu", str), capacity_bytes=_optional(data, "capacity_bytes", int),
             max_batch=_optional(data, "max_batch_size", int),
-            advice=[Remedy.from_json(row) for row in data.get("advice", [])],
+            advice=[remedy_record(row) for row in data.get("advice", [])],
             notes=list(notes), error=_optional(data, "error", str),
             batch_span=tuple(span) if span else None)
+
+
+def _optional(data: dict, key: str, kind: type):
+    value = data.get(key)
+    if value is not None and not _is_a(value, kind):
+        raise MalformedResult(f"{key} is not {kind.__name__}")
+    return value
