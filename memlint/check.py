@@ -211,7 +211,8 @@ def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) 
     """Plan the configured estimates; run them with ``--estimate``, else note that they are configured."""
     from memlint.integrate import RunOptions, plan_estimates, run_estimates
 
-    plan = plan_estimates(_estimate_sources(run), config, advise=args.advise, verbose=args.verbose)
+    plan = plan_estimates(_estimate_sources(run, args.advise or args.verbose), config, advise=args.advise,
+                          verbose=args.verbose)
     if limits is None:
         run.errors.extend(plan.errors)
         run.notes.extend(plan.notes)
@@ -226,16 +227,19 @@ def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) 
         from memlint.lint.cache import cache_dir as lint_cache_dir
 
         cache_dir = lint_cache_dir(args, config)
-    with ProgressStatus("estimating...", lines=args.verbose) as status:
+    # Progress: a status line on a terminal; elsewhere one line per step with
+    # --verbose or --advise (the advisor traces about ten times).
+    with ProgressStatus("estimating...", lines=args.verbose or args.advise) as status:
         options = RunOptions(limits=limits, trusted=frozenset(args.estimate_target or ()), advise=args.advise,
                              verbose=args.verbose, cache_dir=cache_dir, progress=status.update)
         run.add_estimates(run_estimates(plan, config, options))
 
 
-def _estimate_sources(run: CheckRun):
-    """The linted scripts that an estimate may concern: read, decoded as the
-    linter decodes them, without the unparsable and the skip-file ones."""
-    from memlint.integrate import ScriptSource
+def _estimate_sources(run: CheckRun, every_file: bool):
+    """The linted scripts that an estimate may concern (MEM302 runs on them,
+    or ``every_file``): read, decoded as the linter decodes them, without the
+    unparsable and the skip-file ones."""
+    from memlint.integrate import MEM302, ScriptSource
     from memlint.lint.engine import source_text
     from memlint.lint.suppression import skips_file
 
@@ -244,6 +248,8 @@ def _estimate_sources(run: CheckRun):
         if result.error or any(d.code == SYNTAX_ERROR_CODE for d in result.diagnostics):
             continue
         options = run.options.get(result.path)
+        if options is not None and MEM302 not in options.codes() and not every_file:
+            continue
         data = run.stdin if run.stdin is not None else read_job(Job(result.path, options or LintOptions(frozenset())))
         source = source_text(data) if isinstance(data, bytes) else None
         if source is None or skips_file(source):

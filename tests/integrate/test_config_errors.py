@@ -70,3 +70,10 @@ def test_without_estimate_a_configured_target_is_one_note_and_nothing_runs(tmp_p
     [note] = err.strip().splitlines()
     assert note == (f"memlint: an estimate is configured for {script} (target missing.py:build); "
                     f"it runs only on request: memlint --estimate {script}")
+
+
+def test_verbose_says_an_estimate_is_skipped_when_mem302_is_not_selected(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text("# memlint: estimate target=m.py:f capacity=1GiB\n" + SCRIPT)
+    code, out, err = memlint_run(str(script), "--select", "MEM303", "--verbose", "--format", "concise")
+    assert f"{script}: estimate skipped: MEM302 is not selected" in err and code == 0
