@@ -209,9 +209,12 @@ def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) 
 
 def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) -> None:
     """Plan the configured estimates; run them with ``--estimate``, else note that they are configured."""
-    from memlint.integrate import RunOptions, plan_estimates, run_estimates
+    sources = _estimate_sources(run, args.advise or args.verbose)
+    if not config.estimate and not any("estimate" in script[1] for script in sources):
+        return  # nothing can configure an estimate: skip the step and its imports (plain runs stay fast)
+    from memlint.integrate import RunOptions, ScriptSource, plan_estimates, run_estimates
 
-    plan = plan_estimates(_estimate_sources(run, args.advise or args.verbose), config, advise=args.advise,
+    plan = plan_estimates([ScriptSource(*script) for script in sources], config, advise=args.advise,
                           verbose=args.verbose)
     if limits is None:
         run.errors.extend(plan.errors)
@@ -235,11 +238,15 @@ def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) 
         run.add_estimates(run_estimates(plan, config, options))
 
 
-def _estimate_sources(run: CheckRun, every_file: bool):
-    """The linted scripts that an estimate may concern (MEM302 runs on them,
-    or ``every_file``): read, decoded as the linter decodes them, without the
-    unparsable and the skip-file ones."""
-    from memlint.integrate import MEM302, ScriptSource
+#: The code the estimate step reports (memlint.integrate.MEM302), named here
+#: so that a run with nothing to estimate never imports memlint.integrate.
+MEM302 = "MEM302"
+
+
+def _estimate_sources(run: CheckRun, every_file: bool) -> list[tuple[str, str, frozenset[str] | None]]:
+    """(path, source, codes run on it) of the linted scripts that an estimate
+    may concern (MEM302 runs on them, or ``every_file``): read, decoded as the
+    linter decodes them, without the unparsable and the skip-file ones."""
     from memlint.lint.engine import source_text
     from memlint.lint.suppression import skips_file
 
@@ -254,5 +261,5 @@ def _estimate_sources(run: CheckRun, every_file: bool):
         source = source_text(data) if isinstance(data, bytes) else None
         if source is None or skips_file(source):
             continue
-        scripts.append(ScriptSource(result.path, source, frozenset(options.codes()) if options else None))
+        scripts.append((result.path, source, frozenset(options.codes()) if options else None))
     return scripts
