@@ -210,7 +210,7 @@ def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) 
 def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) -> None:
     """Plan the configured estimates; run them with ``--estimate``, else note that they are configured."""
     sources = _estimate_sources(run, args.advise or args.verbose)
-    if not config.estimate and not any("estimate" in script[1] for script in sources):
+    if not (config.estimate or args.verbose) and not any("estimate" in script[1] for script in sources):
         return  # nothing can configure an estimate: skip the step and its imports (plain runs stay fast)
     from memlint.integrate import RunOptions, ScriptSource, plan_estimates, run_estimates
 

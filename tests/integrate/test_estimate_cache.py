@@ -53,8 +53,6 @@ def test_hits_and_misses(tmp_path, capsys, workers):
     assert len(workers) == 3
     _estimates(root, capsys, "--advise")
     assert len(workers) == 4  # other options
-    _estimates(root, capsys, "--no-cache")
-    assert len(workers) == 5
 
 
 def test_failures_are_not_cached(tmp_path, capsys, workers):
