@@ -27,6 +27,9 @@ from memlint.lint.files import collect_files
 from memlint.lint.registry import resolve_selection
 from memlint.lint.runner import Job, lint_jobs, options_for, read_job
 
+#: The code the estimate step reports (memlint.integrate.MEM302), named here
+#: so that a run with nothing to estimate never imports memlint.integrate.
+MEM302 = "MEM302"
 #: Options that only mean something with ``--estimate``.
 _ESTIMATE_OPTIONS = (("advise", "--advise"), ("estimate_timeout", "--estimate-timeout"),
                      ("estimate_memory", "--estimate-memory"), ("estimate_target", "--estimate-target"))
@@ -236,11 +239,6 @@ def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) 
         options = RunOptions(limits=limits, trusted=frozenset(args.estimate_target or ()), advise=args.advise,
                              verbose=args.verbose, cache_dir=cache_dir, progress=status.update)
         run.add_estimates(run_estimates(plan, config, options))
-
-
-#: The code the estimate step reports (memlint.integrate.MEM302), named here
-#: so that a run with nothing to estimate never imports memlint.integrate.
-MEM302 = "MEM302"
 
 
 def _estimate_sources(run: CheckRun, every_file: bool) -> list[tuple[str, str, frozenset[str] | None]]:

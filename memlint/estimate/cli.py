@@ -73,6 +73,17 @@ def check_estimate_inputs(batch_size: int | None, grad_accum: int, world_size: i
                              "2**50 bytes, beyond any device")
 
 
+def reporting(estimate_function, report, stage: str = "advisor"):
+    """``estimate_function(workload, options)`` that first reports, in one
+    line, which options it traces (the advisor's progress)."""
+    def traced(workload, options):
+        report(f"{stage}: tracing precision {options.precision}, optimizer {options.optimizer}, "
+               f"accumulation {options.grad_accum}, zero-{options.zero_stage}")
+        return estimate_function(workload, options)
+
+    return traced
+
+
 def check_timeout(seconds: float, option: str) -> float:
     """``seconds`` if it is a positive finite number; raises UsageError naming ``option``."""
     if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
@@ -278,12 +289,7 @@ def _run(args) -> int:
         from memlint.estimate.advisor import advise  # noqa: PLC0415
 
         with ProgressStatus("re-estimating under each remedy...", lines=True) as status:
-            def traced(workload, options):
-                status.update(f"advisor: tracing precision {options.precision}, optimizer {options.optimizer}, "
-                              f"accumulation {options.grad_accum}, zero-{options.zero_stage}")
-                return estimate(workload, options)
-
-            advice = advise(workload, result, capacity, reserve, run=traced)
+            advice = advise(workload, result, capacity, reserve, run=reporting(estimate, status.update))
     if args.format == "json":
         document = report.render_json(result, verdict, best)
         if advice is not None:

@@ -24,7 +24,6 @@ and the advisor when the batch does not fit.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -283,7 +282,7 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
                   advise: bool | None, progress: Callable[[str], None] | None) -> None:
     from memlint.estimate.advisor import advise as run_advisor
     from memlint.estimate.api import EstimateOptions, estimate, fits, resolve_capacity
-    from memlint.estimate.cli import check_estimate_inputs
+    from memlint.estimate.cli import check_estimate_inputs, reporting
     from memlint.estimate.workload import load_workload
 
     workload = load_workload(target, settings.get("input", []), None)
@@ -315,7 +314,7 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
         if advise:
             outcome.advice = run_advisor(workload, outcome.estimate, None, reserve,
                                          settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE),
-                                         run=_reporting(estimate, report, "advisor"))
+                                         run=reporting(estimate, report))
         return
     outcome.verdict = fits(outcome.estimate, outcome.capacity_bytes, reserve)
     if not outcome.verdict.fits or advise:
@@ -330,17 +329,7 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
         if advise is not False:
             outcome.advice = run_advisor(workload, outcome.estimate, outcome.capacity_bytes, reserve,
                                          settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE),
-                                         run=_reporting(estimate, report, "advisor"))
-
-
-def _reporting(estimate_function, report: Callable[[str], None], stage: str):
-    """``estimate_function`` that first reports which remedy it traces."""
-    def run(workload, options):
-        report(f"{stage}: tracing {options.precision}, optimizer {options.optimizer}, "
-               f"accumulation {options.grad_accum}, zero-{options.zero_stage}")
-        return estimate_function(workload, options)
-
-    return run
+                                         run=reporting(estimate, report))
 
 
 def _source(settings: EstimateConfig, key: str) -> str:

@@ -42,10 +42,14 @@ def _string(key: str, value: Any) -> str:
 
 
 def _positive_int(key: str, value: Any) -> int:
+    from memlint.estimate.cli import MAX_DIMENSION  # no torch
+
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"must be a positive integer (got {value!r})")
+    if value > MAX_DIMENSION:
+        raise ValueError(f"must be at most 2**40 (got {value}): no device holds more")
     return value
 
 
