@@ -109,16 +109,27 @@ def estimator_fingerprint() -> str:
     return source_fingerprint([str(here.parent / "estimate"), str(here)])
 
 
+#: Larger files of the closure are keyed by size and modification time, not
+#: read (the linter's own limit, memlint.lint.engine.MAX_SOURCE_BYTES).
+MAX_HASHED_BYTES = 2**20
+
+
 def imported_files_digest(target, root: Path) -> str:
     """SHA-256 over the target file and the project files it imports (relative path and content)."""
     digest = hashlib.sha256()
     for path in sorted(imported_project_files(target, root)):
-        try:
-            data = path.read_bytes()
-        except OSError:
-            data = b"<unreadable>"
-        digest.update(os.fsencode(str(path.relative_to(root))) + b"\0" + hashlib.sha256(data).digest())
+        digest.update(os.fsencode(str(path.relative_to(root))) + b"\0" + _file_digest(path))
     return digest.hexdigest()
+
+
+def _file_digest(path: Path) -> bytes:
+    try:
+        info = path.stat()
+        if info.st_size > MAX_HASHED_BYTES:
+            return f"{info.st_size}:{info.st_mtime_ns}".encode()
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError:
+        return b"<unreadable>"
 
 
 def imported_project_files(target, root: Path) -> set[Path]:
@@ -141,6 +152,8 @@ def imported_project_files(target, root: Path) -> set[Path]:
 
 def _imports_of(path: Path, search: list[Path], root: Path) -> list[Path]:
     try:
+        if path.stat().st_size > MAX_HASHED_BYTES:
+            return []
         tree = ast.parse(path.read_bytes())
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return []

@@ -44,6 +44,7 @@ import hmac
 import json
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -157,6 +158,9 @@ def source_fingerprint(folders: list[str]) -> str:
     return ";".join(stats)
 
 
+#: Largest cache entry read (bytes): an entry is one file's findings, a few
+#: KiB; 64 MiB is far beyond any real one.
+MAX_ENTRY_BYTES = 64 * 2**20
 #: Bytes of the signing key: RFC 2104 (section 3) recommends a key at least
 #: as long as the hash output, 32 bytes for SHA-256.
 KEY_BYTES = 32
@@ -244,6 +248,8 @@ class Store:
         if key is None:
             return None
         store = cls(root, settings, key)
+        if any(os.path.islink(path) for path in (root, root / FORMAT_VERSION, store.entries)):
+            return None  # a planted link would send the entries elsewhere on the machine
         try:
             store.entries.mkdir(parents=True, exist_ok=True)
             for name, text in (("CACHEDIR.TAG", _CACHEDIR_TAG), (".gitignore", "# Created by memlint.\n*\n")):
@@ -261,10 +267,16 @@ class Store:
 
     def load_payload(self, key: str):
         """The verified JSON payload stored under ``key``, or None (missing,
-        unreadable, corrupt, or not signed with this user's key)."""
+        unreadable, corrupt, not signed with this user's key, or not a
+        regular file of at most :data:`MAX_ENTRY_BYTES`: a planted link to
+        ``/dev/zero`` is never read)."""
         try:
-            with open(self._path(key), "rb") as handle:
-                mac, _, body = handle.read().partition(b"\n")
+            fd = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            with open(fd, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+                    return None
+                mac, _, body = handle.read(MAX_ENTRY_BYTES).partition(b"\n")
             if not hmac.compare_digest(mac, self._mac(key, body).encode()):
                 return None
             return json.loads(body)

@@ -62,3 +62,19 @@ def test_a_forged_finding_is_not_invented(tree, tmp_path):
     entry.write_bytes(b"0" * 64 + b"\n" + json.dumps(forged).encode())
     victim = run_cli("--format", "json", ".", cwd=root, env={"XDG_CACHE_HOME": str(tmp_path / "b")})
     assert _findings(victim) == []
+
+
+def test_planted_links_in_the_cache_are_not_followed(tree, tmp_path):
+    root = tree({})
+    user = {"XDG_CACHE_HOME": str(tmp_path / "user")}
+    expected = _findings(run_cli("--format", "json", ".", cwd=root, env=user))
+    for entry in _entries(root):
+        entry.unlink()
+        entry.symlink_to("/dev/zero")  # read whole, it would never end
+    assert _findings(run_cli("--format", "json", ".", cwd=root, env=user, timeout=30)) == expected
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / ".memlint_cache").rename(tmp_path / "old-cache")
+    (root / ".memlint_cache").symlink_to(elsewhere, target_is_directory=True)
+    assert _findings(run_cli("--format", "json", ".", cwd=root, env=user)) == expected
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link

@@ -137,3 +137,17 @@ def test_a_module_target_of_the_project_is_estimated(tree):
     completed = run_cli("--estimate", "--format", "json", "train.py", cwd=root, timeout=120)
     [estimate] = json.loads(completed.stdout)["estimates"]
     assert estimate["error"] is None and estimate["estimate"]["device_used"] > 0, completed.stderr
+
+
+def test_a_huge_file_is_not_read(tree):
+    """A sparse 8 GiB `.py` file: skipped by its size, never read into memory."""
+    import time
+
+    root = tree({})
+    with open(root / "huge.py", "wb") as handle:
+        handle.truncate(8 * 2**30)
+    started = time.monotonic()
+    completed = run_cli("--estimate", "--format", "concise", ".", cwd=root, timeout=60)
+    assert time.monotonic() - started < 20
+    assert b"./huge.py: skipped: 8192.0 MiB is over the 1 MiB limit for linting" in completed.stderr
+    assert completed.stdout.startswith(b"./buggy.py:2:9: MEM303") and completed.returncode == 1
