@@ -24,6 +24,7 @@ and the advisor when the batch does not fit.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -157,6 +158,10 @@ def run_estimates(plan: EstimatePlan, config, options: RunOptions) -> EstimateRe
         return report
     if not torch_is_installed():
         report.errors.append(f"--estimate needs torch, which is not installed: {ESTIMATE_EXTRA_HINT}")
+        return report
+    if os.name != "posix":
+        report.errors.append("--estimate runs each estimate in a process group of its own, which needs a POSIX "
+                             "system (Linux, macOS); use memlint estimate TARGET here")
         return report
     from memlint.integrate.estimate_cache import EstimateCache
 

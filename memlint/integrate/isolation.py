@@ -130,7 +130,7 @@ def _supervise(child: subprocess.Popen, fd: int, limits: Limits, progress) -> di
     reader = _LineReader()
     pipe_open = True
     while True:
-        exited = _has_exited(child.pid)
+        exited = _has_exited(child)
         wait = 0.0 if exited else max(0.0, min(POLL_SECONDS, deadline - time.monotonic()))
         if pipe_open and select.select([fd], [], [], wait)[0]:
             chunk = os.read(fd, 1 << 16)
@@ -179,12 +179,14 @@ class _LineReader:
         return messages
 
 
-def _has_exited(pid: int) -> bool:
-    """True once the child has exited; it is not reaped (WNOWAIT), so its
-    process ID, which is also the group's ID, cannot be reused before the
-    group is killed."""
+def _has_exited(child: subprocess.Popen) -> bool:
+    """True once the child has exited. Where ``os.waitid`` exists (Linux) it
+    is not reaped (WNOWAIT), so its process ID, which is also the group's ID,
+    cannot be reused before the group is killed; elsewhere (macOS) it is."""
+    if not hasattr(os, "waitid"):
+        return child.poll() is not None
     try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
 
