@@ -141,11 +141,11 @@ def _supervise(child: subprocess.Popen, fd: int, limits: Limits, progress) -> di
                         progress(str(message["progress"]))
                 elif "result" in message or "failure" in message:
                     return message
-            continue
-        if exited:
+        elif exited:
             raise ChildFailed(exit_reason(_exit_status(child)))
-        if not pipe_open:
+        elif not pipe_open:
             time.sleep(wait)
+        # Checked on every turn, so that a stream of messages cannot hold off the limits.
         if time.monotonic() >= deadline:
             raise ChildFailed(f"did not finish within {limits.timeout:g} s (--estimate-timeout); stopped")
         used = group_rss_bytes(child.pid)

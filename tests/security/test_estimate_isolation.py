@@ -86,6 +86,18 @@ def forks_and_eats():
     time.sleep(10_000)
 
 
+def chatters():
+    # writes progress messages into memlint's own pipe (its number is the worker's last argument), forever
+    while True:
+        os.write(int(sys.argv[-1]), b'{"progress": "still busy"}\\n')
+        time.sleep(0.01)
+
+
+def writes_garbage():
+    os.write(int(sys.argv[-1]), b"not json\\n")
+    time.sleep(10_000)
+
+
 def leaves_a_sleeper():
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10_000)"])
     return Model(), torch.zeros(2, 4)
@@ -102,6 +114,7 @@ FAILURES = {
     "hangs": "did not finish within 4 s (--estimate-timeout)",
     "eats_memory": "MemoryError (memory limit 1.0 GiB, --estimate-memory)",
     "forks_and_eats": "over its memory limit of 1.0 GiB (--estimate-memory)",
+    "writes_garbage": "sent a message that is not JSON; stopped",
 }
 
 
@@ -140,6 +153,16 @@ def test_a_hanging_factory_is_stopped_at_the_timeout(tree):
     started = time.monotonic()
     _run_one(tree, "hangs", "concise", timeout="4")
     assert time.monotonic() - started < 30
+
+
+def test_a_stream_of_messages_cannot_hold_off_the_timeout(tree):
+    FAILURES["chatters"] = FAILURES["hangs"]
+    try:
+        started = time.monotonic()
+        _run_one(tree, "chatters", "json", timeout="4")
+        assert time.monotonic() - started < 30
+    finally:
+        del FAILURES["chatters"]
 
 
 def test_all_failures_at_once_one_line_each_and_the_good_estimate_kept(tree):
