@@ -188,6 +188,7 @@ class ProgressStatus:
                 self.status.start()
 
     def update(self, message: str) -> None:
+        """Show ``message`` as the current step."""
         with self.lock:
             self.message = message
             self.updates += 1

@@ -83,6 +83,7 @@ class Limits:
     memory: int = 0
 
     def memory_text(self) -> str:
+        """The memory limit in GiB (2**30 bytes), for messages."""
         return f"{self.memory / GiB:.1f} GiB"
 
 
@@ -162,6 +163,12 @@ class _LineReader:
         self.total = 0
 
     def feed(self, chunk: bytes) -> list[dict]:
+        """The complete messages that ``chunk`` ends.
+
+        Raises:
+            ChildFailed: more than MAX_MESSAGE_BYTES in all, or a line that
+                is not a JSON object.
+        """
         self.total += len(chunk)
         if self.total > MAX_MESSAGE_BYTES:
             raise ChildFailed(f"sent more than {MAX_MESSAGE_BYTES // 2**20} MiB of results; stopped")

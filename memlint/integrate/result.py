@@ -85,6 +85,7 @@ class Record:
             raise AttributeError(name) from None
 
     def to_json(self) -> dict:
+        """The validated JSON object (a copy)."""
         return dict(self._data)
 
 

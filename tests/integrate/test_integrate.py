@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import MLP, PROJECT_MLP, REPO, make_project
+from .conftest import MLP, PROJECT_MLP, make_project
 
 CAPACITY = "600MiB"
 
