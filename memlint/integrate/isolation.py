@@ -98,8 +98,15 @@ def run_worker(request: dict, limits: Limits, progress: Callable[[str], None] | 
 
     Raises:
         ChildFailed: timeout, memory limit, crash, exit without a result,
-            or an oversized/undecodable message.
+            an oversized/undecodable message, or a worker that cannot start.
     """
+    try:
+        return _run_in_workdir(request, limits, progress, verbose)
+    except OSError as exc:  # no temporary directory, no pipe, no interpreter to start
+        raise ChildFailed(f"could not start the estimate process ({exc.strerror or type(exc).__name__})") from None
+
+
+def _run_in_workdir(request: dict, limits: Limits, progress, verbose: bool) -> dict:
     with tempfile.TemporaryDirectory(prefix="memlint-estimate-") as workdir:
         request_path = Path(workdir) / "request.json"
         request_path.write_text(json.dumps({**request, "memory": limits.memory}), encoding="utf-8")

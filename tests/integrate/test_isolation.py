@@ -50,3 +50,9 @@ def test_worker_reports_its_own_exceptions_in_one_line():
     assert describe_exception(TargetError("target 'x': nope"), 0) == "target 'x': nope"
     assert with_memory_hint("factory raised MemoryError", 2**31).endswith("(memory limit 2.0 GiB, --estimate-memory)")
     assert with_memory_hint("factory raised ValueError", 2**31) == "factory raised ValueError"
+
+
+def test_a_worker_that_cannot_start_is_one_line(monkeypatch):
+    monkeypatch.setattr(isolation.sys, "executable", "/nonexistent/python")
+    with pytest.raises(isolation.ChildFailed, match=r"could not start the estimate process \(No such file"):
+        isolation.run_worker({"path": "t.py"}, isolation.Limits(timeout=5, memory=2**30))
