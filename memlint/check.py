@@ -2,6 +2,13 @@
 
 The run never stops at a bad file: unreadable files, unparsable files (MEM001)
 and crashing rules are reported and the other files' results still printed.
+
+Nothing from the linted tree is imported or run, whatever its files or its
+configuration say. Estimates configured in the tree are planned statically
+(:func:`memlint.integrate.plan_estimates`) and run only with ``--estimate``,
+each in a child process (:func:`memlint.integrate.run_estimates`), which
+returns a report that this module merges into the run it renders; without
+``--estimate`` one note says that estimates are configured.
 """
 
 from __future__ import annotations
@@ -10,15 +17,22 @@ import argparse
 import hashlib
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from memlint.cli import _split_codes, config_start
 from memlint.config import Config, load_config
 from memlint.errors import UsageError
 from memlint.lint.diagnostic import Diagnostic, FileResult
 from memlint.lint.engine import SYNTAX_ERROR_CODE, LintOptions, lint_source
 from memlint.lint.files import collect_files
 from memlint.lint.registry import resolve_selection
-from memlint.lint.runner import Job, lint_jobs, options_for
+from memlint.lint.runner import Job, lint_jobs, options_for, read_job
+
+#: The code the estimate step reports (memlint.integrate.MEM302), named here
+#: so that a run with nothing to estimate never imports memlint.integrate.
+MEM302 = "MEM302"
+#: Options that only mean something with ``--estimate``.
+_ESTIMATE_OPTIONS = (("advise", "--advise"), ("estimate_timeout", "--estimate-timeout"),
+                     ("estimate_memory", "--estimate-memory"), ("estimate_target", "--estimate-target"))
 
 
 @dataclass
@@ -44,16 +58,44 @@ class CheckRun:
         return sorted((d for result in self.results for d in result.diagnostics), key=Diagnostic.sort_key)
 
     def exit_code(self, exit_zero: bool) -> int:
-        broken = self.errors or any(
-            r.error or r.internal_errors or any(d.code == SYNTAX_ERROR_CODE for d in r.diagnostics) for r in self.results
-        )
-        if broken:
+        """2 when the run had errors (:func:`memlint.report.run_failed`), else 1 for findings (or, with
+        ``--diff``, changes) unless ``exit_zero``, else 0."""
+        from memlint.report import run_failed
+
+        if run_failed(self):
             return 2
         if self.diff_only:
             return 1 if self.fixed else 0
         if self.diagnostics and not exit_zero:
             return 1
         return 0
+
+    def add_estimates(self, report) -> None:
+        """Merge an :class:`~memlint.integrate.EstimateReport`: its estimates,
+        errors and notes, and its MEM302 findings into their files' results."""
+        self.estimates.extend(report.estimates)
+        self.errors.extend(report.errors)
+        self.notes.extend(report.notes)
+        by_path = {result.path: result for result in self.results}
+        for diagnostic in report.diagnostics:
+            result = by_path[diagnostic.path]
+            result.diagnostics.append(diagnostic)
+            result.diagnostics.sort(key=Diagnostic.sort_key)
+
+
+def split_codes(values: list[str] | None) -> list[str] | None:
+    """Comma-separated selectors of repeated options, as one list (None stays None)."""
+    if values is None:
+        return None
+    return [code.strip() for value in values for code in value.split(",") if code.strip()]
+
+
+def config_start(paths: list[str]) -> Path:
+    """Where configuration discovery starts: the first real path, else the cwd."""
+    for path in paths:
+        if path != "-":
+            return Path(path).absolute()
+    return Path.cwd()
 
 
 def selection(args: argparse.Namespace, config: Config) -> frozenset[str]:
@@ -62,7 +104,7 @@ def selection(args: argparse.Namespace, config: Config) -> frozenset[str]:
     base; then ``--extend-select`` adds and ``--ignore`` removes."""
     where = str(config.path) if config.path else "configuration"
     if args.select is not None:
-        base = resolve_selection(_split_codes(args.select), [], [], option_names=("--select", "", ""))
+        base = resolve_selection(split_codes(args.select), [], [], option_names=("--select", "", ""))
     else:
         base = resolve_selection(
             config.select,
@@ -70,20 +112,27 @@ def selection(args: argparse.Namespace, config: Config) -> frozenset[str]:
             config.extend_select,
             option_names=(f"{where}: select", f"{where}: ignore", f"{where}: extend-select"),
         )
-    added = resolve_selection([], [], _split_codes(args.extend_select) or [], option_names=("", "", "--extend-select"))
-    removed = resolve_selection([], [], _split_codes(args.ignore) or [], option_names=("", "", "--ignore"))
+    added = resolve_selection([], [], split_codes(args.extend_select) or [], option_names=("", "", "--extend-select"))
+    removed = resolve_selection([], [], split_codes(args.ignore) or [], option_names=("", "", "--ignore"))
     return frozenset((base | added) - removed)
 
 
 def run_check(args: argparse.Namespace) -> int:
+    """Run ``memlint check``; returns the exit code.
+
+    Raises:
+        UsageError: bad options or configuration (one line, exit 2).
+    """
     if args.unsafe_fixes and not (args.fix or args.diff):
         args.fix = False
+    limits = estimate_limits(args)
     config = load_config(args.config, config_start(args.paths))
     enabled = selection(args, config)
     if not enabled:
         print("memlint: warning: no rule is selected (check --select/--ignore and [tool.memlint]); nothing can be reported",
               file=sys.stderr)
     run = CheckRun(diff_only=bool(args.diff))
+    roots: dict[str, str] | None = None
     if args.paths == ["-"] or (not args.paths and args.stdin_filename):
         run.results.append(_lint_stdin(args, enabled, config, run))
     elif not args.paths:
@@ -94,6 +143,8 @@ def run_check(args: argparse.Namespace) -> int:
             raise UsageError("'-' (stdin) cannot be combined with other paths")
         collected = collect_files(args.paths, config)
         run.errors.extend(collected.errors)
+        run.notes.extend(collected.notes)
+        roots = collected.roots
         jobs = [Job(path, options_for(path, enabled, config)) for path in collected.files]
         run.options = {job.path: job.options for job in jobs}
         run.results = _lint_with_cache(jobs, args, config)
@@ -102,12 +153,42 @@ def run_check(args: argparse.Namespace) -> int:
     if args.fix or args.diff:
         from memlint.lint.fixes import apply_fixes_to_run
 
-        apply_fixes_to_run(run, args)
-    _maybe_estimate(run, args, config)
+        apply_fixes_to_run(run, args, roots)
+    _estimates(run, args, config, limits)
     from memlint.report import render
 
     render(run, args)
     return run.exit_code(args.exit_zero)
+
+
+def estimate_limits(args: argparse.Namespace):
+    """The per-estimate :class:`~memlint.integrate.isolation.Limits` of
+    ``--estimate`` (None without it).
+
+    Raises:
+        UsageError: an estimate option without ``--estimate``, or a timeout
+            or memory size that is not a positive value.
+    """
+    if not args.estimate:
+        for attribute, option in _ESTIMATE_OPTIONS:
+            if getattr(args, attribute, None):
+                raise UsageError(f"{option} needs --estimate (estimates run only when the command line asks)")
+        return None
+    from memlint.estimate.cli import check_timeout
+    from memlint.estimate.units import parse_bytes
+    from memlint.integrate.isolation import DEFAULT_TIMEOUT_SECONDS, MIN_MEMORY_BYTES, Limits, default_memory_limit
+
+    timeout = DEFAULT_TIMEOUT_SECONDS if args.estimate_timeout is None else args.estimate_timeout
+    memory = default_memory_limit()
+    if args.estimate_memory is not None:
+        try:
+            memory = parse_bytes(args.estimate_memory)
+        except UsageError as exc:
+            raise UsageError(f"--estimate-memory {args.estimate_memory!r}: {exc}") from None
+        if memory < MIN_MEMORY_BYTES:
+            raise UsageError(f"--estimate-memory {args.estimate_memory!r}: at least 256MiB is needed to start the "
+                             "estimator (Python and torch)")
+    return Limits(timeout=check_timeout(timeout, "--estimate-timeout"), memory=memory)
 
 
 def _lint_stdin(args: argparse.Namespace, enabled: frozenset[str], config: Config, run: CheckRun) -> FileResult:
@@ -129,8 +210,54 @@ def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) 
     return cache.lint_jobs_cached(jobs, args, config)
 
 
-def _maybe_estimate(run: CheckRun, args: argparse.Namespace, config: Config) -> None:
-    """Run the configured estimate (MEM302, advisor); a no-op until configured."""
-    from memlint.integrate import attach_estimates
+def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) -> None:
+    """Plan the configured estimates; run them with ``--estimate``, else note that they are configured."""
+    sources = _estimate_sources(run, args.advise or args.verbose)
+    if not (config.estimate or args.verbose) and not any("estimate" in script[1] for script in sources):
+        return  # nothing can configure an estimate: skip the step and its imports (plain runs stay fast)
+    from memlint.integrate import RunOptions, ScriptSource, plan_estimates, run_estimates
 
-    attach_estimates(run, args, config)
+    plan = plan_estimates([ScriptSource(*script) for script in sources], config, advise=args.advise,
+                          verbose=args.verbose)
+    if limits is None:
+        run.errors.extend(plan.errors)
+        run.notes.extend(plan.notes)
+        note = plan.not_run_note()
+        if note:
+            run.notes.append(note)
+        return
+    from memlint.estimate.cli import ProgressStatus
+
+    cache_dir = None
+    if not args.no_cache:
+        from memlint.lint.cache import cache_dir as lint_cache_dir
+
+        cache_dir = lint_cache_dir(args, config)
+    # Progress: a status line on a terminal; elsewhere one line per step with
+    # --verbose or --advise (the advisor traces about ten times).
+    with ProgressStatus("estimating...", lines=args.verbose or args.advise) as status:
+        options = RunOptions(limits=limits, trusted=frozenset(args.estimate_target or ()), advise=args.advise,
+                             verbose=args.verbose, cache_dir=cache_dir, progress=status.update)
+        run.add_estimates(run_estimates(plan, config, options))
+
+
+def _estimate_sources(run: CheckRun, every_file: bool) -> list[tuple[str, str, frozenset[str] | None]]:
+    """(path, source, codes run on it) of the linted scripts that an estimate
+    may concern (MEM302 runs on them, or ``every_file``): read, decoded as the
+    linter decodes them, without the unparsable and the skip-file ones."""
+    from memlint.lint.engine import source_text
+    from memlint.lint.suppression import skips_file
+
+    scripts = []
+    for result in run.results:
+        if result.error or any(d.code == SYNTAX_ERROR_CODE for d in result.diagnostics):
+            continue
+        options = run.options.get(result.path)
+        if options is not None and MEM302 not in options.codes() and not every_file:
+            continue
+        data = run.stdin if run.stdin is not None else read_job(Job(result.path, options or LintOptions(frozenset())))
+        source = source_text(data) if isinstance(data, bytes) else None
+        if source is None or skips_file(source):
+            continue
+        scripts.append((result.path, source, frozenset(options.codes()) if options else None))
+    return scripts

@@ -4,15 +4,17 @@ Subcommands: ``check`` (the default: ``memlint train.py`` = ``memlint check
 train.py``), ``rule CODE``, ``rules``, ``estimate``, ``validate``.
 
 Exit codes: 0 nothing reported; 1 findings (``--exit-zero`` forces 0);
-2 usage, configuration or parse errors. Errors are one line on stderr,
-``memlint: error: ...``, never a traceback.
+2 usage, configuration, parse or estimate errors. Errors are one line on
+stderr, ``memlint: error: ...``, never a traceback.
+
+``check`` never imports or runs code of the linted tree; ``--estimate``
+(and the ``estimate`` and ``validate`` commands) do, see docs/security.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from memlint import __version__
 from memlint.errors import UsageError
@@ -26,12 +28,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}")
-
-
-def _split_codes(values: list[str] | None) -> list[str] | None:
-    if values is None:
-        return None
-    return [code.strip() for value in values for code in value.split(",") if code.strip()]
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -83,8 +79,20 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the results cache")
     parser.add_argument("--cache-dir", metavar="DIR", help="results cache directory (default: .memlint_cache/ at the project root)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: one per core)")
-    parser.add_argument("--advise", action="store_true", help="with a configured estimate: always print the advisor's remedies")
     parser.add_argument("-v", "--verbose", action="store_true", help="say which rules were skipped and why")
+    estimate = parser.add_argument_group(
+        "estimates", "run the estimates configured in the scripts or [tool.memlint.estimate]: this imports and runs "
+                     "the targets' code, each in a child process with a time and a memory limit")
+    estimate.add_argument("--estimate", action="store_true",
+                          help="run the configured estimates (MEM302 and the memory summary)")
+    estimate.add_argument("--estimate-timeout", type=float, default=None, metavar="SECONDS",
+                          help="wall-clock limit of each estimate (default 600)")
+    estimate.add_argument("--estimate-memory", default=None, metavar="SIZE",
+                          help="memory limit of each estimate, e.g. 8GiB (default: half of the host's memory)")
+    estimate.add_argument("--estimate-target", action="append", default=None, metavar="TARGET",
+                          help="allow this configured target although it is outside the project (an installed or "
+                               "standard-library callable, an absolute path); repeatable")
+    estimate.add_argument("--advise", action="store_true", help="with --estimate: always run the advisor")
 
 
 def _normalise_argv(argv: list[str]) -> list[str]:
@@ -134,11 +142,3 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_validate(args)
     raise UsageError("no command given")  # pragma: no cover - argparse requires one
-
-
-def config_start(paths: list[str]) -> Path:
-    """Where configuration discovery starts: the first real path, else the cwd."""
-    for path in paths:
-        if path != "-":
-            return Path(path).absolute()
-    return Path.cwd()

@@ -2,23 +2,21 @@
 
 The configuration comes from ``--config FILE`` or else from the nearest
 ``pyproject.toml`` containing a ``[tool.memlint]`` table, walking up from the
-first linted path (or the working directory for stdin). Every key is
-validated; an unknown key or a bad value raises :class:`ConfigError` naming
-the file and the key.
+first linted path (or the working directory for stdin). Each file is parsed
+as TOML for real (``[tool."memlint"]`` and inline tables are the same table)
+after a bounded read (:func:`read_toml`). Every key is validated; an
+unreadable file, invalid TOML, an unknown key or a bad value raises
+:class:`ConfigError` naming the file and the key.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 from memlint.errors import ConfigError
 
@@ -84,45 +82,73 @@ def _matches_any(relative: str, patterns: list[str]) -> bool:
 
 
 def find_config_file(start: Path) -> Path | None:
-    """Nearest ``pyproject.toml`` with a ``[tool.memlint]`` table at or above ``start``."""
+    """Nearest ``pyproject.toml`` with a ``[tool.memlint]`` table at or above ``start``.
+
+    Raises:
+        ConfigError: a ``pyproject.toml`` on the way that cannot be read or
+            parsed, or whose ``tool`` is not a table.
+    """
+    found = _find_config(start)
+    return found[0] if found else None
+
+
+def _find_config(start: Path) -> tuple[Path, dict] | None:
+    """(file, its ``[tool.memlint]`` table) of the nearest configured pyproject.toml.
+
+    Every ``pyproject.toml`` on the way is parsed as TOML (quoted keys and
+    inline tables are the same table to TOML); there is no text pre-filter.
+    """
     directory = start if start.is_dir() else start.parent
     directory = directory.resolve()
     for candidate_dir in (directory, *directory.parents):
         candidate = candidate_dir / "pyproject.toml"
         if candidate.is_file():
-            try:
-                text = candidate.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if "tool.memlint" in text or "[tool]" in text:
-                data = _parse_toml(candidate, text)
-                if "memlint" in data.get("tool", {}):
-                    return candidate
+            table = memlint_table(read_toml(candidate), candidate)
+            if table is not None:
+                return candidate, table
     return None
+
+
+def memlint_table(data: dict, path: Path) -> dict | None:
+    """``data["tool"]["memlint"]``, None when absent.
+
+    Raises:
+        ConfigError: ``tool`` or ``tool.memlint`` is there but not a table.
+    """
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: 'tool' must be a table, not {_toml_type(tool)}")
+    table = tool.get("memlint")
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{path}: 'tool.memlint' must be a table, not {_toml_type(table)}")
+    return table
+
+
+def _toml_type(value) -> str:
+    return {str: "a string", bool: "a boolean", int: "an integer", float: "a float", list: "an array"}.get(
+        type(value), type(value).__name__)
 
 
 def load_config(explicit: str | None, start: Path) -> Config:
     """Load ``--config FILE`` or the discovered file; defaults when there is none.
 
     Raises:
-        ConfigError: unreadable file, invalid TOML, unknown key, bad value.
+        ConfigError: unreadable, oversized or non-UTF-8 file, invalid TOML,
+            unknown key, bad value.
     """
     if explicit is not None:
         path = Path(explicit)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{explicit}: cannot read configuration ({_reason(exc)})") from None
-        data = _parse_toml(path, text)
-        table = data.get("tool", {}).get("memlint") if path.name == "pyproject.toml" else data
-        if table is None:
-            table = data.get("tool", {}).get("memlint", {})
-        return parse_table(table, path, prefix=_prefix(path))
-    found = find_config_file(start)
+        data = read_toml(path)
+        table = memlint_table(data, path)
+        if table is None and path.name != "pyproject.toml":
+            table = data  # a TOML file of memlint's keys
+        return parse_table(table or {}, path, prefix=_prefix(path))
+    found = _find_config(start)
     if found is None:
         return Config()
-    data = _parse_toml(found, found.read_text(encoding="utf-8"))
-    return parse_table(data["tool"]["memlint"], found, prefix="tool.memlint")
+    return parse_table(found[1], found[0], prefix="tool.memlint")
 
 
 def _prefix(path: Path) -> str:
@@ -133,11 +159,57 @@ def _reason(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or type(exc).__name__
 
 
+#: Largest configuration file read, in bytes (1 MiB). Real pyproject.toml
+#: files are a few KiB (the largest in well-known projects, with long tool
+#: sections, stay under 100 KiB); a larger one is not a configuration, and
+#: reading it (``--config /dev/zero``) must not take the run's memory.
+MAX_CONFIG_BYTES = 2**20
+
+
+def read_toml(path: Path) -> dict:
+    """Parse the TOML file ``path``, which must be a regular UTF-8 file of at
+    most :data:`MAX_CONFIG_BYTES`.
+
+    Raises:
+        ConfigError: one line naming the file: cannot be opened, not a
+            regular file (a device, a FIFO), too large, not UTF-8, invalid TOML.
+    """
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigError(f"{path}: cannot read configuration (not a regular file)")
+            if info.st_size > MAX_CONFIG_BYTES:
+                raise ConfigError(f"{path}: configuration is {info.st_size} bytes, over the limit of "
+                                  f"{MAX_CONFIG_BYTES} bytes")
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration ({_reason(exc)})") from None
+    if len(data) > MAX_CONFIG_BYTES:  # it grew after fstat
+        raise ConfigError(f"{path}: configuration is over the limit of {MAX_CONFIG_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: configuration is not UTF-8 (byte 0x{data[exc.start]:02x} at offset "
+                          f"{exc.start}); TOML files are UTF-8") from None
+    return _parse_toml(path, text)
+
+
 def _parse_toml(path: Path, text: str) -> dict:
+    # Imported here: a run with no pyproject.toml on the way never needs it.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # deeply nested arrays or inline tables
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
 
 
 def parse_table(table: dict, path: Path | None, prefix: str = "tool.memlint") -> Config:

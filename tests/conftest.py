@@ -1,7 +1,9 @@
 """Fixtures shared by the test suite.
 
 - ``memlint_cli``: run ``python -m memlint`` in a subprocess (see tests/lint/helpers.py);
-- ``register_rule``: make a fake rule class visible to the engine for one test.
+- ``register_rule``: make a fake rule class visible to the engine for one test;
+- every test runs with ``XDG_CACHE_HOME`` in a temporary directory, so the
+  results cache's signing key (memlint/lint/cache.py) is never the user's.
 
 Helper functions (expectation markers, subprocess runner, working-tree copy)
 live in tests/lint/expectations.py and tests/lint/helpers.py.
@@ -10,6 +12,21 @@ live in tests/lint/expectations.py and tests/lint/helpers.py.
 from __future__ import annotations
 
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_user_cache(tmp_path_factory):
+    """Point the user cache directory (the cache signing key) into the test
+    session's temporary tree, for this process and the ones it starts."""
+    import os
+
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("user-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
 
 
 @pytest.fixture

@@ -28,8 +28,15 @@ def test_ci_runs_the_readme_test_command():
 
 def test_main_job_input_is_shipped():
     main_job = _readme_commands()[0]
-    target = main_job.rsplit("memlint ", 1)[1].split()[0]
+    arguments = main_job.rsplit("memlint ", 1)[1].split()
+    target = next(argument for argument in arguments if not argument.startswith("-"))
     assert (ROOT / target).is_file()
+
+
+def test_main_job_runs_the_estimate():
+    """The main job answers both questions: the lint findings and the estimate."""
+    main_job = _readme_commands()[0]
+    assert main_job.rsplit("&&", 1)[1].split()[:2] == ["memlint", "--estimate"]
 
 
 def test_example_output_is_what_memlint_prints():

@@ -1,14 +1,126 @@
-"""``memlint estimate`` command-line glue.  Importing this module does not import torch."""
+"""``memlint estimate`` command-line glue.  Importing this module does not import torch.
+
+Before anything is imported or traced, the options are checked
+(:func:`check_estimate_inputs`: sizes that no device could hold or that
+overflow torch's int64 sizes, accumulation steps larger than the batch) and
+the target (a path must be a regular ``.py`` file). The whole command --
+loading, tracing, ``--max-batch-size``'s search and ``--advise``'s
+re-estimates -- is bounded by ``--timeout`` and shows its progress on
+standard error (a status line on a terminal, else one line per trace of the
+search and the advisor).
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import signal
 import sys
 import threading
+import time
 
 from memlint.errors import UsageError
 from memlint.estimate.gpus import CATALOG
+
+#: Largest batch size, accumulation or world size, and input dimension
+#: accepted: 2**40. No device holds 2**40 samples even at one byte each (the
+#: largest GPU of the catalog, H200-141GB, has 1.41e11 bytes < 2**40 = 1.1e12).
+MAX_DIMENSION = 2**40
+#: Largest input tensor accepted at the requested batch, in bytes: 2**50
+#: (1 PiB, thousands of times the largest GPU); it also keeps element counts
+#: far below torch's int64 limit (2**63 - 1).
+MAX_INPUT_BYTES = 2**50
+#: Bytes per element of the dtypes ``--input`` accepts (torch's element sizes).
+DTYPE_BYTES = {
+    "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float64": 8, "double": 8,
+    "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2, "short": 2, "int8": 1, "uint8": 1, "bool": 1,
+    "complex64": 8, "complex128": 16,
+}
+#: Default ``--timeout`` (seconds): the same 600 s as ``memlint check --estimate-timeout``
+#: (see memlint.integrate.isolation.DEFAULT_TIMEOUT_SECONDS for why).
+DEFAULT_TIMEOUT_SECONDS = 600.0
+
+
+def check_estimate_inputs(batch_size: int | None, grad_accum: int, world_size: int, inputs: list[str],
+                          names: tuple[str, str, str, str] = ("--batch-size", "--grad-accum", "--world-size",
+                                                               "--input")) -> None:
+    """Refuse inputs that cannot be honoured, before anything is traced.
+
+    ``batch_size`` is the global batch (None: not known yet); ``names`` are
+    the option or key names used in the messages.
+
+    Raises:
+        UsageError: one line naming the option: a size outside
+            1..:data:`MAX_DIMENSION`, more accumulation steps than samples, an
+            input larger than :data:`MAX_INPUT_BYTES`.
+    """
+    from memlint.estimate.workload import parse_input_spec  # noqa: PLC0415 - no torch
+
+    for name, value in zip(names, (batch_size, grad_accum, world_size)):
+        if value is not None and not 1 <= value <= MAX_DIMENSION:
+            raise UsageError(f"{name} {value}: must be between 1 and 2**40 (no device holds more samples)")
+    if batch_size is not None and grad_accum > batch_size:
+        raise UsageError(f"{names[1]} {grad_accum} is greater than the batch size {batch_size}: "
+                         "some micro-batches would be empty")
+    for text in inputs:
+        spec = parse_input_spec(text)
+        if any(d != "B" and d > MAX_DIMENSION for d in spec.shape):
+            raise UsageError(f"{names[3]} {text!r}: a dimension is larger than 2**40")
+        elements = math.prod(batch_size or 1 if d == "B" else d for d in spec.shape)
+        if elements * DTYPE_BYTES.get(spec.dtype, 8) > MAX_INPUT_BYTES:
+            raise UsageError(f"{names[3]} {text!r}: {elements} elements at batch {batch_size or 1} is more than "
+                             "2**50 bytes, beyond any device")
+
+
+def reporting(estimate_function, report, stage: str = "advisor"):
+    """``estimate_function(workload, options)`` that first reports, in one
+    line, which options it traces (the advisor's progress)."""
+    def traced(workload, options):
+        report(f"{stage}: tracing precision {options.precision}, optimizer {options.optimizer}, "
+               f"accumulation {options.grad_accum}, zero-{options.zero_stage}")
+        return estimate_function(workload, options)
+
+    return traced
+
+
+def check_timeout(seconds: float, option: str) -> float:
+    """``seconds`` if it is a positive finite number; raises UsageError naming ``option``."""
+    if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"{option} {seconds}: must be a positive number of seconds")
+    return float(seconds)
+
+
+class TimeLimitReached(BaseException):
+    """Raised in the main thread when ``--timeout`` has passed. A BaseException,
+    so that a target's ``except Exception`` cannot swallow it."""
+
+
+class Deadline:
+    """Raise :class:`TimeLimitReached` after ``seconds`` of wall-clock time
+    (``SIGALRM``; main thread of a POSIX process only, else no limit)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.previous = None
+        self.armed = False
+
+    def __enter__(self) -> "Deadline":
+        usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+        if usable:
+            self.previous = signal.signal(signal.SIGALRM, self._expire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+            self.armed = True
+        return self
+
+    def _expire(self, signum, frame):
+        raise TimeLimitReached()
+
+    def __exit__(self, *exc) -> bool:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
 
 
 def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +147,9 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", action="store_true", help="search the largest batch size that fits")
     parser.add_argument("--format", default="table", choices=["table", "json"], dest="format")
     parser.add_argument("--plot", default=None, metavar="FILE", help="write the memory timeline (.png or .svg)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help="stop the whole command (tracing, --max-batch-size, --advise) after this many "
+                             "seconds (default 600)")
 
 
 def options_from_args(args):
@@ -49,12 +164,17 @@ def options_from_args(args):
     )
 
 
-class _DelayedStatus:
-    """A rich spinner on stderr that appears only when the work takes more than ``delay`` seconds."""
+class ProgressStatus:
+    """Progress on stderr: on a terminal, a rich spinner that appears only when
+    the work takes more than ``delay`` seconds; elsewhere, with ``lines``,
+    one ``memlint: ...`` line per :meth:`update` (CI logs show progress too)."""
 
-    def __init__(self, message: str, delay: float = 1.0):
+    def __init__(self, message: str, delay: float = 1.0, lines: bool = False):
         self.message = message
         self.delay = delay
+        self.lines = lines and not sys.stderr.isatty()
+        self.started = time.monotonic()
+        self.updates = 0
         self.status = None
         self.timer = None
         self.lock = threading.Lock()
@@ -68,10 +188,15 @@ class _DelayedStatus:
                 self.status.start()
 
     def update(self, message: str) -> None:
+        """Show ``message`` as the current step."""
         with self.lock:
             self.message = message
+            self.updates += 1
             if self.status is not None:
                 self.status.update(message)
+        if self.lines:
+            elapsed = time.monotonic() - self.started
+            print(f"memlint: {message} (step {self.updates}, {elapsed:.1f} s)", file=sys.stderr, flush=True)
 
     def __enter__(self):
         if sys.stderr.isatty():
@@ -90,10 +215,40 @@ class _DelayedStatus:
         return False
 
 
+def require_torch() -> None:
+    """Raises UsageError (one line naming the extra to install) when torch is not installed."""
+    import importlib.util  # noqa: PLC0415
+
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError("the estimator needs torch, which is not installed: pip install 'memlint[estimate]'")
+
+
+def check_command_line(args) -> None:
+    """The checks every estimator command makes before importing anything:
+    torch installed, the target well formed (a path: a regular ``.py``
+    file), the sizes and the timeout sane.
+
+    Raises:
+        UsageError: one line naming the option or the target.
+    """
+    from memlint.integrate.targets import check_target_text  # noqa: PLC0415
+
+    check_timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_SECONDS), "--timeout")
+    check_estimate_inputs(args.batch_size, args.grad_accum, args.world_size, args.input)
+    check_target_text(args.target)
+    require_torch()
+
+
 def run_estimate(args) -> int:
     """Run ``memlint estimate``; returns 0 (fits, or no target given), 1 (does not fit), 2 (usage error)."""
+    seconds = getattr(args, "timeout", DEFAULT_TIMEOUT_SECONDS)
     try:
-        return _run(args)
+        check_command_line(args)
+        with Deadline(seconds):
+            return _run(args)
+    except TimeLimitReached:
+        print(f"memlint: error: {args.target}: stopped after {seconds:g} s (--timeout)", file=sys.stderr)
+        return 2
     except UsageError as exc:
         print(f"memlint: error: {exc}", file=sys.stderr)
         return 2
@@ -103,10 +258,8 @@ def _run(args) -> int:
     from memlint.estimate import report  # noqa: PLC0415
     from memlint.estimate.api import estimate, fits, max_batch_size, resolve_capacity  # noqa: PLC0415
     from memlint.estimate.units import parse_fraction  # noqa: PLC0415
-    from memlint.estimate.workload import load_workload, parse_input_spec  # noqa: PLC0415
+    from memlint.estimate.workload import load_workload  # noqa: PLC0415
 
-    for spec in args.input:
-        parse_input_spec(spec)
     reserve = parse_fraction(args.reserve)
     name, capacity = resolve_capacity(args.gpu, args.capacity)
     if args.capacity is not None and not capacity:
@@ -118,22 +271,26 @@ def _run(args) -> int:
         folder = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             raise UsageError(f"--plot {args.plot!r}: the folder {folder!r} does not exist or is not writable")
-    with _DelayedStatus(f"tracing {args.target} on the meta device...") as status:
+    if args.max_batch_size and not capacity:
+        raise UsageError("--max-batch-size needs --gpu or --capacity")
+    with ProgressStatus(f"tracing {args.target} on the meta device...", lines=args.max_batch_size) as status:
         workload = load_workload(args.target, args.input, args.batch_size)
+        if args.batch_size is None:
+            check_estimate_inputs(workload.default_batch_size, args.grad_accum, args.world_size, args.input,
+                                  names=("the workload's default_batch_size", "--grad-accum", "--world-size",
+                                         "--input"))
         result = estimate(workload, options)
         verdict = fits(result, capacity, reserve) if capacity else None
         best = None
         if args.max_batch_size:
-            if not capacity:
-                raise UsageError("--max-batch-size needs --gpu or --capacity")
             best = max_batch_size(workload, options, capacity, reserve,
-                                  progress=lambda b: status.update(f"trying batch size {b}..."))
+                                  progress=lambda b: status.update(f"largest batch: tracing batch {b}"))
     advice = None
     if getattr(args, "advise", False):
         from memlint.estimate.advisor import advise  # noqa: PLC0415
 
-        with _DelayedStatus("re-estimating under each remedy..."):
-            advice = advise(workload, result, capacity, reserve)
+        with ProgressStatus("re-estimating under each remedy...", lines=True) as status:
+            advice = advise(workload, result, capacity, reserve, run=reporting(estimate, status.update))
     if args.format == "json":
         document = report.render_json(result, verdict, best)
         if advice is not None:

@@ -1,35 +1,47 @@
-"""Join the linter and the estimator: ``memlint train.py`` also answers "will it fit?".
+"""Join the linter and the estimator: ``memlint --estimate train.py`` also answers "will it fit?".
 
-:func:`attach_estimates` runs after linting (called by :mod:`memlint.check`).
-For each linted script that has estimate configuration (a ``# memlint:
-estimate target=...`` comment block, or ``[tool.memlint.estimate]`` with a
-``target``) it reads the script's recipe statically (:mod:`.recipe`), merges
-it with the configuration (:mod:`.settings`: config > script > estimator
-default), runs the estimator, and attaches a :class:`~.result.ScriptEstimate`
-to ``run.estimates``; when the estimate at the script's batch size does not
-fit the target GPU it adds MEM302 at the batch-size literal and runs the
-advisor.  Without configuration nothing here imports torch.
+The flow, one way, each step returning what the next one reads:
+
+1. :func:`plan_estimates` (static, no torch, no code of the tree): which
+   linted scripts have an estimate configured (a ``# memlint: estimate
+   target=...`` comment block, or ``[tool.memlint.estimate]`` with a
+   ``target``), with their validated settings (:mod:`.settings`: config >
+   script > estimator default). Plain ``memlint check`` stops here and says
+   in one note that estimates are configured and how to run them.
+2. :func:`run_estimates` (only with ``--estimate``): for each planned script,
+   check its target (:mod:`.targets`), serve it from the estimate cache
+   (:mod:`.estimate_cache`) or run it in a child process within a time and a
+   memory limit (:mod:`.isolation`, :mod:`.worker`), and return an
+   :class:`EstimateReport`: the :class:`~.result.ScriptEstimate` of each
+   script, MEM302 diagnostics where the script's batch size does not fit,
+   and one error line per failed estimate.
+3. ``memlint check`` merges the report into what it renders.
+
+In the child, :func:`estimate_script` reads the script's recipe statically
+(:mod:`.recipe`), loads the target, traces, and runs the largest-batch search
+and the advisor when the batch does not fit.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import replace
+import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from memlint.errors import ConfigError, TargetError, UsageError
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # imported where used: only scripts with an estimate need the recipe reader
-    from memlint.integrate.recipe import Found, Recipe
-from memlint.integrate.result import GiB, ScriptEstimate, Value
+from memlint.integrate.result import GiB, MalformedResult, ScriptEstimate, Value
 from memlint.integrate.settings import (
     DEFAULT_ADVISE_WORLD_SIZE,
     EstimateConfig,
     script_config,
     validate_table,
 )
-from memlint.lint.diagnostic import Diagnostic, Severity
+from memlint.lint.diagnostic import LINE_BREAK, Diagnostic, Severity
+
+if TYPE_CHECKING:  # imported where used: only scripts with an estimate need the recipe reader
+    from memlint.integrate.isolation import Limits
+    from memlint.integrate.recipe import Found, Recipe
 
 MEM302 = "MEM302"
 MEM302_NAME = "batch-size-exceeds-capacity"
@@ -37,66 +49,183 @@ MEM302_NAME = "batch-size-exceeds-capacity"
 MAX_BATCH_LIMIT = 1 << 16
 _RECIPE_KEYS = ("batch-size", "optimizer", "precision", "checkpointing", "grad-accum", "set-to-none")
 
+#: What ``pip`` installs for the estimator, and what a pre-commit hook lists.
+ESTIMATE_EXTRA_HINT = ("install the estimator's dependencies: pip install 'memlint[estimate]' "
+                       "(pre-commit: additional_dependencies: [torch])")
 
-def attach_estimates(run, args, config) -> None:
-    """Estimate every configured script of ``run``; add MEM302 diagnostics and ScriptEstimates.
 
-    Raises ConfigError (one line, naming the key and file/line) for invalid configuration.
-    Estimator failures (target cannot be imported/traced) become one-line ``run.errors``.
+@dataclass
+class ScriptSource:
+    """A linted script as the estimate step reads it: ``codes`` are the codes
+    run on it (None: every code)."""
+
+    path: str
+    source: str
+    codes: frozenset[str] | None = None
+
+
+@dataclass
+class PlannedEstimate:
+    """A script with a configured estimate; ``report_mem302``: MEM302 is run on it."""
+
+    path: str
+    source: str
+    settings: EstimateConfig
+    report_mem302: bool
+
+
+@dataclass
+class EstimatePlan:
+    """What :func:`plan_estimates` found: the estimates to run, and one-line
+    errors (a script's invalid comment block) and notes (``--verbose``)."""
+
+    estimates: list[PlannedEstimate] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def not_run_note(self) -> str | None:
+        """The one note of a run without ``--estimate`` (None when nothing is configured)."""
+        if not self.estimates:
+            return None
+        first = self.estimates[0]
+        if len(self.estimates) == 1:
+            return (f"an estimate is configured for {first.path} (target {first.settings.get('target')}); "
+                    f"it runs only on request: memlint --estimate {first.path}")
+        return (f"estimates are configured for {len(self.estimates)} scripts ({first.path}, ...); "
+                "they run only on request: memlint --estimate PATH...")
+
+
+@dataclass
+class EstimateReport:
+    """What :func:`run_estimates` returns for ``memlint check`` to render."""
+
+    estimates: list[ScriptEstimate] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunOptions:
+    """How :func:`run_estimates` runs: ``limits`` per estimate, the targets
+    named with ``--estimate-target`` (``trusted``), ``--advise``, the cache
+    directory (None: no cache), and a ``progress`` callback for stderr."""
+
+    limits: Limits
+    trusted: frozenset[str] = frozenset()
+    advise: bool = False
+    verbose: bool = False
+    cache_dir: Path | None = None
+    progress: Callable[[str], None] | None = None
+
+
+def plan_estimates(scripts: list[ScriptSource], config, advise: bool = False, verbose: bool = False) -> EstimatePlan:
+    """The scripts of ``scripts`` that have an estimate configured (static: no torch, nothing imported).
+
+    Raises:
+        ConfigError: an invalid ``[tool.memlint.estimate]`` table (one line,
+            naming the key and the file); a script's invalid comment block is
+            an error line of the plan instead, so the other files still report.
     """
     where = str(config.path) if config.path else "configuration"
-    table = validate_table(config.estimate or {}, where,
-                           prefix="tool.memlint.estimate" if not config.path or config.path.name == "pyproject.toml"
-                           else "estimate")
-    verbose = bool(getattr(args, "verbose", False))
-    for result in run.results:
-        if result.error or any(d.code == "MEM001" for d in result.diagnostics):
-            continue
-        source = _source_of(result.path, run)
-        if source is None:
-            continue
-        enabled = _mem302_enabled(run, result.path)
-        if not enabled and not getattr(args, "advise", False):
-            if verbose and "memlint: estimate" in source:
-                run.notes.append(f"{result.path}: estimate skipped: MEM302 is not selected")
+    prefix = "tool.memlint.estimate" if not config.path or config.path.name == "pyproject.toml" else "estimate"
+    table = validate_table(config.estimate or {}, where, prefix=prefix)
+    plan = EstimatePlan()
+    for script in scripts:
+        report_mem302 = script.codes is None or MEM302 in script.codes
+        if not report_mem302 and not advise:
+            if verbose and "memlint: estimate" in script.source:
+                plan.notes.append(f"{script.path}: estimate skipped: MEM302 is not selected")
             continue
         try:
-            settings = script_config(result.path, source, table, config.path, config.target_gpu)
+            settings = script_config(script.path, script.source, table, config.path, config.target_gpu)
         except ConfigError as exc:  # this script's comment block: the other files still report
-            run.errors.append(str(exc))
+            plan.errors.append(str(exc))
             continue
         if settings is None:
-            if verbose and enabled:
-                run.notes.append(f"{result.path}: MEM302 skipped: no estimate configured (add `# memlint: estimate "
-                                 f"target=...` or [tool.memlint.estimate] target)")
+            if verbose and report_mem302:
+                plan.notes.append(f"{script.path}: MEM302 skipped: no estimate configured (add `# memlint: estimate "
+                                  f"target=...` or [tool.memlint.estimate] target)")
             continue
-        outcome = estimate_script(result.path, source, settings, advise=bool(getattr(args, "advise", False)))
-        run.estimates.append(outcome)
+        plan.estimates.append(PlannedEstimate(script.path, script.source, settings, report_mem302))
+    return plan
+
+
+def run_estimates(plan: EstimatePlan, config, options: RunOptions) -> EstimateReport:
+    """Run the planned estimates, each in a child process (see the module docstring)."""
+    report = EstimateReport(errors=list(plan.errors), notes=list(plan.notes))
+    if not plan.estimates:
+        return report
+    if not torch_is_installed():
+        report.errors.append(f"--estimate needs torch, which is not installed: {ESTIMATE_EXTRA_HINT}")
+        return report
+    if os.name != "posix":
+        report.errors.append("--estimate runs each estimate in a process group of its own, which needs a POSIX "
+                             "system (Linux, macOS); use memlint estimate TARGET here")
+        return report
+    from memlint.integrate.estimate_cache import EstimateCache
+
+    cache = EstimateCache.open(options.cache_dir) if options.cache_dir is not None else None
+    for planned in plan.estimates:
+        outcome = _estimate_one(planned, config, options, cache)
+        report.estimates.append(outcome)
         if outcome.error:
-            run.errors.append(f"{result.path}: estimate: {outcome.error}")
+            report.errors.append(f"{planned.path}: estimate (target {outcome.target}) failed: {outcome.error}")
             continue
-        diagnostic = mem302_diagnostic(outcome)
-        if diagnostic is not None and enabled and not _suppressed(diagnostic, source):
-            result.diagnostics.append(diagnostic)
-            result.diagnostics.sort(key=Diagnostic.sort_key)
-        elif verbose and outcome.fits is None:
-            run.notes.append(f"{result.path}: MEM302 skipped: no target GPU (set gpu= or capacity=)")
+        diagnostic = mem302_diagnostic(outcome, planned.source)
+        if diagnostic is not None and planned.report_mem302 and not _suppressed(diagnostic, planned.source):
+            report.diagnostics.append(diagnostic)
+        elif options.verbose and outcome.fits is None:
+            report.notes.append(f"{planned.path}: MEM302 skipped: no target GPU (set gpu= or capacity=)")
+    return report
 
 
-def _source_of(path: str, run) -> str | None:
-    data = run.stdin if getattr(run, "stdin", None) is not None and path in (run.options or {}) and not Path(path).is_file() else None
+def torch_is_installed() -> bool:
+    """True when torch can be imported (found on the path; not imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def _estimate_one(planned: PlannedEstimate, config, options: RunOptions, cache) -> ScriptEstimate:
+    from memlint.integrate.isolation import ChildFailed, run_worker
+    from memlint.integrate.targets import project_root, resolve_target
+
+    target_text = planned.settings.get("target")
+    failed = ScriptEstimate(path=planned.path, target=target_text)
+    root = project_root(planned.path, config.path)
     try:
-        data = data if data is not None else Path(path).read_bytes()
-    except OSError:
-        return None
-    from memlint.lint.engine import source_text
-
-    return source_text(data)
-
-
-def _mem302_enabled(run, path: str) -> bool:
-    options = (run.options or {}).get(path)
-    return options is None or MEM302 in options.codes()
+        target = resolve_target(target_text, planned.settings.base_dir, root, options.trusted)
+    except TargetError as exc:
+        failed.error = str(exc)
+        return failed
+    advise = options.advise or bool(planned.settings.get("advise"))
+    key = cache.key(planned, target, root, options.advise) if cache is not None else None
+    cached = cache.load(key, planned.path) if key is not None else None
+    if cached is not None:
+        return cached
+    request = {"path": planned.path, "source": planned.source, "settings": planned.settings.to_json(),
+               "target": {"spec": target.spec, "module_file": target.module_file, "search_dir": target.search_dir},
+               "advise": options.advise, "cwd": str(Path.cwd())}
+    if options.progress is not None:
+        options.progress(f"estimating {planned.path} (target {target_text})" + (" with the advisor" if advise else ""))
+    try:
+        message = run_worker(request, options.limits, options.progress, options.verbose)
+    except ChildFailed as exc:
+        failed.error = str(exc)
+        return failed
+    if "failure" in message:
+        failed.error = str(message["failure"])
+        return failed
+    try:
+        outcome = ScriptEstimate.from_transfer(message["result"])
+    except MalformedResult as exc:
+        failed.error = f"the estimate process returned a malformed result ({exc})"
+        return failed
+    outcome.path = planned.path
+    if outcome.error is None and key is not None:
+        cache.save(key, outcome)
+    return outcome
 
 
 def _suppressed(diagnostic: Diagnostic, source: str) -> bool:
@@ -126,22 +255,15 @@ def resolve_recipe(settings: EstimateConfig, recipe: Recipe) -> dict[str, Value]
     return resolved
 
 
-def _resolve_target(target: str, base_dir: Path) -> str:
-    where, sep, attr = target.rpartition(":")
-    if not sep:
-        return target
-    if where.endswith(".py") or "/" in where or "\\" in where:
-        path = Path(where)
-        if not path.is_absolute() and (base_dir / path).is_file():
-            return f"{(base_dir / path).resolve()}:{attr}"
-        return target
-    if str(base_dir) not in sys.path:
-        sys.path.append(str(base_dir))  # package.module:factory next to the script or pyproject
-    return target
+def estimate_script(path: str, source: str, settings: EstimateConfig, target: str, advise: bool = False,
+                    progress: Callable[[str], None] | None = None) -> ScriptEstimate:
+    """Recipe + configuration -> estimate, verdict, largest batch and advice
+    for one script (imports torch and the target: the estimate child runs it).
 
-
-def estimate_script(path: str, source: str, settings: EstimateConfig, advise: bool = False) -> ScriptEstimate:
-    """Recipe + configuration -> estimate, verdict, largest batch and advice for one script (imports torch)."""
+    ``target``: the checked target as ``load_workload`` takes it
+    (:class:`~memlint.integrate.targets.ResolvedTarget.spec`); ``progress``
+    gets one line per trace of the search and the advisor.
+    """
     from memlint.integrate.recipe import extract_recipe
 
     recipe = extract_recipe(path, source)
@@ -152,26 +274,29 @@ def estimate_script(path: str, source: str, settings: EstimateConfig, advise: bo
         outcome.batch_span = (f.line, f.col, f.end_line, f.end_col)
     elif values["batch-size"].source.startswith("config: comment") and settings.comment_line:
         line = settings.comment_line
-        outcome.batch_span = (line, 1, line, len(source.splitlines()[line - 1]) + 1)
+        outcome.batch_span = (line, 1, line, len(LINE_BREAK.split(source)[line - 1]) + 1)
     try:
         # advise: --advise or advise=true always; advise=false never; unset: only when it does not fit
-        _run_estimate(outcome, settings, values, True if advise else settings.get("advise"))
+        _run_estimate(outcome, settings, values, target, True if advise else settings.get("advise"), progress)
     except (TargetError, UsageError) as exc:
         outcome.error = str(exc)
     return outcome
 
 
-def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dict[str, Value],
-                  advise: bool | None) -> None:
+def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dict[str, Value], target: str,
+                  advise: bool | None, progress: Callable[[str], None] | None) -> None:
     from memlint.estimate.advisor import advise as run_advisor
     from memlint.estimate.api import EstimateOptions, estimate, fits, resolve_capacity
+    from memlint.estimate.cli import check_estimate_inputs, reporting
     from memlint.estimate.workload import load_workload
 
-    target = _resolve_target(settings.get("target"), settings.base_dir)
     workload = load_workload(target, settings.get("input", []), None)
     if values["batch-size"].value is None:
         values["batch-size"] = Value(workload.default_batch_size, "default", "the workload's default_batch_size")
     micro, accum = values["batch-size"].value, values["grad-accum"].value
+    check_estimate_inputs(micro * accum, accum, settings.get("world-size", 1), settings.get("input", []),
+                          names=("batch-size", "grad-accum", "world-size", "input"))
+    report = progress or (lambda text: None)
     gpu = settings.get("gpu")
     options = EstimateOptions(
         batch_size=micro * accum, optimizer=values["optimizer"].value, precision=values["precision"].value,
@@ -181,6 +306,7 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
     for key in ("world-size", "zero-stage"):
         if key in settings:
             values[key] = Value(settings.get(key), _source(settings, key))
+    report(f"tracing batch {micro * accum}")
     outcome.estimate = estimate(workload, options)
     if values["optimizer"].value is None:
         values["optimizer"] = Value(outcome.estimate.optimizer, "default", "the workload's optimizer_factory (else SGD)")
@@ -192,11 +318,13 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
         outcome.notes.append("no target GPU configured (gpu= or capacity=): no verdict")
         if advise:
             outcome.advice = run_advisor(workload, outcome.estimate, None, reserve,
-                                         settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE))
+                                         settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE),
+                                         run=reporting(estimate, report))
         return
     outcome.verdict = fits(outcome.estimate, outcome.capacity_bytes, reserve)
     if not outcome.verdict.fits or advise:
         def probe(b: int) -> tuple[bool, int, int]:
+            report(f"largest batch: tracing batch {b}")
             verdict = fits(estimate(workload, replace(options, batch_size=b * accum)), outcome.capacity_bytes, reserve)
             return verdict.fits, verdict.required_bytes, verdict.usable_bytes
 
@@ -205,7 +333,8 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
                                                   MAX_BATCH_LIMIT // accum)
         if advise is not False:
             outcome.advice = run_advisor(workload, outcome.estimate, outcome.capacity_bytes, reserve,
-                                         settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE))
+                                         settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE),
+                                         run=reporting(estimate, report))
 
 
 def _source(settings: EstimateConfig, key: str) -> str:
@@ -266,13 +395,15 @@ def largest_fitting_batch(probe, start: int, start_result: tuple[bool, int, int]
     return low
 
 
-def mem302_diagnostic(outcome: ScriptEstimate) -> Diagnostic | None:
-    """MEM302 at the batch-size literal (or the comment line) when the estimate does not fit; else None."""
+def mem302_diagnostic(outcome: ScriptEstimate, source: str | None = None) -> Diagnostic | None:
+    """MEM302 at the batch-size literal (or the comment line) when the estimate
+    does not fit; else None. With ``source``, a position outside it is not
+    reported (the result came from another process or the cache)."""
     if outcome.verdict is None or outcome.verdict.fits:
         return None
-    batch = outcome.recipe["batch-size"]
-    found = _batch_position(outcome, batch)
-    if found is None:
+    batch = outcome.recipe.get("batch-size")
+    found = _batch_position(outcome, batch) if batch is not None else None
+    if found is None or (source is not None and found[2] > len(LINE_BREAK.split(source))):
         return None
     line, col, end_line, end_col = found
     verdict = outcome.verdict

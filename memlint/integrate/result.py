@@ -1,4 +1,13 @@
-"""The per-script estimate result attached to a ``memlint check`` run (``run.estimates``)."""
+"""One script's estimate as ``memlint check`` reports it, and its JSON form.
+
+The estimate runs in a child process (:mod:`memlint.integrate.isolation`);
+what comes back is the JSON of :meth:`ScriptEstimate.to_transfer`, read back
+by :meth:`ScriptEstimate.from_transfer` into validated :class:`Record` views
+that carry the same attribute names as the estimator's own ``Estimate``,
+``Verdict`` and ``Remedy``, so the reports read either (and the parent never
+imports torch to read them). The same JSON is what the estimate cache stores. All
+sizes are bytes (GiB = 2**30).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GiB = 2**30
+
+
+class MalformedResult(ValueError):
+    """A result document that does not have the documented shape."""
 
 
 @dataclass
@@ -21,6 +34,77 @@ class Value:
         if self.detail:
             out["detail"] = self.detail
         return out
+
+
+_NUMBER = (int, float)
+_NONE = type(None)
+#: The estimator's documents that come back from the child, field -> allowed
+#: JSON types (an ``int`` field never takes a boolean): the numbers of
+#: ``ScriptEstimate.to_json()["estimate"]``, ``Verdict.to_json()`` and
+#: ``Remedy.to_json()`` (memlint.estimate.api and .advisor).
+NUMBERS_FIELDS = {
+    "peak_allocated": int, "peak_reserved": int, "device_used": int, "peak_tensor_bytes": int,
+    "by_category": dict, "batch_size": int, "micro_batch": int, "optimizer": (str, _NONE),
+    "checkpointed_blocks": list, "unsupported_ops": list, "trace_seconds": _NUMBER,
+}
+VERDICT_FIELDS = {
+    "fits": bool, "required_bytes": int, "capacity_bytes": int, "usable_bytes": int, "reserve": _NUMBER,
+    "headroom_bytes": int, "headroom_fraction": _NUMBER, "cache_released": bool,
+}
+REMEDY_FIELDS = {
+    "remedy": str, "title": str, "device_used": int, "saved": int, "saved_allocated": int, "fits": (bool, _NONE),
+    "cost": str,
+}
+
+
+def _is_a(value: Any, kinds) -> bool:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if isinstance(value, bool):
+        return bool in kinds
+    return isinstance(value, kinds)
+
+
+class Record:
+    """A validated JSON object read back from the estimate child, with the
+    attribute names of the estimator's object it stands for (``aliases``:
+    attribute -> JSON key, where the two differ)."""
+
+    def __init__(self, data: Any, fields: dict, aliases: dict[str, str] | None = None) -> None:
+        if not isinstance(data, dict):
+            raise MalformedResult("not an object")
+        for key, kinds in fields.items():
+            if not _is_a(data.get(key), kinds):
+                raise MalformedResult(f"{key} is not {kinds}")
+        self._data = {key: data[key] for key in fields}
+        self._aliases = aliases or {}
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._data[self._aliases.get(name, name)]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to_json(self) -> dict:
+        """The validated JSON object (a copy)."""
+        return dict(self._data)
+
+
+def numbers_record(data: Any) -> Record:
+    """The estimate numbers (``Estimate``'s attribute names); raises MalformedResult."""
+    record = Record(data, NUMBERS_FIELDS, {"checkpointed": "checkpointed_blocks"})
+    if not all(type(v) is int for v in record.by_category.values()):
+        raise MalformedResult("by_category is not a map of byte counts")
+    return record
+
+
+def verdict_record(data: Any) -> Record:
+    """The fit verdict (``Verdict``'s attribute names); raises MalformedResult."""
+    return Record(data, VERDICT_FIELDS)
+
+
+def remedy_record(data: Any) -> Record:
+    """One advisor row (``Remedy``'s attribute names); raises MalformedResult."""
+    return Record(data, REMEDY_FIELDS, {"key": "remedy"})
 
 
 @dataclass
@@ -75,3 +159,52 @@ class ScriptEstimate:
             "notes": list(self.notes),
             "error": self.error,
         }
+
+    def to_transfer(self) -> dict:
+        """:meth:`to_json` plus the batch span: what the estimate child sends back."""
+        return {**self.to_json(), "batch_span": list(self.batch_span) if self.batch_span else None}
+
+    @classmethod
+    def from_transfer(cls, data: Any) -> "ScriptEstimate":
+        """Read back :meth:`to_transfer` (from the child or the cache).
+
+        Raises:
+            MalformedResult: anything that does not have the shape it documents.
+        """
+        try:
+            return cls._from_transfer(data)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise MalformedResult(str(exc) or type(exc).__name__) from None
+
+    @classmethod
+    def _from_transfer(cls, data: dict) -> "ScriptEstimate":
+        if not isinstance(data, dict):
+            raise MalformedResult("not an object")
+        recipe = {}
+        for key, item in data["recipe"].items():
+            if not isinstance(item.get("source"), str) or not isinstance(item.get("detail", ""), str):
+                raise MalformedResult(f"recipe {key} has no source")
+            recipe[str(key)] = Value(item.get("value"), item["source"], item.get("detail", ""))
+        notes = data.get("notes", [])
+        if not isinstance(notes, list) or not all(isinstance(note, str) for note in notes):
+            raise MalformedResult("notes is not a list of strings")
+        span = data.get("batch_span")
+        if span is not None and (len(span) != 4 or not all(type(n) is int and n >= 1 for n in span)):
+            raise MalformedResult("batch_span is not four positions")
+        estimate, verdict = data.get("estimate"), data.get("verdict")
+        return cls(
+            path=str(data["path"]), target=str(data["target"]), recipe=recipe,
+            estimate=numbers_record(estimate) if estimate is not None else None,
+            verdict=verdict_record(verdict) if verdict is not None else None,
+            gpu=_optional(data, "gpu", str), capacity_bytes=_optional(data, "capacity_bytes", int),
+            max_batch=_optional(data, "max_batch_size", int),
+            advice=[remedy_record(row) for row in data.get("advice", [])],
+            notes=list(notes), error=_optional(data, "error", str),
+            batch_span=tuple(span) if span else None)
+
+
+def _optional(data: dict, key: str, kind: type):
+    value = data.get(key)
+    if value is not None and not _is_a(value, kind):
+        raise MalformedResult(f"{key} is not {kind.__name__}")
+    return value

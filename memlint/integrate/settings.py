@@ -5,9 +5,10 @@ Both use the same keys (kebab-case).  A script's comment block::
     # memlint: estimate target=models.py:build input=int64[B,1024]
     # memlint: estimate gpu=A100-40GB reserve=10% precision=amp-bf16
 
-Every line starting with ``# memlint: estimate`` adds ``key=value`` pairs
-(split like a shell line, so values with spaces can be quoted; ``input`` may
-repeat).  Values are validated here, without importing torch; an invalid
+Every comment line (a real comment, alone on its line: text in a string or
+a docstring is not configuration) starting with ``# memlint: estimate`` adds
+``key=value`` pairs (split like a shell line, so values with spaces can be
+quoted; ``input`` may repeat).  Values are validated here, without importing torch; an invalid
 value raises :class:`ConfigError` naming the key and the file (and line, for
 a comment block).  Precedence per key: comment block > pyproject table >
 what the script itself shows (memlint.integrate.recipe) > estimator default.
@@ -31,7 +32,7 @@ PRECISIONS = ("fp32", "amp-fp16", "amp-bf16", "bf16", "fp16")
 #: Ranks assumed by the advisor's sharding remedies when ``advise-world-size`` is not set.
 DEFAULT_ADVISE_WORLD_SIZE = 8
 
-_COMMENT = re.compile(r"^\s*#\s*memlint:\s*estimate\b(?P<rest>.*)$", re.IGNORECASE)
+_COMMENT = re.compile(r"#\s*memlint:\s*estimate\b(?P<rest>.*)$", re.IGNORECASE)
 
 
 def _string(key: str, value: Any) -> str:
@@ -41,10 +42,14 @@ def _string(key: str, value: Any) -> str:
 
 
 def _positive_int(key: str, value: Any) -> int:
+    from memlint.estimate.cli import MAX_DIMENSION  # no torch
+
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"must be a positive integer (got {value!r})")
+    if value > MAX_DIMENSION:
+        raise ValueError(f"must be at most 2**40 (got {value}): no device holds more")
     return value
 
 
@@ -172,6 +177,17 @@ class EstimateConfig:
     def __contains__(self, key: str) -> bool:
         return key in self.settings
 
+    def to_json(self) -> dict:
+        """JSON-ready form (for the estimate child and the cache key)."""
+        return {"settings": {key: [s.value, s.source] for key, s in sorted(self.settings.items())},
+                "base_dir": str(self.base_dir), "comment_line": self.comment_line}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "EstimateConfig":
+        """The inverse of :meth:`to_json` (values were validated when read)."""
+        return cls(settings={key: Setting(value, source) for key, (value, source) in data["settings"].items()},
+                   base_dir=Path(data["base_dir"]), comment_line=data["comment_line"])
+
 
 def validate_table(table: dict, where: str, prefix: str = "tool.memlint.estimate") -> dict[str, Any]:
     """Validate the pyproject table; returns key -> value.  Raises ConfigError naming the key."""
@@ -194,12 +210,15 @@ def parse_comment_block(path: str, source: str) -> tuple[dict[str, Any], int | N
     """
     if "estimate" not in source:
         return {}, None
+    from memlint.lint.suppression import directive_comments
+
     values: dict[str, Any] = {}
     first: int | None = None
-    for number, line in enumerate(source.splitlines(), start=1):
-        match = _COMMENT.match(line)
-        if match is None:
+    for comment in directive_comments(source, _COMMENT):
+        match = _COMMENT.match(comment.text)
+        if match is None or not comment.whole_line:
             continue
+        number = comment.line
         first = first or number
         where = f"{path}:{number}"
         try:

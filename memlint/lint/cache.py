@@ -21,18 +21,30 @@ per settings, so stale ones can simply be deleted), plus a
 root (the directory of the discovered ``pyproject.toml``, else the working
 directory).
 
-Robustness: an entry that cannot be read or decoded is a miss and is
-rewritten; a cache directory that cannot be created or written makes the
-run uncached, never failed. Every write goes to a unique temporary file in
-the same directory and is renamed into place (atomic on POSIX and Windows),
-so concurrent runs never see half an entry.
+Trust: the cache directory sits in the project, so a repository (a pull
+request) can commit one. An entry therefore carries an HMAC-SHA256 (RFC 2104)
+of its name and content under a key that never leaves the user's machine
+(:func:`signing_key`, in the user's cache directory, created on first use
+with mode 0600): a committed entry, or one renamed to another file's key,
+fails verification and is a miss, so it can neither hide nor invent
+findings. A verified entry is still checked against the file: its codes must
+be among the codes run on the file and its positions inside the file.
+
+Robustness: an entry that cannot be read, decoded or verified is a miss and
+is rewritten; a cache directory (or signing key) that cannot be created or
+written makes the run uncached, never failed. Every write goes to a unique
+temporary file in the same directory and is renamed into place (atomic on
+POSIX and Windows), so concurrent runs never see half an entry.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import re
+import stat
 import sys
 from pathlib import Path
 
@@ -42,7 +54,7 @@ from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult,
 from memlint.lint.runner import Job, lint_jobs, read_job
 
 #: Bumped when the entry format changes; old entries are then simply unused.
-FORMAT_VERSION = "v1"
+FORMAT_VERSION = "v2"
 DEFAULT_DIR_NAME = ".memlint_cache"
 _CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -69,7 +81,7 @@ def lint_jobs_cached(jobs: list[Job], args, config: Config) -> list[FileResult]:
             results[position] = data
             continue
         key = entry_key(job, data)
-        cached = store.load(key, job.path)
+        cached = store.load(key, job.path, FileBounds(data, frozenset(job.options.codes())))
         if cached is not None:
             results[position] = cached
         else:
@@ -124,8 +136,14 @@ def _code_fingerprint() -> str:
     import memlint.lint as lint_package
     import memlint.rules as rules_package
 
+    return source_fingerprint([*lint_package.__path__, *rules_package.__path__])
+
+
+def source_fingerprint(folders: list[str]) -> str:
+    """Names, sizes and modification times of the ``.py`` files in ``folders``,
+    so that an edited source of a development checkout is a miss."""
     stats = []
-    for folder in (*lint_package.__path__, *rules_package.__path__):
+    for folder in folders:
         try:
             entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
         except OSError:
@@ -140,18 +158,98 @@ def _code_fingerprint() -> str:
     return ";".join(stats)
 
 
-class Store:
-    """The entries of one cache directory."""
+#: Largest cache entry read (bytes): an entry is one file's findings, a few
+#: KiB; 64 MiB is far beyond any real one.
+MAX_ENTRY_BYTES = 64 * 2**20
+#: Bytes of the signing key: RFC 2104 (section 3) recommends a key at least
+#: as long as the hash output, 32 bytes for SHA-256.
+KEY_BYTES = 32
 
-    def __init__(self, root: Path, settings: str) -> None:
+
+def signing_key_path() -> Path:
+    """Where the key that signs cache entries lives: ``$XDG_CACHE_HOME/memlint/cache-key``
+    (XDG Base Directory specification), else ``~/.cache/memlint/cache-key``.
+    It is outside every project, so a repository cannot supply it."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "memlint" / "cache-key"
+
+
+def signing_key() -> bytes | None:
+    """The user's cache signing key, created (random, mode 0600) on first use;
+    None when it can be neither read nor created (then nothing is cached)."""
+    path = signing_key_path()
+    for _ in range(2):
+        try:
+            with open(path, "rb") as handle:
+                key = handle.read(KEY_BYTES + 1)
+            return key if len(key) == KEY_BYTES else None
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue  # another run created it meanwhile: read theirs
+        except OSError:
+            return None
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(os.urandom(KEY_BYTES))
+    return None
+
+
+class FileBounds:
+    """What a cached result of one file may contain: positions inside the
+    file's lines (1-based, end exclusive) and codes among those run on it."""
+
+    _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+    def __init__(self, data: bytes, codes: frozenset[str]) -> None:
+        self.data = data
+        self.codes = codes
+        self._lengths: list[int] | None = None
+
+    def contains(self, line: int, col: int, end_line: int, end_col: int) -> bool:
+        """True when the span lies within the file. A column counts
+        characters, never more than the line's bytes; a span may end one
+        column past the end of its line (a caret after the last character),
+        no further."""
+        if self._lengths is None:
+            self._lengths = [len(text) for text in self._LINE_BREAK.split(self.data)]
+        lengths = self._lengths
+        if not (1 <= line <= end_line <= len(lengths) + 1 and col >= 1 and end_col >= 1):
+            return False
+        if (line, col) > (end_line, end_col):
+            return False
+        return _column_fits(lengths, line, col) and _column_fits(lengths, end_line, end_col)
+
+
+def _column_fits(lengths: list[int], line: int, col: int) -> bool:
+    if line == len(lengths) + 1:  # one past the last line: only its start
+        return col == 1
+    return col <= lengths[line - 1] + 2
+
+
+class Store:
+    """The signed entries of one cache directory (see the module docstring)."""
+
+    def __init__(self, root: Path, settings: str, key: bytes) -> None:
         self.root = root
         self.entries = root / FORMAT_VERSION / settings[:24]
+        self._key = key
 
     @classmethod
     def open(cls, root: Path, settings: str) -> "Store | None":
         """The entries of ``settings`` at ``root``, created with the tag files;
-        None when they cannot be created (read-only file system, a file in the way)."""
-        store = cls(root, settings)
+        None when they cannot be created (read-only file system, a file in
+        the way) or there is no signing key."""
+        key = signing_key()
+        if key is None:
+            return None
+        store = cls(root, settings, key)
+        if any(os.path.islink(path) for path in (root, root / FORMAT_VERSION, store.entries)):
+            return None  # a planted link would send the entries elsewhere on the machine
         try:
             store.entries.mkdir(parents=True, exist_ok=True)
             for name, text in (("CACHEDIR.TAG", _CACHEDIR_TAG), (".gitignore", "# Created by memlint.\n*\n")):
@@ -164,21 +262,48 @@ class Store:
     def _path(self, key: str) -> Path:
         return self.entries / f"{key}.json"
 
-    def load(self, key: str, path: str) -> FileResult | None:
-        """The cached result of ``path`` under ``key``, or None (a miss)."""
+    def _mac(self, key: str, body: bytes) -> str:
+        return hmac.new(self._key, key.encode() + b"\0" + body, hashlib.sha256).hexdigest()
+
+    def load_payload(self, key: str):
+        """The verified JSON payload stored under ``key``, or None (missing,
+        unreadable, corrupt, not signed with this user's key, or not a
+        regular file of at most :data:`MAX_ENTRY_BYTES`: a planted link to
+        ``/dev/zero`` is never read)."""
         try:
-            with open(self._path(key), "rb") as handle:
-                return decode_result(json.loads(handle.read()), path)
-        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
-            return None  # missing, unreadable or corrupt: lint again and overwrite
+            fd = os.open(self._path(key), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            with open(fd, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+                    return None
+                mac, _, body = handle.read(MAX_ENTRY_BYTES).partition(b"\n")
+            if not hmac.compare_digest(mac, self._mac(key, body).encode()):
+                return None
+            return json.loads(body)
+        except (OSError, ValueError):
+            return None
+
+    def save_payload(self, key: str, payload) -> None:
+        """Store the JSON ``payload`` under ``key``, signed; a failed write is ignored."""
+        body = json.dumps(payload, separators=(",", ":")).encode()
+        try:
+            _write_atomic(self._path(key), self._mac(key, body).encode() + b"\n" + body)
+        except OSError:
+            pass
+
+    def load(self, key: str, path: str, bounds: FileBounds | None = None) -> FileResult | None:
+        """The cached result of ``path`` under ``key``, or None (a miss)."""
+        payload = self.load_payload(key)
+        if payload is None:
+            return None
+        try:
+            return decode_result(payload, path, bounds)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return None  # malformed: lint again and overwrite
 
     def save(self, key: str, result: FileResult) -> None:
         """Store ``result`` under ``key``; a failed write is ignored."""
-        target = self._path(key)
-        try:
-            _write_atomic(target, json.dumps(encode_result(result), separators=(",", ":")).encode())
-        except OSError:
-            pass
+        self.save_payload(key, encode_result(result))
 
 
 def _write_atomic(target: Path, payload: bytes) -> None:
@@ -211,22 +336,26 @@ def _encode_diagnostic(d: Diagnostic) -> list:
     return [d.code, d.name, d.severity.value, d.message, d.line, d.col, d.end_line, d.end_col, fix]
 
 
-def decode_result(payload: dict, path: str) -> FileResult:
+def decode_result(payload: dict, path: str, bounds: FileBounds | None = None) -> FileResult:
     """The :class:`FileResult` of :func:`encode_result`'s output, for ``path``.
 
+    ``bounds``: the file the entry must describe (its codes and positions).
+
     Raises:
-        ValueError, TypeError, KeyError, IndexError: the payload is malformed.
+        ValueError, TypeError, KeyError, IndexError: the payload is malformed
+            or does not fit ``bounds``.
     """
     diagnostics = []
     for item in payload["diagnostics"]:
         code, name, severity, message, line, col, end_line, end_col, fix = item
-        for number in (line, col, end_line, end_col):
-            if type(number) is not int:
-                raise TypeError("position is not an integer")
+        _check_span(bounds, line, col, end_line, end_col)
         if not all(isinstance(text, str) for text in (code, name, message)):
             raise TypeError("code, name and message must be strings")
+        if bounds is not None and code not in bounds.codes:
+            raise ValueError(f"{code} is not run on this file")
         diagnostics.append(
-            Diagnostic(code, name, Severity(severity), message, path, line, col, end_line, end_col, _decode_fix(fix))
+            Diagnostic(code, name, Severity(severity), message, path, line, col, end_line, end_col,
+                       _decode_fix(fix, bounds))
         )
     parsed = payload["parsed"]
     if not isinstance(parsed, bool):
@@ -234,13 +363,21 @@ def decode_result(payload: dict, path: str) -> FileResult:
     return FileResult(path=path, diagnostics=diagnostics, parsed=parsed)
 
 
-def _decode_fix(fix) -> Fix | None:
+def _check_span(bounds: FileBounds | None, line, col, end_line, end_col) -> None:
+    if not all(type(number) is int for number in (line, col, end_line, end_col)):
+        raise TypeError("position is not an integer")
+    if bounds is not None and not bounds.contains(line, col, end_line, end_col):
+        raise ValueError("position outside the file")
+
+
+def _decode_fix(fix, bounds: FileBounds | None = None) -> Fix | None:
     if fix is None:
         return None
     title, applicability, edits = fix
     decoded = []
     for start_line, start_col, end_line, end_col, content in edits:
-        if not isinstance(content, str) or not all(type(n) is int for n in (start_line, start_col, end_line, end_col)):
+        _check_span(bounds, start_line, start_col, end_line, end_col)
+        if not isinstance(content, str):
             raise TypeError("malformed edit")
         decoded.append(Edit(start_line, start_col, end_line, end_col, content))
     if not isinstance(title, str):

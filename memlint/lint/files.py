@@ -12,10 +12,15 @@ PYTHON_SUFFIXES = (".py", ".pyi")
 
 @dataclass
 class Collected:
-    """Files to lint, and one-line problems with paths that could not be used."""
+    """Files to lint, one-line problems with paths that could not be used,
+    notes on files left out, and for each file its *tree*: the resolved
+    directory named on the command line that it was found in (for a file
+    named itself, its resolved directory); ``--fix`` writes only inside it."""
 
     files: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    roots: dict[str, str] = field(default_factory=dict)
 
 
 def collect_files(paths: list[str], config: Config) -> Collected:
@@ -23,29 +28,42 @@ def collect_files(paths: list[str], config: Config) -> Collected:
 
     Directories are walked without following symbolic links to directories
     (so a link loop cannot hang the walk), skipping :data:`DEFAULT_EXCLUDE`,
-    virtual environments (a ``pyvenv.cfg`` inside) and ``exclude`` globs.
-    A file named explicitly is linted whatever its suffix, unless an
-    ``exclude`` glob matches it. A missing path is an error line.
+    virtual environments (a ``pyvenv.cfg`` inside) and ``exclude`` globs; a
+    symbolic link found in the walk whose file lies outside the walked
+    directory is left out with a note (a tree must not make memlint read,
+    and print lines of, files elsewhere on the machine). A file named
+    explicitly is linted whatever its suffix, unless an ``exclude`` glob
+    matches it. A missing path is an error line.
     """
     collected = Collected()
     seen: set[str] = set()
 
-    def add(path: str) -> None:
+    def add(path: str, root: str) -> None:
         key = os.path.realpath(path)
         if key not in seen:
             seen.add(key)
             collected.files.append(path)
+            collected.roots[path] = root
 
     for path in paths:
         if os.path.isdir(path):
+            root = os.path.realpath(path)
             for found in _walk(path, config):
-                add(found)
+                if os.path.islink(found) and not is_within(os.path.realpath(found), root):
+                    collected.notes.append(f"{found}: skipped: a symbolic link to a file outside {path}")
+                    continue
+                add(found, root)
         elif os.path.lexists(path):
             if not config.is_excluded(path):
-                add(path)
+                add(path, os.path.realpath(os.path.dirname(os.path.abspath(path))))
         else:
             collected.errors.append(f"{path}: no such file or directory")
     return collected
+
+
+def is_within(path: str, directory: str) -> bool:
+    """True when the (resolved) ``path`` is ``directory`` or lies below it."""
+    return os.path.commonpath([path, directory]) == directory
 
 
 def _walk(root: str, config: Config):

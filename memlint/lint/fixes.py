@@ -6,11 +6,20 @@ are taken in source order, a fix whose edits overlap an already accepted one
 is left for the next round, the file is re-linted, and this repeats up to
 :data:`MAX_ROUNDS` times (a fix can also make room for, or reveal, another).
 
-A file is written only when the fixed text still parses (CPython's parser), and only
-when its bytes on disk are still the ones that were read (a content hash):
-an editor or another tool that changed it meanwhile wins. Writes are atomic:
-a temporary file in the same directory, the original file mode, then
-``os.replace``. ``--diff`` prints a unified diff instead and writes nothing.
+The fixed text must still parse (CPython's parser). When a round's fixes
+together break the file, they are taken one at a time in source order and
+each fix that would break the file is skipped (one error line names it),
+so the file's other fixes are still applied.
+
+A file is written only when its bytes on disk are still the ones that were
+read (a content hash): an editor or another tool that changed it meanwhile
+wins. It is never written through a symbolic link that leads out of the
+linted tree (the directory named on the command line), never replaced when
+it is not writable (no write permission, or no write bit in its mode), and
+keeps its mode. Writes are atomic -- a temporary file in the same
+directory, the original mode, then ``os.replace`` -- except for a file with
+several hard links, which is rewritten in place so that every link sees the
+fix. ``--diff`` prints a unified diff instead and writes nothing.
 
 After fixing, the run's diagnostics are the ones that remain, as ruff does.
 """
@@ -42,13 +51,14 @@ class FileFixes:
     fixed: str
     fixed_count: int
     remaining: list[Diagnostic] = field(default_factory=list)
-    problem: str | None = None  # why the fixed text must not be written
     digest: str = ""  # sha256 of the bytes that were read
     encoding: str = "utf-8"  # to write the fixed text back with
+    #: one line per fix that was skipped because it would break the file
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return self.fixed != self.original and self.problem is None
+        return self.fixed != self.original
 
 
 def is_applicable(fix: Fix | None, unsafe: bool) -> bool:
@@ -123,20 +133,50 @@ def fix_text(
     current = text
     fixed_count = 0
     remaining = diagnostics
+    rejected: set[tuple] = set()
+    skipped: list[str] = []
     for _ in range(MAX_ROUNDS):
-        fixes = [d.fix for d in sorted(remaining, key=Diagnostic.sort_key) if is_applicable(d.fix, unsafe)]
-        if not fixes:
+        candidates = [d for d in sorted(remaining, key=Diagnostic.sort_key)
+                      if is_applicable(d.fix, unsafe) and _fix_identity(d) not in rejected]
+        if not candidates:
             break
-        candidate, applied = apply_fixes(current, fixes)
+        candidate, applied = apply_fixes(current, [d.fix for d in candidates])
+        if applied and _parse_problem(candidate) is not None:
+            candidate, applied = _apply_fixes_that_parse(current, candidates, rejected, skipped)
         if applied == 0 or candidate == current:
             break
-        problem = _parse_problem(candidate)
-        if problem is not None:
-            return FileFixes(path, text, text, 0, diagnostics, problem=f"fixes would break the file ({problem}); not applied")
         current = candidate
         fixed_count += applied
         remaining = lint_source(path, current.encode(encoding, errors="replace"), options).diagnostics
-    return FileFixes(path, text, current, fixed_count, list(remaining), encoding=encoding)
+    return FileFixes(path, text, current, fixed_count, list(remaining), encoding=encoding, skipped=skipped)
+
+
+def _fix_identity(diagnostic: Diagnostic) -> tuple:
+    """What names one fix across rounds (its positions move when other fixes apply)."""
+    fix = diagnostic.fix
+    return diagnostic.code, diagnostic.message, fix.title, tuple(edit.content for edit in fix.edits)
+
+
+def _apply_fixes_that_parse(text: str, candidates: list[Diagnostic], rejected: set[tuple],
+                            skipped: list[str]) -> tuple[str, int]:
+    """Apply ``candidates``' fixes one at a time, in order, keeping each one
+    with which the text still parses; the others are added to ``rejected``
+    and described in ``skipped``. Returns the text and the fixes kept."""
+    accepted: list[Fix] = []
+    current = text
+    for diagnostic in candidates:
+        trial, applied = apply_fixes(text, [*accepted, diagnostic.fix])
+        if applied <= len(accepted):
+            continue  # overlaps a kept fix: the next round takes it
+        problem = _parse_problem(trial)
+        if problem is None:
+            accepted.append(diagnostic.fix)
+            current = trial
+            continue
+        rejected.add(_fix_identity(diagnostic))
+        skipped.append(f"{diagnostic.line}:{diagnostic.col}: {diagnostic.code} fix {diagnostic.fix.title!r} would "
+                       f"break the file ({problem}); that fix is skipped")
+    return current, len(accepted)
 
 
 def _parse_problem(text: str) -> str | None:
@@ -185,7 +225,8 @@ def unified_diff(path: str, before: str, after: str) -> str:
 def atomic_write(path: str, data: bytes) -> None:
     """Replace ``path``'s content with ``data`` atomically, keeping its mode.
 
-    A symbolic link is followed: the file it points to is replaced.
+    A symbolic link is followed: the file it points to is replaced (callers
+    check first that it stays in the tree: :func:`write_problem`).
 
     Raises:
         OSError: the directory is not writable, the disk is full, ...
@@ -209,19 +250,77 @@ def atomic_write(path: str, data: bytes) -> None:
         raise
 
 
+def write_in_place(path: str, data: bytes) -> None:
+    """Rewrite the regular file ``path`` with ``data`` through its own inode
+    (its hard links all see the change; not atomic). ``O_NOFOLLOW``: ``path``
+    is the resolved file, never a link.
+
+    Raises:
+        OSError: it cannot be opened or written.
+    """
+    fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+        out.truncate()
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def write_problem(path: str, tree: str | None) -> str | None:
+    """Why ``path`` must not be written by ``--fix``, or None.
+
+    ``tree``: the resolved directory the file was found in (None: no limit).
+    A symbolic link out of the tree, a file that is not a regular file, and a
+    file that is not writable -- no write permission for the user, or no
+    write bit in its mode at all (which even root respects here) -- are not
+    written.
+    """
+    from memlint.lint.files import is_within
+
+    target = os.path.realpath(path)
+    if tree is not None and not is_within(target, tree):
+        return f"not fixed: it is a symbolic link to {target}, outside the linted tree {tree}"
+    try:
+        info = os.stat(target)
+    except OSError as exc:
+        return f"not fixed: cannot stat the file ({exc.strerror or type(exc).__name__})"
+    if not stat.S_ISREG(info.st_mode):
+        return "not fixed: not a regular file"
+    if not info.st_mode & 0o222 or not os.access(target, os.W_OK):
+        return "not fixed: the file is not writable"
+    return None
+
+
+def write_fixed(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path``: atomically, or in place for a file with
+    several hard links (a rename would leave the other links on the old text).
+
+    Raises:
+        OSError: the write failed.
+    """
+    target = os.path.realpath(path)
+    if os.stat(target).st_nlink > 1:
+        write_in_place(target, data)
+    else:
+        atomic_write(target, data)
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def apply_fixes_to_run(run, args) -> None:
+def apply_fixes_to_run(run, args, trees: dict[str, str] | None = None) -> None:
     """Fix the files of a ``memlint check`` run (``--fix``/``--diff``).
 
     Updates ``run`` in place: each fixed file's diagnostics become the ones
     that remain; ``run.fixed`` counts the problems fixed (or, with
     ``--diff``, that would be); with ``--diff`` the diffs are printed on
-    stdout and nothing is written; files that could not be fixed get a
-    one-line note or error. With stdin (``-``) and ``--fix`` the source,
-    fixed or not, is written to stdout.
+    stdout and nothing is written; files that could not be fixed, and fixes
+    that were skipped, get a one-line note or error. With stdin (``-``) and
+    ``--fix`` the source, fixed or not, is written to stdout.
+
+    ``trees``: path -> the resolved directory it was found in
+    (:attr:`memlint.lint.files.Collected.roots`); nothing is written outside it.
     """
     unsafe = bool(getattr(args, "unsafe_fixes", False))
     diff_only = bool(getattr(args, "diff", False))
@@ -230,9 +329,8 @@ def apply_fixes_to_run(run, args) -> None:
         outcome = None
         if not result.error and any(is_applicable(d.fix, unsafe) for d in result.diagnostics):
             outcome = _fix_result(run, result, unsafe)
-        if outcome is not None and outcome.problem is not None:
-            run.errors.append(f"{result.path}: {outcome.problem}")
-            outcome = None
+        if outcome is not None:
+            run.errors.extend(f"{result.path}:{line}" for line in outcome.skipped)
         if diff_only:
             if outcome is not None and outcome.changed:
                 sys.stdout.write(unified_diff(result.path, outcome.original, outcome.fixed))
@@ -241,7 +339,7 @@ def apply_fixes_to_run(run, args) -> None:
             total += _write_stdout(run, outcome)
             if outcome is not None:
                 run.results[index] = _remaining(result, outcome)
-        elif outcome is not None and _write(run, result, outcome):
+        elif outcome is not None and _write(run, result, outcome, (trees or {}).get(result.path)):
             total += outcome.fixed_count
             run.results[index] = _remaining(result, outcome)
     run.fixed = total
@@ -304,8 +402,12 @@ def _fix_result(run, result: FileResult, unsafe: bool) -> FileFixes | None:
     return outcome
 
 
-def _write(run, result: FileResult, outcome: FileFixes) -> bool:
+def _write(run, result: FileResult, outcome: FileFixes, tree: str | None) -> bool:
     if not outcome.changed:
+        return False
+    problem = write_problem(result.path, tree)
+    if problem is not None:
+        run.errors.append(f"{result.path}: {problem}")
         return False
     try:
         data = outcome.fixed.encode(outcome.encoding)
@@ -322,7 +424,7 @@ def _write(run, result: FileResult, outcome: FileFixes) -> bool:
         run.notes.append(f"{result.path}: skipped: changed on disk since it was read; not fixed")
         return False
     try:
-        atomic_write(result.path, data)
+        write_fixed(result.path, data)
     except OSError as exc:
         run.errors.append(f"{result.path}: cannot write fixes ({exc.strerror or type(exc).__name__})")
         return False

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from memlint.config import Config
 from memlint.lint.diagnostic import FileResult
-from memlint.lint.engine import LintOptions, Pending, lint_pending, lint_source, precheck
+from memlint.lint.engine import MAX_SOURCE_BYTES, LintOptions, Pending, lint_pending, lint_source, precheck
 from memlint.lint.registry import expand_selector
 
 #: Below this many files to parse, a process pool costs more than it saves:
@@ -57,18 +57,29 @@ def options_for(path: str, enabled: frozenset[str], config: Config) -> LintOptio
 
 
 def read_job(job: Job) -> bytes | FileResult:
-    """The job's bytes, or a FileResult carrying the one-line read error."""
+    """The job's bytes, or a FileResult carrying the one-line read error, or
+    the note of a file over the linting limit (which is not read: a 10 GB
+    file in a tree must not take the run's memory)."""
     if job.data is not None:
         return job.data
     try:
         # O_NONBLOCK: opening a FIFO named like a source file must not hang.
         fd = os.open(job.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with open(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
                 return FileResult(path=job.path, error=f"{job.path}: cannot read file (not a regular file)")
-            return handle.read()
+            if info.st_size > MAX_SOURCE_BYTES:
+                return FileResult(path=job.path, note=too_large_note(job.path, info.st_size))
+            return handle.read(MAX_SOURCE_BYTES + 1)  # + 1: a file that grew is still seen as too large
     except OSError as exc:
         return FileResult(path=job.path, error=f"{job.path}: cannot read file ({exc.strerror or type(exc).__name__})")
+
+
+def too_large_note(path: str, size: int) -> str:
+    """The note of a file skipped for its size (the engine's wording, for files it never sees)."""
+    return (f"{path}: skipped: {size / 2**20:.1f} MiB is over the {MAX_SOURCE_BYTES / 2**20:.0f} MiB limit "
+            "for linting (generated code?)")
 
 
 def lint_file(job: Job) -> FileResult:

@@ -1,4 +1,4 @@
-"""Inline suppression comments.
+"""Inline suppression comments, and the real comments that carry directives.
 
 - ``# noqa: MEM101, MEM102`` or ``# memlint: ignore[MEM101]`` on the reported
   line suppresses those codes there; a code prefix (``MEM1``) works too;
@@ -7,24 +7,89 @@
 
 A diagnostic is suppressed when the comment is on its first or its last line,
 so a multi-line call can be silenced at either end.
+
+Directives are read from real comments only: ``"# noqa"`` inside a string or
+a docstring is text, not a directive (:func:`directive_comments`). Finding
+the comments needs :mod:`tokenize`, which costs about twice a parse on
+CPython 3.11, so it runs only when the raw text has a candidate (the
+directive's pattern), and only up to the last candidate line.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from memlint.lint.diagnostic import LINE_BREAK, Diagnostic
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _IGNORE = re.compile(r"#\s*memlint:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 _SKIP_FILE = re.compile(r"#\s*memlint:\s*skip-file\b", re.IGNORECASE)
+#: A line that may carry a suppression: the raw-text test before tokenizing.
+_SUPPRESSION = re.compile(r"#\s*(?:noqa|memlint:\s*ignore)", re.IGNORECASE)
 
 ALL = None  # marker: every code is suppressed on the line
 
 
+@dataclass(frozen=True)
+class Comment:
+    """A real comment: its 1-based line, its text from ``#`` to the end of
+    the line, and whether it is the only thing on its line."""
+
+    line: int
+    text: str
+    whole_line: bool
+
+
+def directive_comments(source: str, pattern: re.Pattern) -> list[Comment]:
+    """The real comments of ``source`` that ``pattern`` matches, in line order.
+
+    Lines are found by ``pattern`` in the raw text first; :mod:`tokenize`
+    then tells which of those matches lie in a comment, not in a string. If
+    the text stops tokenizing (a file that does not parse), the candidates
+    after that point are taken as comments, as plain text matching did.
+    """
+    lines = LINE_BREAK.split(source)
+    candidates = {number: line for number, line in enumerate(lines, start=1) if "#" in line and pattern.search(line)}
+    if not candidates:
+        return []
+    found, reached = _comments_until(source, max(candidates))
+    comments = [comment for comment in found if comment.line in candidates and pattern.search(comment.text)]
+    seen = {comment.line for comment in comments}
+    for number in sorted(n for n in candidates if n > reached and n not in seen):
+        line = candidates[number]
+        start = pattern.search(line).start()
+        comments.append(Comment(number, line[start:], not line[:start].strip()))
+    return comments
+
+
+def _comments_until(source: str, last_line: int) -> tuple[list[Comment], int]:
+    """The comments up to ``last_line``, and the last line tokenized
+    completely: ``last_line``, or the line before the one a tokenize error
+    stopped in)."""
+    import io
+    import tokenize
+
+    comments: list[Comment] = []
+    reached = 0
+    # newline=None: "\r" and "\r\n" end lines, as they do for the parser.
+    tokens = tokenize.generate_tokens(io.StringIO(source, newline=None).readline)
+    try:
+        for token in tokens:
+            row, col = token.start
+            if row > last_line:
+                return comments, last_line
+            reached = row
+            if token.type == tokenize.COMMENT:
+                comments.append(Comment(row, token.string, not token.line[:col].strip()))
+    except (tokenize.TokenError, SyntaxError):
+        return comments, max(0, reached - 1)
+    return comments, last_line
+
+
 def skips_file(source: str) -> bool:
-    """True when the file carries ``# memlint: skip-file``."""
-    return "skip-file" in source and _SKIP_FILE.search(source) is not None
+    """True when a real comment of the file is ``# memlint: skip-file``."""
+    return "skip-file" in source and bool(directive_comments(source, _SKIP_FILE))
 
 
 def suppressions(source: str) -> dict[int, frozenset[str] | None]:
@@ -32,25 +97,22 @@ def suppressions(source: str) -> dict[int, frozenset[str] | None]:
     result: dict[int, frozenset[str] | None] = {}
     if "noqa" not in source and "memlint" not in source:
         return result
-    # Lines as Python counts them: str.splitlines() would also break at form
-    # feeds and other separators, and shift every later line's number.
-    for number, line in enumerate(LINE_BREAK.split(source), start=1):
-        if "#" not in line:
-            continue
+    for comment in directive_comments(source, _SUPPRESSION):
         for pattern in (_NOQA, _IGNORE):
-            match = pattern.search(line)
+            match = pattern.search(comment.text)
             if match is None:
                 continue
             codes = match.group("codes")
             if codes is None or not codes.strip():
-                result[number] = ALL
-            elif result.get(number, frozenset()) is not ALL:
+                result[comment.line] = ALL
+            elif result.get(comment.line, frozenset()) is not ALL:
                 parsed = frozenset(c.upper() for c in re.split(r"[\s,]+", codes.strip()) if c)
-                result[number] = (result.get(number) or frozenset()) | parsed
+                result[comment.line] = (result.get(comment.line) or frozenset()) | parsed
     return result
 
 
 def is_suppressed(diagnostic: Diagnostic, table: dict[int, frozenset[str] | None]) -> bool:
+    """True when a suppression of ``table`` covers ``diagnostic`` (its first or last line)."""
     for line in {diagnostic.line, diagnostic.end_line}:
         if line not in table:
             continue

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from memlint.report.text import printable
+
 FORMAT_MODULES = {
     "full": "memlint.report.full",
     "concise": "memlint.report.concise",
@@ -36,9 +38,9 @@ def render(run, args, stream=None) -> None:
     if getattr(run, "stdin", None) is not None and getattr(args, "fix", False):
         stream = sys.stderr  # stdout carries the fixed source
     for message in run_errors(run):
-        print(f"memlint: error: {message}", file=sys.stderr)
+        print(f"memlint: error: {printable(message)}", file=sys.stderr)
     for note in run_notes(run):
-        print(f"memlint: {note}", file=sys.stderr)
+        print(f"memlint: {printable(note)}", file=sys.stderr)
     if getattr(run, "diff_only", False):
         return  # --diff printed the diffs; findings are not reported
     fmt = args.format or default_format(stream)
@@ -49,6 +51,15 @@ def render(run, args, stream=None) -> None:
         return
     module = importlib.import_module(FORMAT_MODULES[fmt])
     module.render(run, args, stream)
+
+
+def run_failed(run) -> bool:
+    """True when the run had errors (exit code 2): a one-line error (bad path,
+    unreadable file, failed estimate, crashed rule) or a file that does not
+    parse (MEM001). SARIF's ``executionSuccessful`` is its negation."""
+    from memlint.lint.engine import SYNTAX_ERROR_CODE
+
+    return bool(run_errors(run)) or any(d.code == SYNTAX_ERROR_CODE for d in run.diagnostics)
 
 
 def run_errors(run) -> list[str]:

@@ -1,13 +1,20 @@
 """``concise``: ``path:line:col: CODE message``, one finding per line.
 
 flake8-compatible, and what the problem matchers of docs/integrations.md read.
+Control characters in paths and messages are escaped, so a file name cannot
+add a line.
 """
 
 from __future__ import annotations
 
+from memlint.report.text import printable
+
 
 def format_line(diagnostic) -> str:
-    return f"{diagnostic.path}:{diagnostic.line}:{diagnostic.col}: {diagnostic.code} {diagnostic.message}"
+    """One finding as ``path:line:col: CODE message``; the path and the
+    message are escaped (:func:`~memlint.report.text.printable`), so the line
+    is always one line."""
+    return f"{printable(diagnostic.path)}:{diagnostic.line}:{diagnostic.col}: {diagnostic.code} {printable(diagnostic.message)}"
 
 
 def render(run, args, stream) -> None:

@@ -2,10 +2,14 @@
 
 ``render_estimates(run, console)`` (rich, for the ``full`` format) and
 ``render_estimates_plain(run, stream)`` (a few plain lines for ``concise``).
-Sizes are printed in GiB (2**30 bytes) with 2 decimals.
+Sizes are printed in GiB (2**30 bytes) with 2 decimals. Paths, targets,
+errors and notes come from the linted tree and are escaped
+(:func:`~memlint.report.text.printable`).
 """
 
 from __future__ import annotations
+
+from memlint.report.text import printable
 
 GiB = 2**30
 
@@ -19,7 +23,7 @@ def _value_text(value) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.0%}" if value < 1 else f"{value:g}"
-    return "-" if value is None else str(value)
+    return "-" if value is None else printable(str(value))
 
 
 def verdict_line(item) -> str:
@@ -45,16 +49,17 @@ def render_estimates(run, console) -> None:
 
     for item in getattr(run, "estimates", []):
         console.print()
-        console.print(Text(f"Memory estimate: {item.path}", style="bold"), Text(f"  target {item.target}", style="dim"))
+        console.print(Text(f"Memory estimate: {printable(item.path)}", style="bold"),
+                      Text(f"  target {printable(item.target)}", style="dim"))
         if item.error:
-            console.print(Text(f"  estimate failed: {item.error}", style="red"))
+            console.print(Text(f"  estimate failed: {printable(item.error)}", style="red"))
             continue
         recipe = Table(title="Training recipe", title_justify="left", show_edge=False)
         for column in ("setting", "value", "from"):
             recipe.add_column(column)
         for key, value in item.recipe.items():
             detail = f" - {value.detail}" if value.detail else ""
-            recipe.add_row(key, _value_text(value.value), value.source + detail)
+            recipe.add_row(key, _value_text(value.value), printable(value.source + detail))
         console.print(recipe)
         est = item.estimate
         numbers = Table(title="Predicted CUDA memory (steady-state step)", title_justify="left", show_edge=False)
@@ -67,7 +72,7 @@ def render_estimates(run, console) -> None:
         style = "green" if fits else ("red" if fits is False else "yellow")
         console.print(Text("Verdict: " + verdict_line(item), style=f"bold {style}"))
         for note in item.notes:
-            console.print(Text(f"note: {note}", style="dim"))
+            console.print(Text(f"note: {printable(note)}", style="dim"))
         if item.advice:
             console.print(_advice_table(item, Table))
 
@@ -80,8 +85,8 @@ def _advice_table(item, table_class):
         table.add_column(column, justify=justify)
     for rank, row in enumerate(item.advice, start=1):
         fits = "-" if row.fits is None else ("yes" if row.fits else "no")
-        table.add_row(str(rank), row.title, _gib(row.device_used), _gib(row.saved), _gib(row.saved_allocated), fits,
-                      row.cost)
+        table.add_row(str(rank), printable(row.title), _gib(row.device_used), _gib(row.saved),
+                      _gib(row.saved_allocated), fits, printable(row.cost))
     return table
 
 
@@ -89,12 +94,12 @@ def render_estimates_plain(run, stream) -> None:
     """A short plain-text summary per estimate (after the diagnostics in ``concise``)."""
     for item in getattr(run, "estimates", []):
         if item.error:
-            print(f"memory: {item.path}: estimate failed: {item.error}", file=stream)
+            print(f"memory: {printable(item.path)}: estimate failed: {printable(item.error)}", file=stream)
             continue
-        print(f"memory: {item.path}: {verdict_line(item)}", file=stream)
-        parts = [f"{key}={_value_text(v.value)} ({v.source})" for key, v in item.recipe.items()]
+        print(f"memory: {printable(item.path)}: {verdict_line(item)}", file=stream)
+        parts = [f"{key}={_value_text(v.value)} ({printable(v.source)})" for key, v in item.recipe.items()]
         print(f"  recipe: {', '.join(parts)}", file=stream)
         for rank, row in enumerate(item.advice, start=1):
             fits = "" if row.fits is None else (" fits" if row.fits else " does not fit")
-            print(f"  remedy {rank}: {row.title}: {_gib(row.device_used)} (saves {_gib(row.saved)}; "
-                  f"peak allocated -{_gib(row.saved_allocated)}){fits}; {row.cost}", file=stream)
+            print(f"  remedy {rank}: {printable(row.title)}: {_gib(row.device_used)} (saves {_gib(row.saved)}; "
+                  f"peak allocated -{_gib(row.saved_allocated)}){fits}; {printable(row.cost)}", file=stream)

@@ -7,7 +7,9 @@ the span continues), and the fix title with ``[*]`` when ``--fix`` (or
 ``Found N problems (M fixable)``.
 
 Colour follows rich's terminal detection (and ``NO_COLOR``); severity
-colours: error red, warning yellow, info blue.
+colours: error red, warning yellow, info blue. Paths, messages and source
+lines are escaped (:func:`~memlint.report.text.printable`): a file cannot
+send escape sequences to the terminal.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from memlint.lint.diagnostic import Applicability, Diagnostic
+from memlint.report.text import printable
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
@@ -41,15 +44,19 @@ def _snippet(diagnostic: Diagnostic, lines: list[str] | None) -> list[Text]:
     if lines is None or not 1 <= diagnostic.line <= len(lines):
         return []
     raw = lines[diagnostic.line - 1]
-    before = raw[: diagnostic.col - 1].expandtabs(4)
+    # Tabs become spaces first, then what the terminal must not interpret
+    # (ESC in a string literal, ...) becomes visible escapes, in the line and
+    # in the parts that place the caret alike.
+    before = printable(raw[: diagnostic.col - 1].expandtabs(4))
     if diagnostic.end_line == diagnostic.line:
         marked = raw[diagnostic.col - 1 : diagnostic.end_col - 1]
     else:
         marked = raw[diagnostic.col - 1 :]
-    line_text = raw.expandtabs(4)
+    marked = printable(marked.expandtabs(4))
+    line_text = printable(raw.expandtabs(4))
     gutter = str(diagnostic.line)
     pad = " " * len(gutter)
-    width = max(1, cell_len(marked.expandtabs(4).rstrip()) or cell_len(marked.expandtabs(4)))
+    width = max(1, cell_len(marked.rstrip()) or cell_len(marked))
     style = SEVERITY_STYLES.get(diagnostic.severity.value, "bold")
     source = Text.assemble((f"{gutter} | ", "blue"), line_text)
     caret = Text.assemble((f"{pad} | ", "blue"), " " * cell_len(before), ("^" * width, style))
@@ -67,21 +74,22 @@ def format_diagnostic(diagnostic: Diagnostic, lines: list[str] | None, unsafe: b
     severity = diagnostic.severity.value
     style = SEVERITY_STYLES.get(severity, "bold")
     header = Text.assemble(
-        (f"{diagnostic.path}:{diagnostic.line}:{diagnostic.col}:", "bold"),
+        (f"{printable(diagnostic.path)}:{diagnostic.line}:{diagnostic.col}:", "bold"),
         " ",
         (diagnostic.code, style),
         " ",
         (f"[{severity}]", style),
         " ",
-        diagnostic.message,
+        printable(diagnostic.message),
     )
     out = [header, *_snippet(diagnostic, lines)]
     if diagnostic.fix is not None:
         pad = " " * len(str(diagnostic.line))
         if is_fix_shown(diagnostic, unsafe):
-            hint = Text.assemble((f"{pad} = ", "blue"), ("[*] fixable", "bold green"), f": {diagnostic.fix.title}")
+            hint = Text.assemble((f"{pad} = ", "blue"), ("[*] fixable", "bold green"), f": {printable(diagnostic.fix.title)}")
         else:
-            hint = Text.assemble((f"{pad} = ", "blue"), f"unsafe fix available with --unsafe-fixes: {diagnostic.fix.title}")
+            hint = Text.assemble((f"{pad} = ", "blue"),
+                                 f"unsafe fix available with --unsafe-fixes: {printable(diagnostic.fix.title)}")
         out.append(hint)
     return out
 

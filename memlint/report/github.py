@@ -5,17 +5,22 @@ with ``::warning`` for warnings and ``::notice`` for info findings.
 Escaping follows the Actions toolkit (``@actions/core`` ``command.ts``): in
 the message, ``%`` -> ``%25``, CR -> ``%0D``, LF -> ``%0A``; in property
 values additionally ``:`` -> ``%3A`` and ``,`` -> ``%2C``.
+Before that, every non-printable character (ESC, which GitHub's log viewer
+interprets as a colour sequence, and the rest) is escaped as in the other
+formats (:func:`~memlint.report.text.printable`).
 Unreadable files and other run errors become ``::error`` lines too.
 """
 
 from __future__ import annotations
 
+from memlint.report.text import printable
+
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def escape_data(text: str) -> str:
-    """Escape a workflow command's message."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escape a workflow command's message (one line, nothing non-printable)."""
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:

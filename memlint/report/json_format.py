@@ -4,6 +4,10 @@ Top level: ``{"schema_version": 1, "memlint_version", "summary", "diagnostics",
 "errors", "notes", "estimates"}``; each diagnostic has code, name, severity, message,
 path, start/end line and column (1-based, end exclusive) and ``fix`` (null or
 ``{"title", "applicability", "edits": [{start/end line/col, content}]}``).
+
+Strings are valid Unicode: the bytes of a file name that are not UTF-8 are
+written as the four characters ``\\xNN``; JSON's own escaping handles
+control characters.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 
 from memlint import __version__
+from memlint.report.text import valid_document
 
 SCHEMA_VERSION = 1
 
@@ -65,5 +70,5 @@ def document(run) -> dict:
 
 
 def render(run, args, stream) -> None:
-    json.dump(document(run), stream, indent=2)
+    json.dump(valid_document(document(run)), stream, indent=2)
     stream.write("\n")

@@ -7,7 +7,8 @@ with a region of 1-based lines and columns (``endColumn`` exclusive, as SARIF
 defines it; columns count Unicode code points: ``columnKind``) and an
 artifact URI relative to the working directory (``uriBaseId`` ``%SRCROOT%``).
 Fixes become SARIF ``fixes``; one-line run errors become tool execution
-notifications; ``run.properties.estimates`` carries the estimates as in the
+notifications, and ``executionSuccessful`` is false when the run had errors
+(exit code 2: :func:`memlint.report.run_failed`); ``run.properties.estimates`` carries the estimates as in the
 ``json`` format.
 
 Reference: OASIS SARIF 2.1.0, https://docs.oasis-open.org/sarif/sarif/v2.1.0/sarif-v2.1.0.html
@@ -21,6 +22,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from memlint import __version__
+from memlint.report.text import valid_document
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -29,14 +31,18 @@ LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 
 
 def artifact_location(path: str, base: Path | None = None) -> dict:
-    """``{"uri", "uriBaseId"}`` relative to ``base`` (the cwd), else an absolute file URI."""
+    """``{"uri", "uriBaseId"}`` relative to ``base`` (the cwd), else an absolute file URI.
+
+    The URI percent-encodes the file name's bytes as the file system has
+    them (RFC 3986), so a name that is not valid UTF-8 still has an exact URI.
+    """
     base = (base or Path.cwd()).resolve()
     absolute = Path(os.path.abspath(path))
     try:
         relative = absolute.relative_to(base)
     except ValueError:
-        return {"uri": absolute.as_uri()}
-    return {"uri": quote(relative.as_posix()), "uriBaseId": SRCROOT}
+        return {"uri": "file://" + quote(os.fsencode(absolute.as_posix()))}
+    return {"uri": quote(os.fsencode(relative.as_posix())), "uriBaseId": SRCROOT}
 
 
 def region(start_line: int, start_col: int, end_line: int, end_col: int) -> dict:
@@ -106,7 +112,7 @@ def result(diagnostic, rule_index: dict[str, int], base: Path | None = None) -> 
 def document(run, base: Path | None = None) -> dict:
     """The whole SARIF log for ``run``."""
     from memlint.lint.registry import all_rules
-    from memlint.report import run_errors, run_notes
+    from memlint.report import run_errors, run_failed, run_notes
     from memlint.report.rule_docs import PROJECT_URL
 
     rules = all_rules()
@@ -128,7 +134,7 @@ def document(run, base: Path | None = None) -> dict:
         "results": [result(d, rule_index, base) for d in run.diagnostics],
         "invocations": [
             {
-                "executionSuccessful": not errors,
+                "executionSuccessful": not run_failed(run),
                 "toolExecutionNotifications": [
                     *({"level": "error", "message": {"text": message}} for message in errors),
                     *({"level": "note", "message": {"text": message}} for message in run_notes(run)),
@@ -143,5 +149,5 @@ def document(run, base: Path | None = None) -> dict:
 
 
 def render(run, args, stream) -> None:
-    json.dump(document(run), stream, indent=2)
+    json.dump(valid_document(document(run)), stream, indent=2)
     stream.write("\n")

@@ -27,9 +27,21 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_validate(args) -> int:
-    """Run ``memlint validate``; returns 0 (within tolerance), 1 (outside, or OOM) or 2 (usage error)."""
+    """Run ``memlint validate``; returns 0 (within tolerance), 1 (outside, or OOM) or 2 (usage error).
+
+    The options and the target are checked before anything is imported
+    (:func:`memlint.estimate.cli.check_command_line`); the run is bounded by
+    ``--timeout``.
+    """
+    from memlint.estimate.cli import Deadline, TimeLimitReached, check_command_line  # noqa: PLC0415
+
     try:
-        return _run(args)
+        check_command_line(args)
+        with Deadline(args.timeout):
+            return _run(args)
+    except TimeLimitReached:
+        print(f"memlint: error: {args.target}: stopped after {args.timeout:g} s (--timeout)", file=sys.stderr)
+        return 2
     except UsageError as exc:
         print(f"memlint: error: {exc}", file=sys.stderr)
         return 2
@@ -56,13 +68,10 @@ def _check_counts(args) -> None:
 
 def _run(args) -> int:
     from memlint.estimate.cli import options_from_args  # noqa: PLC0415
-    from memlint.estimate.workload import parse_input_spec  # noqa: PLC0415
     from memlint.validate import session  # noqa: PLC0415
 
     _check_counts(args)
     tolerance = parse_tolerance(args.tolerance)
-    for spec in args.input:
-        parse_input_spec(spec)
     options = options_from_args(args)
     if args.device == "cuda":
         from memlint.validate.cuda import cuda_available  # noqa: PLC0415

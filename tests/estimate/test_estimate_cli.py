@@ -73,3 +73,61 @@ def test_advice_table_names_the_remedies_that_save_nothing():
     text = out.getvalue()
     assert "bf16 autocast" in text.split("Save nothing")[0]
     assert "Save nothing for this model (not shown): plain SGD" in text
+
+
+# --- bounded work (issue 18, item 8) -------------------------------------------
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--batch-size", str(2**41)], f"--batch-size {2**41}: must be between 1 and 2**40"),
+    (["--batch-size", "0"], "--batch-size 0: must be between 1 and 2**40"),
+    (["--batch-size", "4", "--grad-accum", "8"], "--grad-accum 8 is greater than the batch size 4"),
+    (["--world-size", str(2**50)], "--world-size"),
+    (["--input", "float32[B,99999999999999]"], "a dimension is larger than 2**40"),
+    (["--input", "float64[B,1048576,1048576]", "--batch-size", "2048"], "is more than 2**50 bytes"),
+    (["--timeout", "0"], "--timeout 0.0: must be a positive number of seconds"),
+    (["--timeout", "nan"], "--timeout nan: must be a positive number of seconds"),
+])
+def test_inputs_that_cannot_be_honoured_are_one_line_before_anything_runs(argv, message, capsys, tmp_path):
+    marker = tmp_path / "IMPORTED"
+    model = tmp_path / "model.py"
+    model.write_text(f"open({str(marker)!r}, 'w').close()\ndef build():\n    pass\n")
+    assert run([f"{model}:build", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memlint: error: ") and err.count("\n") == 1 and message in err, err
+    assert not marker.exists()
+
+
+def test_a_target_that_is_no_python_file_is_not_opened(capsys):
+    assert run(["/dev/zero:f"]) == 2
+    assert capsys.readouterr().err == "memlint: error: target '/dev/zero:f': /dev/zero is not a Python file (the name must end in .py)\n"
+
+
+def test_the_default_batch_of_the_workload_is_checked_too(capsys):
+    assert run([target("mlp.py") + ":build", "--grad-accum", "64"]) == 2
+    assert "--grad-accum 64 is greater than the batch size 32" in capsys.readouterr().err
+
+
+def test_timeout_stops_a_hanging_factory(capsys, tmp_path):
+    import time
+
+    model = tmp_path / "slow.py"
+    model.write_text("import time\ndef build():\n    time.sleep(600)\n")
+    started = time.monotonic()
+    assert run([f"{model}:build", "--timeout", "1"]) == 2
+    assert time.monotonic() - started < 30
+    assert capsys.readouterr().err == f"memlint: error: {model}:build: stopped after 1 s (--timeout)\n"
+
+
+def test_max_batch_size_and_advise_show_progress_on_stderr(capsys):
+    assert run([target("mlp.py") + ":build", "--gpu", "T4", "--max-batch-size", "--format", "json"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(line.startswith("memlint: largest batch: tracing batch ") for line in lines)
+    assert lines[-1].endswith(" s)") and f"(step {len(lines)}, " in lines[-1]
+    from memlint.cli import main
+
+    assert main(["estimate", target("mlp.py") + ":build", "--gpu", "T4", "--advise", "--format", "json"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 5 and all(line.startswith("memlint: advisor: tracing ") for line in lines)

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 MLP = f"{REPO / 'fixtures/models/mlp.py'}:build"
+#: The MLP factory as a configured target of a project made by ``project``.
+PROJECT_MLP = "models/mlp.py:build"
+
+
+def make_project(root: Path) -> Path:
+    """A project at ``root`` (a pyproject.toml marks its root) holding a copy
+    of the MLP fixture at models/mlp.py, the target PROJECT_MLP names."""
+    (root / "models").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "fixtures" / "models" / "mlp.py", root / "models" / "mlp.py")
+    if not (root / "pyproject.toml").exists():
+        (root / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    return root
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """``tmp_path`` made a project with the MLP fixture (see make_project)."""
+    return make_project(tmp_path)
 
 
 @pytest.fixture

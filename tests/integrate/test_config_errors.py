@@ -57,6 +57,31 @@ def test_pyproject_errors(tmp_path, memlint_run, toml, key):
 def test_bad_target_is_one_line_error(tmp_path, memlint_run):
     script = tmp_path / "train.py"
     script.write_text("# memlint: estimate target=missing.py:build capacity=1GiB\n" + SCRIPT)
-    code, out, err = memlint_run(str(script), "--format", "concise")
+    code, out, err = memlint_run("--estimate", str(script), "--format", "concise")
     assert code == 2
     assert "missing.py" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_estimate_a_configured_target_is_one_note_and_nothing_runs(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text("# memlint: estimate target=missing.py:build capacity=1GiB\n" + SCRIPT)
+    code, out, err = memlint_run(str(script), "--format", "concise")
+    assert code == 0 and out == ""
+    [note] = err.strip().splitlines()
+    assert note == (f"memlint: an estimate is configured for {script} (target missing.py:build); "
+                    f"it runs only on request: memlint --estimate {script}")
+
+
+def test_verbose_says_an_estimate_is_skipped_when_mem302_is_not_selected(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text("# memlint: estimate target=m.py:f capacity=1GiB\n" + SCRIPT)
+    code, out, err = memlint_run(str(script), "--select", "MEM303", "--verbose", "--format", "concise")
+    assert f"{script}: estimate skipped: MEM302 is not selected" in err and code == 0
+
+
+def test_absurd_sizes_in_the_comment_block_are_one_line(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text(f"# memlint: estimate target=m.py:f batch-size={2**64}\n" + SCRIPT)
+    code, out, err = memlint_run(str(script), "--format", "concise")
+    [line] = err.strip().splitlines()
+    assert code == 2 and f"{script}:1: estimate key 'batch-size' must be at most 2**40" in line

@@ -1,4 +1,4 @@
-"""`memlint train.py` with an estimate: provenance, MEM302 at the limit, advisor, JSON/SARIF, no torch without config."""
+"""`memlint --estimate train.py`: provenance, MEM302 at the limit, advisor, JSON/SARIF, no torch without it."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import MLP, REPO
+from .conftest import MLP, PROJECT_MLP, make_project
 
 CAPACITY = "600MiB"
 
 
-def script_text(batch: int, capacity: str = CAPACITY, extra: str = "") -> str:
+def script_text(batch: int, capacity: str = CAPACITY, extra: str = "", target: str = PROJECT_MLP) -> str:
     return textwrap.dedent(f"""\
-        # memlint: estimate target={MLP} capacity={capacity} reserve=0%
+        # memlint: estimate target={target} capacity={capacity} reserve=0%
         import torch
         from torch.utils.data import DataLoader
 
@@ -49,18 +49,18 @@ def _mem302(out: str):
     return [d for d in json.loads(out)["diagnostics"] if d["code"] == "MEM302"]
 
 
-def test_mem302_just_below_and_above_the_limit(tmp_path, memlint_run, limit):
+def test_mem302_just_below_and_above_the_limit(project, memlint_run, limit):
     assert limit > 1
-    ok = tmp_path / "ok.py"
+    ok = project / "ok.py"
     ok.write_text(script_text(limit))
-    code, out, err = memlint_run(str(ok), "--format", "json", "--select", "MEM302")
+    code, out, err = memlint_run("--estimate", str(ok), "--format", "json", "--select", "MEM302")
     assert code == 0 and not _mem302(out), err
     document = json.loads(out)
     assert document["estimates"][0]["verdict"]["fits"] is True
 
-    bad = tmp_path / "bad.py"
+    bad = project / "bad.py"
     bad.write_text(script_text(limit + 1).replace("reserve=0%", "reserve=0% advise=false"))
-    code, out, err = memlint_run(str(bad), "--format", "json", "--select", "MEM302")
+    code, out, err = memlint_run("--estimate", str(bad), "--format", "json", "--select", "MEM302")
     assert code == 1, err
     [diagnostic] = _mem302(out)
     assert (diagnostic["start_line"], diagnostic["start_col"]) == (5, 14)  # the literal of BATCH_SIZE
@@ -71,18 +71,18 @@ def test_mem302_just_below_and_above_the_limit(tmp_path, memlint_run, limit):
     assert f"largest batch that fits is {limit}" in diagnostic["message"]
 
 
-def test_noqa_suppresses_mem302(tmp_path, memlint_run, limit):
-    bad = tmp_path / "bad.py"
+def test_noqa_suppresses_mem302(project, memlint_run, limit):
+    bad = project / "bad.py"
     bad.write_text(script_text(limit + 1).replace(f"= {limit + 1}", f"= {limit + 1}  # noqa: MEM302")
                    .replace("reserve=0%", "reserve=0% advise=false"))
-    code, out, err = memlint_run(str(bad), "--format", "json", "--select", "MEM302")
+    code, out, err = memlint_run("--estimate", str(bad), "--format", "json", "--select", "MEM302")
     assert code == 0 and not _mem302(out)
 
 
-def test_provenance_and_json(tmp_path, memlint_run):
-    script = tmp_path / "train.py"
+def test_provenance_and_json(project, memlint_run):
+    script = project / "train.py"
     script.write_text(script_text(8).replace("reserve=0%", "reserve=0% precision=amp-bf16"))
-    code, out, err = memlint_run(str(script), "--format", "json")
+    code, out, err = memlint_run("--estimate", str(script), "--format", "json")
     [entry] = json.loads(out)["estimates"]
     recipe = entry["recipe"]
     assert recipe["batch-size"] == {"value": 8, "source": "script line 5", "detail": "DataLoader(batch_size=...) <- constant BATCH_SIZE"}
@@ -90,26 +90,26 @@ def test_provenance_and_json(tmp_path, memlint_run):
     assert recipe["precision"] == {"value": "amp-bf16", "source": "config: comment line 1"}
     assert recipe["grad-accum"] == {"value": 1, "source": "default"}
     assert recipe["set-to-none"]["source"] == "script line 11"
-    assert entry["path"] == str(script) and entry["target"] == MLP
+    assert entry["path"] == str(script) and entry["target"] == PROJECT_MLP
     assert entry["estimate"]["device_used"] > entry["estimate"]["peak_reserved"] >= entry["estimate"]["peak_allocated"] > 0
     assert entry["verdict"]["capacity_bytes"] == 600 * 2**20
 
 
-def test_pyproject_table_and_precedence(tmp_path, memlint_run):
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(f"""\
+def test_pyproject_table_and_precedence(project, memlint_run):
+    (project / "pyproject.toml").write_text(textwrap.dedent(f"""\
         [tool.memlint]
         target-gpu = "A100-40GB"
         [tool.memlint.estimate]
-        target = "{MLP}"
+        target = "{PROJECT_MLP}"
         optimizer = "sgd"
         grad-accum = 2
         files = ["train*.py"]
         """))
-    script = tmp_path / "train_a.py"
+    script = project / "train_a.py"
     script.write_text(script_text(8).splitlines(keepends=True)[1:] and "".join(script_text(8).splitlines(keepends=True)[1:]))
-    other = tmp_path / "model.py"
+    other = project / "model.py"
     other.write_text("import torch\nBATCH_SIZE = 4\nloss.backward()\n")
-    code, out, err = memlint_run(str(tmp_path), "--format", "json")
+    code, out, err = memlint_run("--estimate", str(project), "--format", "json")
     [entry] = json.loads(out)["estimates"]
     assert entry["path"].endswith("train_a.py")
     assert entry["recipe"]["optimizer"] == {"value": "sgd", "source": "config: pyproject.toml"}
@@ -118,7 +118,7 @@ def test_pyproject_table_and_precedence(tmp_path, memlint_run):
     assert entry["estimate"]["batch_size"] == 16 and entry["estimate"]["micro_batch"] == 8
 
 
-def test_advisor_ranking_matches_estimates_by_hand(tmp_path, memlint_run, limit):
+def test_advisor_ranking_matches_estimates_by_hand(project, memlint_run, limit):
     from dataclasses import replace
 
     from memlint.estimate.api import EstimateOptions, estimate, fits
@@ -126,9 +126,9 @@ def test_advisor_ranking_matches_estimates_by_hand(tmp_path, memlint_run, limit)
     from memlint.estimate.workload import load_workload
 
     batch = 2 * limit
-    script = tmp_path / "train.py"
+    script = project / "train.py"
     script.write_text(script_text(batch).replace("reserve=0%", "reserve=0% advise-world-size=4"))
-    code, out, err = memlint_run(str(script), "--format", "json")
+    code, out, err = memlint_run("--estimate", str(script), "--format", "json")
     advice = json.loads(out)["estimates"][0]["advice"]
     workload = load_workload(MLP)
     base_options = EstimateOptions(batch_size=batch, optimizer="adam")
@@ -168,18 +168,18 @@ def test_advisor_ranking_matches_estimates_by_hand(tmp_path, memlint_run, limit)
     assert [row["remedy"] for row in advice] == ranking
 
 
-def test_reports_show_the_estimate(tmp_path, memlint_run, limit, monkeypatch):
+def test_reports_show_the_estimate(project, memlint_run, limit, monkeypatch):
     import io
     from argparse import Namespace
 
     import memlint.report
 
-    script = tmp_path / "train.py"
+    script = project / "train.py"
     script.write_text(script_text(limit + 1))
     runs = []
     original = memlint.report.render
     monkeypatch.setattr(memlint.report, "render", lambda run, args, stream=None: runs.append(run) or original(run, args))
-    code, out, err = memlint_run(str(script), "--format", "concise", "--select", "MEM302")
+    code, out, err = memlint_run("--estimate", str(script), "--format", "concise", "--select", "MEM302")
     lines = out.splitlines()
     assert lines[0].startswith(f"{script}:5:14: MEM302 ")
     assert lines[1].startswith(f"memory: {script}: batch {limit + 1}: device_used") and "does NOT fit" in lines[1]
@@ -197,23 +197,23 @@ def test_reports_show_the_estimate(tmp_path, memlint_run, limit, monkeypatch):
             assert sarif["properties"]["estimates"][0]["max_batch_size"] == limit
 
 
-def test_silent_without_configuration_and_verbose_says_why(tmp_path, memlint_run):
-    script = tmp_path / "train.py"
+def test_silent_without_configuration_and_verbose_says_why(project, memlint_run):
+    script = project / "train.py"
     script.write_text("".join(script_text(10**6).splitlines(keepends=True)[1:]))
-    code, out, err = memlint_run(str(script), "--format", "json", "--select", "MEM302", "--verbose")
+    code, out, err = memlint_run("--estimate", str(script), "--format", "json", "--select", "MEM302", "--verbose")
     assert code == 0 and not json.loads(out)["estimates"]
     assert "MEM302 skipped: no estimate configured" in err
 
 
-def test_a_script_with_a_bom_or_a_coding_cookie_is_estimated(tmp_path, memlint_run, limit):
+def test_a_script_with_a_bom_or_a_coding_cookie_is_estimated(project, memlint_run, limit):
     """The estimate reads the script decoded as the linter decodes it: a UTF-8
     BOM is dropped and a PEP 263 cookie honoured (a BOM used to crash the run)."""
     batch = limit + 1
-    bom = tmp_path / "bom.py"
+    bom = project / "bom.py"
     bom.write_bytes(b"\xef\xbb\xbf" + script_text(batch).encode("utf-8"))
-    latin = tmp_path / "latin.py"
+    latin = project / "latin.py"
     latin.write_bytes(("# -*- coding: latin-1 -*-\n" + script_text(batch) + "NAME = 'caf\xe9'\n").encode("latin-1"))
-    code, out, err = memlint_run(str(bom), str(latin), "--format", "json", "--select", "MEM302")
+    code, out, err = memlint_run("--estimate", str(bom), str(latin), "--format", "json", "--select", "MEM302")
     assert "Traceback" not in err
     assert sorted(Path(d["path"]).name for d in _mem302(out)) == ["bom.py", "latin.py"]
 
@@ -240,11 +240,13 @@ def _example_cases():
 
 
 @pytest.mark.parametrize(("code", "source", "invalid"), list(_example_cases()))
-def test_needs_estimate_rule_examples(tmp_path, memlint_run, code, source, invalid):
-    """The examples of rules with NEEDS_ESTIMATE, through the full `memlint check` path."""
-    script = tmp_path / "example.py"
+def test_needs_estimate_rule_examples(project, memlint_run, code, source, invalid):
+    """The examples of rules with NEEDS_ESTIMATE, through the full `memlint check --estimate` path
+    (their target, fixtures/models/mlp.py, is copied into the scratch project)."""
+    make_project(project / "fixtures")
+    script = project / "example.py"
     script.write_text(source)
-    status, out, err = memlint_run(str(script), "--format", "json", "--select", code)
+    status, out, err = memlint_run("--estimate", str(script), "--format", "json", "--select", code)
     found = [d for d in json.loads(out)["diagnostics"] if d["code"] == code]
     marked = [n for n, line in enumerate(source.splitlines(), 1) if f"# expect: {code}" in line]
     if invalid:

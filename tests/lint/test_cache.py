@@ -70,6 +70,15 @@ def entries(directory: Path) -> list[Path]:
     return sorted(directory.glob(f"{cache.FORMAT_VERSION}/*/*.json"))
 
 
+def entry_payload(entry: Path):
+    """The JSON body of an entry file (after its signature line)."""
+    return json.loads(entry.read_bytes().partition(b"\n")[2])
+
+
+def signed_store(directory: Path) -> cache.Store:
+    return cache.Store.open(directory, cache.settings_fingerprint(Config()))
+
+
 def test_second_run_is_served_from_the_cache_with_identical_results(tmp_path, counting):
     paths = make_tree(tmp_path)
     jobs = jobs_for(paths)
@@ -136,25 +145,46 @@ def test_settings_fingerprint_covers_version_and_rule_sources(monkeypatch):
     assert len({base, bumped, cache.settings_fingerprint(Config())}) == 3
 
 
-@pytest.mark.parametrize(
-    "garbage",
-    [b"", b"{", b"\xff\xfe\x00binary", b"[]", b'{"parsed": true}', b'{"parsed": 1, "diagnostics": []}',
-     b'{"parsed": true, "diagnostics": [["MEM303", "n", "nonsense", "m", 1, 1, 1, 2, null]]}',
-     b'{"parsed": true, "diagnostics": [["MEM303", "n", "warning", "m", "1", 1, 1, 2, null]]}',
-     b'{"parsed": true, "diagnostics": [[1, 2, 3]]}'],
-)
-def test_corrupt_entries_are_ignored_and_rebuilt(tmp_path, counting, garbage):
+GARBAGE = [b"", b"{", b"\xff\xfe\x00binary", b"[]", b'{"parsed": true}', b'{"parsed": 1, "diagnostics": []}',
+           b'{"parsed": true, "diagnostics": [["MEM303", "n", "nonsense", "m", 1, 1, 1, 2, null]]}',
+           b'{"parsed": true, "diagnostics": [["MEM303", "n", "warning", "m", "1", 1, 1, 2, null]]}',
+           b'{"parsed": true, "diagnostics": [[1, 2, 3]]}']
+#: Well-formed entries that do not describe the file: a line past its end, a
+#: column past its line, a code not run on it, an edit outside it.
+OUT_OF_BOUNDS = [
+    '{"parsed": true, "diagnostics": [["MEM303", "n", "warning", "m", 99, 1, 99, 2, null]]}',
+    '{"parsed": true, "diagnostics": [["MEM303", "n", "warning", "m", 2, 400, 2, 401, null]]}',
+    '{"parsed": true, "diagnostics": [["MEM999", "n", "warning", "m", 1, 1, 1, 2, null]]}',
+    '{"parsed": true, "diagnostics": [["MEM303", "n", "warning", "m", 2, 9, 2, 5, null]]}',
+    '{"parsed": true, "diagnostics": [["MEM303", "n", "warning", "m", 1, 1, 1, 2, '
+    '["t", "safe", [[50, 1, 50, 1, "x"]]]]]}',
+]
+
+
+def _rewrite_and_check(tmp_path, counting, write) -> None:
     paths = make_tree(tmp_path)
     args = cache_args(tmp_path / "c")
     expected = summary(cache.lint_jobs_cached(jobs_for(paths), args, Config()))
     for entry in entries(tmp_path / "c"):
-        entry.write_bytes(garbage)
+        write(entry)
     assert summary(cache.lint_jobs_cached(jobs_for(paths), args, Config())) == expected
     assert counting.calls == [len(paths), len(paths)]
     for entry in entries(tmp_path / "c"):
-        json.loads(entry.read_bytes())  # rewritten whole
+        entry_payload(entry)  # rewritten whole
     assert summary(cache.lint_jobs_cached(jobs_for(paths), args, Config())) == expected
     assert counting.calls[-1] == 0
+
+
+@pytest.mark.parametrize("garbage", GARBAGE)
+def test_corrupt_entries_are_ignored_and_rebuilt(tmp_path, counting, garbage):
+    _rewrite_and_check(tmp_path, counting, lambda entry: entry.write_bytes(garbage))
+
+
+@pytest.mark.parametrize("payload", [g.decode("latin-1") for g in GARBAGE[3:]] + OUT_OF_BOUNDS)
+def test_signed_but_malformed_or_out_of_bounds_entries_are_ignored(tmp_path, counting, payload):
+    """Entries that pass the signature check are still checked against the file."""
+    store = signed_store(tmp_path / "c")
+    _rewrite_and_check(tmp_path, counting, lambda entry: store.save_payload(entry.stem, json.loads(payload)))
 
 
 def test_unreadable_entry_is_a_miss(tmp_path, counting):
@@ -245,7 +275,7 @@ def test_concurrent_runs_leave_only_whole_entries(tmp_path):
     assert len({output for output in outputs}) == 1 and outputs[0]
     assert not [p for p in (tmp_path / "c").rglob("*.tmp")]
     for entry in entries(tmp_path / "c"):
-        cache.decode_result(json.loads(entry.read_bytes()), "x.py")
+        cache.decode_result(entry_payload(entry), "x.py")
     again = subprocess.run(command, cwd=tmp_path, capture_output=True, timeout=120)
     assert again.stdout == outputs[0]
 

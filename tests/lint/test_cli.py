@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from memlint.lint.registry import all_rules
 
 from .helpers import REPO, cases_dir, run_memlint
@@ -154,3 +156,28 @@ def test_lint_run_never_imports_torch():
     proc = subprocess.run([sys.executable, "-c", code, *targets], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["summary"]["files"] == len(targets) > 10
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--advise"], "--advise needs --estimate"),
+    (["--estimate-timeout", "5"], "--estimate-timeout needs --estimate"),
+    (["--estimate-memory", "1GiB"], "--estimate-memory needs --estimate"),
+    (["--estimate-target", "m.py:f"], "--estimate-target needs --estimate"),
+    (["--estimate", "--estimate-timeout", "0"], "--estimate-timeout 0.0: must be a positive number of seconds"),
+    (["--estimate", "--estimate-timeout", "inf"], "--estimate-timeout inf: must be a positive number of seconds"),
+    (["--estimate", "--estimate-memory", "lots"], "--estimate-memory 'lots': cannot parse byte size"),
+    (["--estimate", "--estimate-memory", "10MiB"], "--estimate-memory '10MiB': at least 256MiB"),
+])
+def test_estimate_options_are_checked_first(tmp_path, argv, message):
+    (tmp_path / "a.py").write_text(BUGGY)
+    proc = run_memlint("check", *argv, "a.py", cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and proc.stdout == "" and len(lines) == 1
+    assert lines[0].startswith("memlint: error: ") and message in lines[0]
+
+
+def test_check_does_not_import_the_cli_module():
+    """The estimate step and check no longer reach back into cli.py (the import cycle is gone)."""
+    probe = "import sys, memlint.check, memlint.integrate; print('memlint.cli' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"

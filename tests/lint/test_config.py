@@ -3,6 +3,9 @@ culprit, exit 2, never a traceback."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
 from .helpers import run_memlint
@@ -85,3 +88,69 @@ def test_explicit_config_file_with_bare_keys(tmp_path):
     (tmp_path / "memlint.toml").write_text("ignore = ['MEM303']\n")
     (tmp_path / "a.py").write_text(BUGGY)
     assert run_memlint("check", "--config", "memlint.toml", "a.py", cwd=tmp_path).returncode == 0
+
+
+# --- the TOML is parsed for real, after a bounded read (issue 18, item 7) -----
+
+@pytest.mark.parametrize("text", [
+    '[tool."memlint"]\nignore = ["MEM303"]\n',
+    "[tool]\nmemlint = { ignore = ['MEM303'] }\n",
+    "tool = { memlint = { ignore = ['MEM303'] } }\n",
+    '[tool]\n"mem\\u006cint" = { ignore = ["MEM303"] }\n',
+])
+def test_any_toml_spelling_of_the_table_is_found(tmp_path, text):
+    (tmp_path / "pyproject.toml").write_text(text)
+    (tmp_path / "a.py").write_text(BUGGY)
+    proc = run_memlint("check", "a.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("tool = 3\n", "pyproject.toml: 'tool' must be a table, not an integer"),
+    ("tool = ['memlint']\n", "pyproject.toml: 'tool' must be a table, not an array"),
+    ("[tool]\nmemlint = 'on'\n", "pyproject.toml: 'tool.memlint' must be a table, not a string"),
+])
+def test_tool_or_memlint_that_is_not_a_table(tmp_path, text, message):
+    (tmp_path / "pyproject.toml").write_text(text)
+    (tmp_path / "a.py").write_text(BUGGY)
+    assert message in _one_error_line(run_memlint("check", "a.py", cwd=tmp_path))
+
+
+def test_non_utf8_pyproject(tmp_path):
+    data = b"[tool.memlint]\nselect = ['MEM3']  # caf\xe9\n"
+    (tmp_path / "pyproject.toml").write_bytes(data)
+    (tmp_path / "a.py").write_text(BUGGY)
+    line = _one_error_line(run_memlint("check", "a.py", cwd=tmp_path))
+    assert f"pyproject.toml: configuration is not UTF-8 (byte 0xe9 at offset {data.index(0xe9)})" in line
+
+
+def test_devices_fifos_and_huge_files_fail_fast(tmp_path):
+    import os
+    import time
+
+    from memlint.config import MAX_CONFIG_BYTES
+
+    (tmp_path / "a.py").write_text(BUGGY)
+    os.mkfifo(tmp_path / "fifo.toml")
+    (tmp_path / "huge.toml").write_bytes(b"# " + b"x" * MAX_CONFIG_BYTES + b"\n")
+    for config, message in (("/dev/zero", "/dev/zero: cannot read configuration (not a regular file)"),
+                            ("fifo.toml", "fifo.toml: cannot read configuration (not a regular file)"),
+                            ("huge.toml", f"huge.toml: configuration is {MAX_CONFIG_BYTES + 3} bytes, over the limit of {MAX_CONFIG_BYTES} bytes")):
+        started = time.monotonic()
+        line = _one_error_line(run_memlint("check", "--config", config, "a.py", cwd=tmp_path, timeout=30))
+        assert message in line and time.monotonic() - started < 10
+
+
+def test_deeply_nested_toml_is_one_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    (tmp_path / "a.py").write_text(BUGGY)
+    assert "pyproject.toml: invalid TOML" in _one_error_line(run_memlint("check", "a.py", cwd=tmp_path))
+
+
+@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_pyproject(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.memlint]\n")
+    (tmp_path / "pyproject.toml").chmod(0)
+    (tmp_path / "a.py").write_text(BUGGY)
+    line = _one_error_line(run_memlint("check", "a.py", cwd=tmp_path))
+    assert "pyproject.toml: cannot read configuration (Permission denied)" in line

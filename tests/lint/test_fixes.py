@@ -103,26 +103,40 @@ def test_nested_fixes_overlap_then_converge_in_later_rounds(register_rule):
     assert outcome.remaining == []
 
 
+def _fix_with_rules(register_rule, capsys, path, text: str, *rules: type):
+    """``memlint check --fix`` of ``path`` (holding ``text``) with only the test ``rules``: (code, out, err)."""
+    for rule in rules:
+        register_rule(rule)
+    path.write_text(text, encoding="utf-8")
+    code = main(["check", "--select", ",".join(rule.CODE for rule in rules), "--format", "concise", "--fix", str(path)])
+    return (code, *capsys.readouterr())
+
+
 def test_cli_fix_with_fake_rule_reports_remaining_only(register_rule, tmp_path, capsys):
-    register_rule(RenameCall)
     path = tmp_path / "a.py"
-    path.write_text("old_api(1)\nx = old_api\n", encoding="utf-8")
-    code = main(["check", "--select", "MEM991", "--format", "concise", "--fix", str(path)])
-    out, err = capsys.readouterr()
+    code, out, err = _fix_with_rules(register_rule, capsys, path, "old_api(1)\nx = old_api\n", RenameCall)
     assert path.read_text() == "new_api(1)\nx = old_api\n"
     assert "Fixed 1 problem" in err
     assert out == "" and code == 0
 
 
 def test_fix_that_breaks_syntax_is_not_written(register_rule, tmp_path, capsys):
-    register_rule(BreakSyntax)
     path = tmp_path / "b.py"
-    path.write_text("breakme = 1\n", encoding="utf-8")
-    code = main(["check", "--select", "MEM992", "--format", "concise", "--fix", str(path)])
-    out, err = capsys.readouterr()
+    code, out, err = _fix_with_rules(register_rule, capsys, path, "breakme = 1\n", BreakSyntax)
     assert path.read_text() == "breakme = 1\n"
-    assert "fixes would break the file" in err and str(path) in err
+    assert f"{path}:1:1: MEM992 fix 'Break it' would break the file" in err and "skipped" in err
     assert "MEM992" in out and code == 2
+
+
+def test_a_fix_that_breaks_the_file_is_skipped_and_the_others_applied(register_rule, tmp_path, capsys):
+    path = tmp_path / "mixed.py"
+    code, out, err = _fix_with_rules(register_rule, capsys, path, "old_api(1)\nbreakme = 1\nold_api(2)\n",
+                                     RenameCall, BreakSyntax)
+    assert path.read_text() == "new_api(1)\nbreakme = 1\nnew_api(2)\n"
+    [error] = [line for line in err.splitlines() if line.startswith("memlint: error:")]
+    assert f"{path}:2:1: MEM992" in error and "skipped" in error
+    assert "Fixed 2 problems" in err
+    assert [line.split(": ")[1].split()[0] for line in out.splitlines()] == ["MEM992"] and code == 2
 
 
 def test_file_changed_on_disk_is_not_overwritten(register_rule, tmp_path, monkeypatch):

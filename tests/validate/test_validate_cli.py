@@ -79,3 +79,18 @@ def test_cpu_validate_prints_no_profiler_banner(monkeypatch, capfd):
     code = main(["validate", "fixtures/models/validation_tiny.py:mlp", "--device", "cpu", "--warmup", "1", "--steps", "1"])
     assert code in (0, 1)
     assert "USDT:" not in capfd.readouterr().err
+
+
+def test_validate_checks_its_target_and_bounds_before_importing(capsys):
+    assert main(["validate", "/dev/zero:f", "--device", "cpu"]) == 2
+    assert "is not a Python file" in capsys.readouterr().err
+    assert main(["validate", "fixtures/models/mlp.py:build", "--device", "cpu", "--batch-size", "4",
+                 "--grad-accum", "8"]) == 2
+    assert "--grad-accum 8 is greater than the batch size 4" in capsys.readouterr().err
+
+
+def test_validate_timeout(capsys, tmp_path):
+    model = tmp_path / "slow.py"
+    model.write_text("import time\ndef build():\n    time.sleep(600)\n")
+    assert main(["validate", f"{model}:build", "--device", "cpu", "--timeout", "1"]) == 2
+    assert capsys.readouterr().err == f"memlint: error: {model}:build: stopped after 1 s (--timeout)\n"

@@ -1,0 +1,92 @@
+"""Hostile file names and text: no format crashes, nothing reaches the terminal
+unescaped, no line can be forged (item 5 of issue 18)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from .conftest import BUGGY, FORMATS, run_cli
+
+ESC = "\x1b"
+#: name -> how the concise/full formats must show it
+NAMES = {
+    f"esc{ESC}[31mred.py": "esc\\x1b[31mred.py",
+    "forge\nevil.py:1:1: MEM101 forged.py": "forge\\nevil.py:1:1: MEM101 forged.py",
+    "bidi\u202eyp.txt.py": "bidi\\u202eyp.txt.py",
+    "tab\tbell\a.py": "tab\\tbell\\x07.py",
+}
+NOT_UTF8 = b"bad\xff\xfe.py"
+#: a finding whose source line carries a raw ESC inside a string literal
+RAW_ESC_SOURCE = f"import torch\nstate = torch.load('{ESC}[2J{ESC}]0;pwned{chr(7)}')\n"
+FINDING = re.compile(r"^.+:\d+:\d+: MEM\d{3} ")
+
+
+@pytest.fixture
+def hostile_tree(tmp_path):
+    root = tmp_path / "names"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    for name in NAMES:
+        (root / name).write_text(BUGGY)
+    fd = os.open(os.path.join(os.fsencode(root), NOT_UTF8), os.O_WRONLY | os.O_CREAT, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(BUGGY)
+    (root / "snippet.py").write_text(RAW_ESC_SOURCE)
+    return root
+
+
+def _no_raw_controls(data: bytes) -> None:
+    text = data.decode("utf-8")  # strictly: every format writes valid UTF-8
+    assert ESC not in text and "\x07" not in text and "\u202e" not in text and "\x9b" not in text
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_survives_and_escapes(hostile_tree, fmt):
+    completed = run_cli("check", "--no-cache", "--format", fmt, ".", cwd=hostile_tree)
+    assert completed.returncode == 1, completed.stderr
+    assert b"Traceback" not in completed.stderr
+    _no_raw_controls(completed.stdout)
+    _no_raw_controls(completed.stderr)
+    findings = len(NAMES) + 2  # the non-UTF-8 name and snippet.py
+    text = completed.stdout.decode()
+    if fmt == "concise":
+        lines = text.splitlines()
+        assert len(lines) == findings and all(FINDING.match(line) for line in lines)
+        assert not [line for line in lines if line.startswith("evil.py")]
+        for shown in NAMES.values():
+            assert any(line.startswith(f"./{shown}:2:9: MEM303 ") for line in lines), shown
+        assert any(line.startswith("./bad\\xff\\xfe.py:2:9: MEM303 ") for line in lines)
+    elif fmt == "full":
+        headers = [line for line in text.splitlines() if FINDING.match(line)]
+        assert len(headers) == findings and not [line for line in headers if line.startswith("evil.py")]
+        assert "\\x1b[2J\\x1b]0;pwned\\x07" in text  # the snippet line, escaped
+    elif fmt == "github":
+        lines = text.splitlines()
+        assert len(lines) == findings and all(line.startswith("::") for line in lines)
+    elif fmt == "json":
+        paths = sorted(d["path"] for d in json.loads(text)["diagnostics"])
+        assert "./bad\\xff\\xfe.py" in paths and f"./esc{ESC}[31mred.py" in paths  # JSON escapes ESC itself
+        assert len(paths) == findings
+    else:
+        [run] = json.loads(text)["runs"]
+        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in run["results"]}
+        assert "bad%FF%FE.py" in uris and "esc%1B%5B31mred.py" in uris and len(uris) == findings
+        assert run["invocations"][0]["executionSuccessful"] is True
+
+
+def test_error_lines_escape_the_path(tmp_path):
+    completed = run_cli("check", f"missing{ESC}[31m\n./x.py:1:1: MEM101 forged.py", cwd=tmp_path)
+    assert completed.returncode == 2
+    [line] = completed.stderr.decode().splitlines()
+    assert line == "memlint: error: missing\\x1b[31m\\n./x.py:1:1: MEM101 forged.py: no such file or directory"
+
+
+def test_sarif_marks_a_run_with_errors_unsuccessful(hostile_tree):
+    completed = run_cli("check", "--format", "sarif", "missing.py", "snippet.py", cwd=hostile_tree)
+    [run] = json.loads(completed.stdout)["runs"]
+    assert completed.returncode == 2 and run["invocations"][0]["executionSuccessful"] is False
+    assert run["results"]  # snippet.py's finding is still there
