@@ -8,7 +8,7 @@ from memlint.lint.patterns import names_in, with_method
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import leaf_values, store_of
 from memlint.lint.semantic.values import Kind, Tri
-from memlint.lint.syntax import FOR_TYPES
+from memlint.lint.syntax import FOR_TYPES, LOOP_TYPES
 from memlint.lint.walk import Visitor, visit as walk_visit
 
 #: Keyed stores (``d.setdefault(k, v)``, ``d.update(...)``) overwrite per key: not growth by themselves.
@@ -92,7 +92,7 @@ class DeviceTensorCollectedInLoop(Rule):
         "import torch\n@torch.no_grad()\ndef f(model, loader):\n    losses = []\n    for x in loader:\n        losses.append(model(x.cuda()).loss)\n    return torch.stack(losses).mean().item()\n",
     )
     INVALID = (
-        "import torch\ndef f(steps):\n    x = torch.zeros(3, device='cuda', requires_grad=True)\n    snaps = []\n    for _ in range(steps):\n        snaps.append(x.detach().clone())  # expect: MEM103\n",
+        "import torch\ndef f(steps):\n    x = torch.zeros(3, device='cuda', requires_grad=True)\n    opt = torch.optim.SGD([x], lr=0.1)\n    snaps = []\n    for _ in range(steps):\n        (x ** 2).sum().backward()\n        opt.step()\n        snaps.append(x.detach().clone())  # expect: MEM103\n",
         "import torch\ndef f(model, loader):\n    preds = []\n    model.cuda().eval()\n    with torch.no_grad():\n        for x, y in loader:\n            preds.append(model(x.cuda()))  # expect: MEM103\n",
         "import torch\ndef f(model, loader, device):\n    model.train()\n    hist = []\n    for i, (x, y) in enumerate(loader):\n        out = model(x.to(device)).detach()\n        hist.append({'out': out, 'y': y})  # expect: MEM103\n",
         "import torch\ndef f(model, loader, device):\n    model.eval()\n    cache = {}\n    while True:\n        x = next(loader)\n        with torch.no_grad():\n            cache[len(cache)] = model(x.to(device))  # expect: MEM103\n",
@@ -136,8 +136,26 @@ class DeviceTensorCollectedInLoop(Rule):
             return True
         if loops and _shrunk_in(loops[0], container):
             return True
+        if self._memoized(node, container):
+            return True
         receiver = _receiver(node)
         return receiver is not None and semantic.value(receiver).type_name == "bounded"
+
+    def _memoized(self, node: ast.AST, container: str) -> bool:
+        """``d[k] = v`` under ``if k not in d:``: a cache, bounded by its distinct keys."""
+        if not isinstance(node, ast.Assign) or not isinstance(node.targets[0], ast.Subscript):
+            return False
+        key = dotted_name(node.targets[0].slice)
+        if key is None:
+            return False
+        for ancestor in self.ctx.semantic.ancestors(node):
+            if isinstance(ancestor, LOOP_TYPES):
+                return False
+            test = ancestor.test if isinstance(ancestor, ast.If) else None
+            if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn)
+                    and dotted_name(test.left) == key and root_name(test.comparators[0]) == container):
+                return True
+        return False
 
     def _fix(self, leaves: list[ast.expr]) -> Fix | None:
         if len(leaves) != 1 or self.ctx.semantic.value(leaves[0]).kind is not Kind.TENSOR:

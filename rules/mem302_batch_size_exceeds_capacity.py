@@ -19,7 +19,11 @@ class BatchSizeExceedsCapacity(Rule):
     a config-class default) when the memory estimator says that one training
     step at that batch size does not fit the configured target GPU. The
     message gives the estimated device memory against the capacity (GiB) and
-    the largest batch size that fits.
+    the largest batch size that fits. The estimate imports and runs the
+    script's model factory, so it runs only when the command line asks for
+    it (`memlint --estimate train.py`, in its own child process with time
+    and memory limits, see docs/security.md); a plain `memlint check` notes
+    that an estimate is configured and reports no MEM302.
 
     ## Why is this bad?
     The script will fail with `CUDA out of memory` on its first step (or, with

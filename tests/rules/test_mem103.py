@@ -71,7 +71,7 @@ def test_silent_shapes(source):
 
 
 def test_fix_moves_the_stored_leaf_to_cpu():
-    source = "import torch\ndef f(x, steps):\n    s = []\n    for _ in range(steps):\n        s.append(x.cuda().detach())\n"
+    source = "import torch\ndef f(model, x, steps):\n    model.eval()\n    s = []\n    for _ in range(steps):\n        model(x)\n        s.append(x.cuda().detach())\n"
     [diagnostic] = lint_text("t.py", source, {CODE})
     [edit] = diagnostic.fix.edits
     assert edit.content == "x.cuda().detach().cpu()"
@@ -79,6 +79,6 @@ def test_fix_moves_the_stored_leaf_to_cpu():
 
 
 def test_nested_value_has_no_fix():
-    source = "import torch\ndef f(x, steps):\n    s = []\n    for _ in range(steps):\n        s.append({'a': x.cuda(), 'b': x.to('cuda')})\n"
+    source = "import torch\ndef f(model, x, steps):\n    model.eval()\n    s = []\n    for _ in range(steps):\n        model(x)\n        s.append({'a': x.cuda(), 'b': x.to('cuda')})\n"
     [diagnostic] = lint_text("t.py", source, {CODE})
     assert diagnostic.fix is None

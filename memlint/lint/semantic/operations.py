@@ -1182,22 +1182,29 @@ def is_run_loop(model, loop: ast.AST) -> bool:
         return True
     if iterable.stream is Tri.NO:
         return False  # a fixed structure: layers, heads, a literal range of a few steps
-    if iterable.type_name == "range" and not _range_of_structure(model, loop.iter):
-        return True  # `range(steps)`: as many iterations as the run asks for
     if model.trains(loop.body):
         return True
     analysis = model.analysis_of(loop)
     targets = set(_target_names(loop.target))
+    over_range = iterable.type_name == "range" and not _range_of_structure(model, loop.iter)
     for call in model._calls_within(loop):
         if _is_next(model, call):
             return True
-        if iterable.stream is Tri.NO:
-            continue
-        if (call in analysis.forward_calls or call in analysis.forwarding_calls) and _mentions(call, targets, analysis):
-            return True
-        if isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "cuda") and _mentions(call.func.value, targets, analysis):
+        forward = call in analysis.forward_calls or call in analysis.forwarding_calls
+        if forward and (over_range or _mentions(call, targets, analysis)):
+            return True  # a forward pass per batch, or per step of `range(steps)` (sampling, benchmarking)
+        if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
             return True
     return False
+
+
+def _moves_to_device(call: ast.Call, analysis) -> bool:
+    """``x.cuda()`` / ``x.to(device)`` that puts ``x`` on the accelerator (not a dtype cast)."""
+    if not isinstance(call.func, ast.Attribute) or call.func.attr not in ("to", "cuda"):
+        return False
+    before = analysis.values.get(call.func.value)
+    after = analysis.values.get(call)
+    return after is not None and after.device is Tri.YES and (before is None or before.device is not Tri.YES)
 
 
 def is_run_comprehension(model, node: ast.AST) -> bool:
@@ -1218,7 +1225,7 @@ def is_run_comprehension(model, node: ast.AST) -> bool:
         for call in calls:
             if (call in analysis.forward_calls or call in analysis.forwarding_calls) and _mentions(call, targets, analysis):
                 return True
-            if isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "cuda") and _mentions(call.func.value, targets, analysis):
+            if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
                 return True
     return False
 
