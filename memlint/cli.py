@@ -80,6 +80,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR", help="results cache directory (default: .memlint_cache/ at the project root)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: one per core)")
     parser.add_argument("-v", "--verbose", action="store_true", help="say which rules were skipped and why")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of memlint's own internal errors")
     estimate = parser.add_argument_group(
         "estimates", "run the estimates configured in the scripts or [tool.memlint.estimate]: this imports and runs "
                      "the targets' code, each in a child process with a time and a memory limit")

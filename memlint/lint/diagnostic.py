@@ -92,6 +92,8 @@ class FileResult:
     error: str | None = None
     parsed: bool = False
     internal_errors: list[str] = field(default_factory=list)
+    #: the tracebacks of ``internal_errors`` (``--debug``)
+    internal_details: list[str] = field(default_factory=list)
     digest: str | None = None  # sha256 of the bytes linted (lets --fix detect a later change)
     #: a one-line remark that is not an error (e.g. a file too large to lint)
     note: str | None = None

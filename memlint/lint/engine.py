@@ -16,8 +16,10 @@ The flow for one file (:func:`lint_source`):
    types in traversal order;
 6. inline suppressions are applied.
 
-A rule that crashes on a file is dropped for that file only and reported as
-an internal error; the other rules' findings on that file are kept.
+A rule that crashes on a file (or whose question crashes the semantic
+model) is dropped for that file only and reported as an internal error
+naming it, with ``--debug`` for the traceback; the other rules' findings on
+that file are kept.
 
 Steps 1-3 need neither the parser nor the rule modules: they use the
 registry's static :func:`~memlint.lint.registry.rule_index`. The rule modules
@@ -29,7 +31,9 @@ halves separately to keep the cheap half out of its process pool.
 from __future__ import annotations
 
 import codecs
+import os
 import sys
+import traceback
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -141,7 +145,7 @@ def lint_pending(pending: Pending) -> FileResult:
 
     ctx = FileContext(pending.path, pending.source, tree, index)
     try:
-        errors = _run_rules(ctx, rules)
+        errors, details = _run_rules(ctx, rules)
     finally:
         ctx.close()
     table = suppressions(pending.source)
@@ -149,6 +153,7 @@ def lint_pending(pending: Pending) -> FileResult:
         (d for d in ctx.diagnostics if not is_suppressed(d, table)), key=Diagnostic.sort_key
     )
     result.internal_errors = errors
+    result.internal_details = details
     return result
 
 
@@ -255,14 +260,16 @@ def _python_tree(path: str, source: str, result: FileResult):
     return None
 
 
-#: The dataflow analysis recurses a few Python frames per level of expression
+#: The semantic model recurses a few Python frames per level of expression
 #: nesting, and a long ``a + b + c ...`` chain is nested one level per
 #: operand; the default limit of 1000 frames would refuse valid code (a
-#: 400-term sum). Deeper code is a MEM001 "too deeply nested to analyse".
+#: 400-term sum). Deeper code makes the rules that need the model report an
+#: internal error (memlint's limit, not a problem of the user's code).
 VISIT_RECURSION_LIMIT = 20_000
 
 
-def _run_rules(ctx, classes: list[type]) -> list[str]:
+def _run_rules(ctx, classes: list[type]) -> tuple[list[str], list[str]]:
+    """Run the rules over the file; (internal errors, their tracebacks)."""
     dispatcher = _Dispatcher(ctx, [rule(ctx) for rule in classes])
     previous = sys.getrecursionlimit()
     sys.setrecursionlimit(max(previous, VISIT_RECURSION_LIMIT))
@@ -271,11 +278,19 @@ def _run_rules(ctx, classes: list[type]) -> list[str]:
 
         with indexed(ctx.index):
             dispatcher.run()
-    except RecursionError:
-        ctx.diagnostics.append(_syntax_error(ctx.path, 1, 1, "too deeply nested to analyse"))
     finally:
         sys.setrecursionlimit(previous)
-    return dispatcher.errors
+    return dispatcher.errors, dispatcher.details
+
+
+def internal_error(code: str, exc: BaseException) -> str:
+    """The one line that reports memlint's own failure while ``code`` ran:
+    the semantic model's when its code raised, else the rule's."""
+    frames = [frame.filename for frame in traceback.extract_tb(exc.__traceback__)]
+    in_model = any(f"{os.sep}semantic{os.sep}" in name for name in frames[-3:])
+    what = f"the semantic model crashed while rule {code} asked it" if in_model else f"rule {code} crashed"
+    return (f"internal error: {what} ({type(exc).__name__}: {str(exc)[:200]}); {code}'s findings here are incomplete "
+            "(this is memlint's bug, not your code's: --debug prints the traceback)")
 
 
 class _Dispatcher:
@@ -284,6 +299,8 @@ class _Dispatcher:
     def __init__(self, ctx: FileContext, rules: list[Rule]) -> None:
         self.ctx = ctx
         self.errors: list[str] = []
+        #: the tracebacks of ``errors`` (printed with ``--debug``)
+        self.details: list[str] = []
         self.visit_hooks: dict[str, list] = defaultdict(list)
         self.leave_hooks: dict[str, list] = defaultdict(list)
         from memlint.lint.walk import hooked_names
@@ -315,10 +332,9 @@ class _Dispatcher:
         for rule, hook in list(hooks):
             try:
                 hook(node)
-            except RecursionError:
-                raise
-            except Exception as exc:  # a broken rule must not hide the others
-                self.errors.append(f"rule {rule.CODE} crashed ({type(exc).__name__}: {exc}); its findings here are incomplete")
+            except Exception as exc:  # memlint's own failure: it must not hide the other rules, nor look like the user's
+                self.errors.append(internal_error(rule.CODE, exc))
+                self.details.append(traceback.format_exc())
                 self._drop(rule)
 
     def _drop(self, rule: Rule) -> None:

@@ -39,6 +39,10 @@ def render(run, args, stream=None) -> None:
         stream = sys.stderr  # stdout carries the fixed source
     for message in run_errors(run):
         print(f"memlint: error: {printable(message)}", file=sys.stderr)
+    if getattr(args, "debug", False):
+        for result in run.results:
+            for detail in getattr(result, "internal_details", ()):
+                print(f"memlint: traceback for {printable(result.path)}:\n{detail}", file=sys.stderr)
     for note in run_notes(run):
         print(f"memlint: {printable(note)}", file=sys.stderr)
     if getattr(run, "diff_only", False):

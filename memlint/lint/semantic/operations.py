@@ -1180,10 +1180,12 @@ def is_run_loop(model, loop: ast.AST) -> bool:
     iterable = model.value(loop.iter)
     if iterable.stream is Tri.YES:
         return True
-    if iterable.stream is Tri.NO:
-        return False  # a fixed structure: layers, heads, a literal range of a few steps
+    if _literal_iterable(loop.iter):
+        return False  # a literal range of a few steps, a tuple or list display
     if model.trains(loop.body):
-        return True
+        return True  # a training loop, whatever it iterates
+    if iterable.stream is Tri.NO:
+        return False  # a fixed structure: layers, heads, a container of the file
     analysis = model.analysis_of(loop)
     targets = set(_target_names(loop.target))
     over_range = iterable.type_name == "range" and not _range_of_structure(model, loop.iter)
@@ -1227,6 +1229,16 @@ def is_run_comprehension(model, node: ast.AST) -> bool:
                 return True
             if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
                 return True
+    return False
+
+
+def _literal_iterable(iterable: ast.expr) -> bool:
+    """A tuple/list/set display, or ``range`` of a small integer literal."""
+    if isinstance(iterable, (ast.Tuple, ast.List, ast.Set)):
+        return True
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range" and iterable.args:
+        bound = iterable.args[0] if len(iterable.args) == 1 else iterable.args[1]
+        return isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value <= SMALL_RANGE
     return False
 
 

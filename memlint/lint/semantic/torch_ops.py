@@ -39,7 +39,7 @@ VALUES_AND_INDICES = frozenset({"sort", "topk", "kthvalue", "mode", "cummax", "c
 #: Ops returning a tuple (or list) of tensors, all keeping the graph.
 TUPLE_RESULT = frozenset({
     "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes",
-    "meshgrid", "broadcast_tensors", "std_mean", "var_mean", "unique", "unique_consecutive", "frexp",
+    "meshgrid", "broadcast_tensors", "std_mean", "var_mean", "frexp",
     "histogram", "lu", "qr", "svd", "eig", "slogdet", "atleast_1d", "atleast_2d", "atleast_3d",
 })
 #: Ops of :data:`VALUES_AND_INDICES` that return a tuple only when a ``dim`` is given

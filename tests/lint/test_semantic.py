@@ -1,0 +1,290 @@
+"""The semantic model (memlint.lint.semantic): what values are, by
+construction and use, never by name; grad mode; loops and what a framework
+repeats; what the file's own functions do with their arguments; scopes."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from memlint.lint.context import FileContext
+from memlint.lint.semantic.values import Kind, Tri
+
+
+def model_of(source: str):
+    source = textwrap.dedent(source)
+    module = ast.parse(source)
+    return FileContext("t.py", source, module).semantic, module
+
+
+def node_at(module: ast.AST, line: int, kind: type = ast.Call):
+    """The outermost node of ``kind`` that starts on ``line``."""
+    found = [n for n in ast.walk(module) if isinstance(n, kind) and getattr(n, "lineno", None) == line]
+    assert found, (line, kind)
+    return min(found, key=lambda n: n.col_offset)
+
+
+def value_at(source: str, line: int, kind: type = ast.Call):
+    model, module = model_of(source)
+    return model.value(node_at(module, line, kind))
+
+
+# -- modules by construction and use ------------------------------------------------------
+MODULES = {
+    "torch.nn constructor": "import torch.nn as nn\nm = nn.Linear(2, 2)\n",
+    "class of the file": "import torch\nclass Net(torch.nn.Module):\n    pass\nm = Net()\n",
+    "class through an in-file base": "from torch import nn\nclass Base(nn.Module):\n    pass\nclass Net(Base):\n    pass\nm = Net()\n",
+    "from_pretrained": "from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained('gpt2')\n",
+    "compile of a module": "import torch\nm = torch.compile(torch.nn.Linear(2, 2))\n",
+    "Lightning module": "import lightning as L\nclass Lit(L.LightningModule):\n    pass\nm = Lit()\n",
+}
+
+
+@pytest.mark.parametrize("source", MODULES.values(), ids=MODULES.keys())
+def test_modules_by_construction(source):
+    model, module = model_of(source)
+    target = [n for n in ast.walk(module) if isinstance(n, ast.Name) and n.id == "m"][-1]
+    assert model.value(target).kind is Kind.MODULE
+
+
+def test_a_class_named_like_a_model_is_not_a_module():
+    assert value_at("class Model:\n    pass\nm = Model()\n", 3).kind is not Kind.MODULE
+
+
+def test_constructing_a_module_is_not_a_forward_pass():
+    model, module = model_of("""
+        import torch.nn as nn
+        class ModelForTest(nn.Module):
+            def forward(self, x):
+                return x
+        def test_infer_shapes():
+            model = ModelForTest()
+            model.eval()
+    """)
+    assert not model.is_forward_call(node_at(module, 7))
+
+
+def test_an_imported_class_used_as_a_module_is_one():
+    model, module = model_of("""
+        from mynets import MyNet
+        def run(x):
+            net = MyNet().cuda()
+            return net(x)
+    """)
+    assert model.is_forward_call(node_at(module, 5))
+
+
+def test_attribute_assigned_a_module_in_init_is_a_module_whatever_its_name():
+    model, module = model_of("""
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.shared = nn.Linear(4, 4)
+            def forward(self, x):
+                return self.shared(x)
+    """)
+    assert model.is_forward_call(node_at(module, 8))
+
+
+def test_parameter_annotated_as_module():
+    model, module = model_of("import torch.nn as nn\ndef f(m: nn.Module, x):\n    return m(x)\n")
+    assert model.is_forward_call(node_at(module, 3))
+
+
+def test_parameter_typed_by_the_file_s_call_sites():
+    model, module = model_of("""
+        import torch.nn as nn
+        def evaluate(m, xs):
+            return [m(x) for x in xs]
+        evaluate(nn.Linear(2, 2), [])
+    """)
+    assert model.is_forward_call(node_at(module, 4))
+
+
+def test_parameter_named_model_without_evidence_is_unknown():
+    model, module = model_of("def f(model, x):\n    return model(x)\n")
+    assert not model.is_forward_call(node_at(module, 2))
+
+
+def test_used_as_module_by_its_methods():
+    model, module = model_of("def f(model, x):\n    model.eval()\n    return model(x)\n")
+    assert model.is_forward_call(node_at(module, 3))
+
+
+# -- tensors, graphs, devices, containers ------------------------------------------------------
+HEAD = "import torch\nimport torch.nn as nn\nnet = nn.Linear(4, 4).cuda()\n"
+
+
+@pytest.mark.parametrize(("expr", "graph"), [
+    ("net(x)", Tri.YES),
+    ("net(x).sum()", Tri.YES),
+    ("net(x).item()", Tri.NO),
+    ("net(x).detach()", Tri.NO),
+    ("float(net(x).sum())", Tri.NO),
+    ("net(x).argmax(-1)", Tri.NO),
+    ("(net(x) > 0).sum()", Tri.NO),
+    ("net(x).long()", Tri.NO),
+    ("net(x).to(torch.int64)", Tri.NO),
+    ("net(x).sign()", Tri.YES),  # derivative zero, graph kept
+    ("net(x).round()", Tri.YES),
+    ("net(x).type(torch.float16)", Tri.YES),
+    ("torch.unique(net(x))", Tri.YES),
+])
+def test_graph_through_operations(expr, graph):
+    assert value_at(HEAD + f"y = {expr}\n", 4).graph is graph
+
+
+def test_no_grad_and_enable_grad_blocks():
+    source = HEAD + "with torch.no_grad():\n    a = net(x)\n    with torch.enable_grad():\n        b = net(x)\n"
+    assert value_at(source, 5).graph is Tri.NO
+    assert value_at(source, 7).graph is Tri.YES
+
+
+def test_a_function_only_grad_disabled_callers_reach_runs_grad_disabled():
+    model, module = model_of(HEAD + """
+def model_predictions(x):
+    return net(x)
+@torch.no_grad()
+def sample(x):
+    return model_predictions(x)
+with torch.no_grad():
+    model_predictions(1)
+""")
+    assert model.grad_disabled(node_at(module, 6))
+
+
+def test_device_follows_moves():
+    assert value_at(HEAD + "y = net(x).cpu()\n", 4).device is Tri.NO
+    assert value_at(HEAD + "y = torch.zeros(3, device='cuda')\n", 4).device is Tri.YES
+    assert value_at(HEAD + "y = torch.zeros(3)\n", 4).device is Tri.NO
+
+
+@pytest.mark.parametrize(("expr", "kind"), [
+    ("net(x).split(2)", Kind.CONTAINER),
+    ("torch.unbind(net(x))", Kind.CONTAINER),
+    ("nn.LSTM(4, 4)(x)", Kind.CONTAINER),
+    ("net(x)", Kind.TENSOR),
+])
+def test_tensor_or_container(expr, kind):
+    assert value_at(HEAD + f"y = {expr}\n", 4).kind is kind
+
+
+def test_model_output_of_a_transformers_model_is_a_container_with_tensor_fields():
+    source = ("from transformers import AutoModel\nm = AutoModel.from_pretrained('x')\n"
+              "out = m(**batch)\nloss = out.loss\n")
+    assert value_at(source, 3).kind is Kind.CONTAINER
+    assert value_at(source, 4, ast.Attribute).kind is Kind.TENSOR
+
+
+# -- framework hooks and repetition --------------------------------------------------------------
+def test_lightning_evaluation_hooks_run_grad_disabled_and_per_batch():
+    model, module = model_of("""
+        import lightning as L
+        class Lit(L.LightningModule):
+            def validation_step(self, batch, idx):
+                return self.net(batch)
+            def training_step(self, batch, idx):
+                return self.net(batch)
+    """)
+    validation, training = [n for n in ast.walk(module) if isinstance(n, ast.FunctionDef)]
+    assert model.grad_disabled(node_at(module, 5))
+    assert not model.grad_disabled(node_at(module, 7))
+    assert model.repetition(training).reason == "hook"
+
+
+def test_optuna_objective_and_closure_are_repeated():
+    model, module = model_of("""
+        import optuna, torch
+        def objective(trial):
+            return 0.0
+        study = optuna.create_study()
+        study.optimize(objective, n_trials=10)
+        def closure():
+            return 0.0
+        opt = torch.optim.LBFGS([torch.zeros(1, requires_grad=True)])
+        opt.step(closure)
+    """)
+    objective, closure = [n for n in ast.walk(module) if isinstance(n, ast.FunctionDef)]
+    assert model.repetition(objective).reason == "driver"
+    assert model.repetition(closure).reason == "driver"
+
+
+def test_function_called_from_a_training_loop_repeats():
+    model, module = model_of("""
+        def step(batch):
+            return batch
+        def fit(loader, model, opt):
+            for b in loader:
+                model(step(b)).sum().backward()
+                opt.step()
+    """)
+    step = next(n for n in ast.walk(module) if isinstance(n, ast.FunctionDef) and n.name == "step")
+    assert model.repetition(step).per_batch
+
+
+# -- in-file summaries ------------------------------------------------------------------------------
+def test_a_call_is_judged_by_what_its_callee_does():
+    model, module = model_of(HEAD + """
+class AverageMeter:
+    def __init__(self):
+        self.sum = 0
+    def update(self, val):
+        self.sum += val
+meter = AverageMeter()
+meter.update(net(x).sum())
+meter.update(net(x).sum().item())
+""")
+    attached = [e for e in model.call_effects(node_at(module, 11)) if e.kind == "accumulate"]
+    detached = [e for e in model.call_effects(node_at(module, 12)) if e.kind == "accumulate"]
+    assert attached and attached[0].value.attached and attached[0].target == "self.sum"
+    assert detached and not detached[0].value.attached
+
+
+def test_dict_of_lists_history_is_a_collection_into_self():
+    model, module = model_of(HEAD + """
+class History:
+    def add(self, key, v):
+        self.history[key].append(v)
+h = History()
+h.add("loss", net(x))
+""")
+    [effect] = model.call_effects(node_at(module, 9))
+    assert effect.kind == "collect" and effect.target == "self.history" and effect.value.attached
+
+
+# -- scopes ------------------------------------------------------------------------------------------------
+def test_a_parameter_named_torch_is_not_torch():
+    model, module = model_of("import torch\ndef f(torch, p):\n    return torch.load(p)\ng = torch.load\n")
+    assert model.qualified(node_at(module, 3).func) is None
+    assert model.qualified(node_at(module, 4, ast.Attribute)) == "torch.load"
+
+
+def test_two_classes_forward_methods_are_different_functions():
+    model, module = model_of("""
+        import torch.nn as nn
+        class A(nn.Module):
+            def forward(self, x):
+                return x.detach()
+        class B(nn.Module):
+            def forward(self, x):
+                return x * 2
+        y = B()(nn.Linear(2, 2)(x))
+        z = A()(nn.Linear(2, 2)(x))
+    """)
+    assert model.value(node_at(module, 9)).graph is Tri.YES
+    assert model.value(node_at(module, 10)).graph is Tri.NO
+
+
+def test_gates_read_imports_not_text():
+    from memlint.lint.facts import CodeFacts
+    from memlint.lint.walk import NodeIndex
+
+    tf_only = CodeFacts.of(NodeIndex(ast.parse("import tensorflow as tf\n'''import torch'''\n")))
+    torch_file = CodeFacts.of(NodeIndex(ast.parse("import torch\n")))
+    plain = CodeFacts.of(NodeIndex(ast.parse("x = 1\n")))
+    assert not tf_only.is_framework_code("torch") and tf_only.is_framework_code("tensorflow")
+    assert torch_file.is_framework_code("torch") and not torch_file.is_framework_code("tensorflow")
+    assert plain.is_framework_code("torch") and not plain.is_framework_code("tensorflow")
