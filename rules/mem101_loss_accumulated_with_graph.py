@@ -182,26 +182,22 @@ class LossAccumulatedWithGraph(Rule):
         unit = semantic.unit_of(node)
         if semantic.backpropagated(root, unit):
             return True
-        if not isinstance(unit, FUNCTION_TYPES) or root not in _returned_names(unit):
+        if not isinstance(unit, FUNCTION_TYPES) or root not in self._returned_names(unit):
             return False
         calls = semantic.call_sites_of(unit)
         if not calls:
             return not semantic.trains(unit.body)
         return any(semantic.result_backpropagated(call) for call in calls)
 
+    def _returned_names(self, function: ast.AST) -> frozenset[str]:
+        """Names read by the function's own ``return`` statements (once per function)."""
+        cache = self.__dict__.setdefault("_returned", {})
+        if function not in cache:
+            returns = self.ctx.semantic.own_nodes(function, (ast.Return,))
+            cache[function] = frozenset(n.id for r in returns if r.value is not None for n in ast.walk(r.value) if isinstance(n, ast.Name))
+        return cache[function]
+
     def _detach_fix(self, added: ast.expr) -> Fix | None:
         detached = with_method(self.ctx, added, "detach")
         return None if detached is None else self.replacement(added, detached)
 
-
-def _returned_names(function: ast.AST) -> set[str]:
-    names: set[str] = set()
-    stack = list(function.body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return) and node.value is not None:
-            names.update(n.id for n in ast.walk(node.value) if isinstance(n, ast.Name))
-        stack.extend(ast.iter_child_nodes(node))
-    return names

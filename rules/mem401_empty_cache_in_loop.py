@@ -141,8 +141,11 @@ class EmptyCacheInLoop(Rule):
         """A loop whose iterations are training or inference steps: a run loop
         that does step work itself (not an epoch loop around a batch loop,
         not a loop over models or checkpoints that runs a whole job each)."""
-        semantic = self.ctx.semantic
-        return semantic.is_run_loop(loop) and not self._new_module_each_iteration(loop) and self._does_step_work(loop)
+        cache = self.__dict__.setdefault("_step_loops", {})
+        if loop not in cache:
+            semantic = self.ctx.semantic
+            cache[loop] = semantic.is_run_loop(loop) and not self._new_module_each_iteration(loop) and self._does_step_work(loop)
+        return cache[loop]
 
     def _new_module_each_iteration(self, loop: ast.AST) -> bool:
         """The loop builds or loads the module it runs, once per iteration
