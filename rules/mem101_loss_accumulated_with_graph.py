@@ -3,7 +3,7 @@
 import ast
 
 from memlint.lint.diagnostic import Fix, Severity
-from memlint.lint.names import root_name
+from memlint.lint.names import dotted_name, root_name
 from memlint.lint.patterns import with_method
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.values import Kind
@@ -141,10 +141,12 @@ class LossAccumulatedWithGraph(Rule):
 
     def _recurrence(self, target: ast.expr, value: ast.expr) -> bool:
         """``ema = a * loss + (1 - a) * ema``: an arithmetic value that reads the target."""
-        code = self.ctx.code(target)
+        name = dotted_name(target)
         branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+        if name is None or not any(isinstance(branch, ast.BinOp) for branch in branches):
+            return False
         return any(isinstance(branch, ast.BinOp) and any(
-            self.ctx.code(node) == code for node in ast.walk(branch) if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript))
+            dotted_name(node) == name for node in ast.walk(branch) if isinstance(node, (ast.Name, ast.Attribute))
         ) for branch in branches)
 
     # -- decision ---------------------------------------------------------------------

@@ -5,7 +5,8 @@ import ast
 from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.patterns import with_method
 from memlint.lint.rule import Rule
-from memlint.lint.semantic.stores import comprehension_store, effect_store, leaf_values, store_of
+from memlint.lint.names import root_name
+from memlint.lint.semantic.stores import STORING_METHODS, comprehension_store, effect_store, leaf_values, store_of
 from memlint.lint.semantic.values import Kind
 
 
@@ -90,26 +91,41 @@ class TensorCollectedWithGraph(Rule):
 
     def visit_Call(self, node: ast.Call) -> None:
         semantic = self.ctx.semantic
-        store = store_of(semantic, node)
-        if store is None and isinstance(node.func, (ast.Attribute, ast.Name)) and _named_local_collector(semantic, node):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in STORING_METHODS:
+            if self._may_outlive(func.value, node):
+                store = store_of(semantic, node)
+                if store is not None:
+                    self._check(store)
+        elif isinstance(func, (ast.Attribute, ast.Name)) and _named_local_collector(semantic, node):
             store = effect_store(semantic, node)
-        if store is not None:
-            self._check(store)
+            if store is not None:
+                self._check(store)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        if isinstance(node.targets[0], ast.Subscript):
+        target = node.targets[0]
+        if isinstance(target, ast.Subscript) and self._may_outlive(target.value, node):
             store = store_of(self.ctx.semantic, node)
             if store is not None:
                 self._check(store)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if isinstance(node.value, (ast.List, ast.Tuple)):
+        if isinstance(node.value, (ast.List, ast.Tuple)) and self._may_outlive(node.target, node):
             store = store_of(self.ctx.semantic, node)
             if store is not None:
                 self._check(store)
 
+    def _may_outlive(self, container: ast.expr, node: ast.AST) -> bool:
+        """Cheap, syntactic: the storage is in a loop's reach or is persistent state."""
+        root = root_name(container)
+        semantic = self.ctx.semantic
+        return root is not None and bool(semantic.enclosing_loops(node) or semantic.may_persist(root, node))
+
     def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.DictComp) -> None:
         semantic = self.ctx.semantic
+        element = node.value if isinstance(node, ast.DictComp) else node.elt
+        if not any(isinstance(child, ast.Call) for child in ast.walk(element)):
+            return  # a forward pass is a call: cheap check first
         function = semantic.function_of(node)
         if function is not None and semantic.is_module_method(function):
             return

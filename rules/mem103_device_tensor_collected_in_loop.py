@@ -6,7 +6,7 @@ from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.names import dotted_name, root_name, targets_of
 from memlint.lint.patterns import names_in, with_method
 from memlint.lint.rule import Rule
-from memlint.lint.semantic.stores import leaf_values, store_of
+from memlint.lint.semantic.stores import STORING_METHODS, leaf_values, store_of
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FOR_TYPES, LOOP_TYPES
 from memlint.lint.walk import Visitor, visit as walk_visit
@@ -99,7 +99,7 @@ class DeviceTensorCollectedInLoop(Rule):
     )
 
     def visit_Call(self, node: ast.Call) -> None:
-        if isinstance(node.func, ast.Attribute) and node.func.attr not in KEYED_METHODS:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in STORING_METHODS and node.func.attr not in KEYED_METHODS:
             self._check(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:

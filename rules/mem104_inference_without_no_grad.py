@@ -181,12 +181,11 @@ def _is_test(semantic, function: ast.AST) -> bool:
 
 
 def _first_eval_call(semantic, unit: ast.AST) -> ast.Call | None:
-    """The first ``m.eval()`` on a module in the unit's own body."""
+    """The first ``m.eval()`` (no arguments: a module's) in the unit's own body."""
     for call in semantic.own_nodes(unit, (ast.Call,)):
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr == "eval" and not call.args and not call.keywords:
-            if semantic.value(func.value).is_module:
-                return call
+            return call
     return None
 
 

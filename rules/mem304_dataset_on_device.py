@@ -87,7 +87,7 @@ class DatasetOnDevice(Rule):
         if len(node.targets) != 1:
             return
         name = dotted_name(node.targets[0])
-        if name is None or isinstance(node.value, (ast.Name, ast.Attribute)) or not _moves_to_device(node.value):
+        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple)) or not _moves_to_device(node.value):
             return  # cheap syntactic checks first: the rest interprets the function
         if not _converted_from_data(node.value, self.ctx):
             return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
@@ -165,21 +165,13 @@ def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDe
 
 def _moves_to_device(expr: ast.expr) -> bool:
     """``expr`` contains ``.cuda()``, ``.to(...)`` or a ``device=`` argument."""
-    finder = _DeviceMove()
-    walk_visit(expr, finder)
-    return finder.found
-
-
-class _DeviceMove(Visitor):
-    def __init__(self) -> None:
-        self.found = False
-
-    def visit_Call(self, node: ast.Call) -> bool:
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to"):
-            self.found = True
-        elif keyword_arg(node, "device") is not None:
-            self.found = True
-        return not self.found
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to"):
+                return True
+            if keyword_arg(node, "device") is not None:
+                return True
+    return False
 
 
 #: torch functions that turn existing data into a tensor.

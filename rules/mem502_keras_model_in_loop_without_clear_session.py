@@ -88,8 +88,12 @@ class KerasModelInLoopWithoutClearSession(Rule):
         semantic = self.ctx.semantic
         loops = semantic.enclosing_loops(node)
         function = semantic.function_of(node)
-        repeated = not loops and function is not None and self._driven(function)
-        if not (loops or repeated) or not self._builds_model(node, depth=0, seen=set()):
+        if not loops and function is None:
+            return
+        if not self._builds_model(node, depth=0, seen=set()):
+            return
+        repeated = not loops and self._driven(function)
+        if not (loops or repeated):
             return
         if loops and self._in_enclosing_builder(node):
             return  # reported where the builder is called in a loop
