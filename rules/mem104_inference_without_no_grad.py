@@ -111,7 +111,7 @@ class InferenceWithoutNoGrad(Rule):
             return  # not an evaluation context: the rest interprets the function
         if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
             return
-        if semantic.is_module_method(node) or _is_test(semantic, node):
+        if semantic.is_module_method(node) or semantic.is_test_function(node):
             return  # a module's own methods serve training and evaluation alike; tests are not inference code
         self._check_unit(node, named, eval_call)
 
@@ -170,14 +170,6 @@ class InferenceWithoutNoGrad(Rule):
             return False
         return any(semantic.result_backpropagated(call) or semantic.trains(semantic.unit_of(call).body)
                    for call in semantic.call_sites_of(unit) if semantic.returns(unit).graph is not Tri.NO)
-
-
-def _is_test(semantic, function: ast.AST) -> bool:
-    """A test function (pytest's ``test_*`` convention, or a method of a ``Test*`` / ``TestCase`` class)."""
-    if function.name.startswith("test"):
-        return True
-    klass = semantic.class_of_method(function)
-    return klass is not None and (klass.name.startswith("Test") or any(b.endswith("TestCase") for b in klass.library_bases))
 
 
 def _first_eval_call(semantic, unit: ast.AST) -> ast.Call | None:

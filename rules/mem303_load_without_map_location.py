@@ -1,15 +1,45 @@
 """MEM303 load-without-map-location."""
 
 import ast
+import re
+from dataclasses import dataclass
 
 from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
-from memlint.lint.semantic.values import Kind, Tri
+from memlint.lint.semantic.values import PLAIN, Kind, Tri
 from memlint.rules._call_text import CallText
 
 LOAD_FUNCTIONS = frozenset({"torch.load"})
 SAVE_FUNCTIONS = frozenset({"torch.save"})
+#: ``Fabric.save(path, state)`` (lightning 2.6.6 ``lightning/fabric/fabric.py``) writes ``state``'s tensors as they are.
+ENGINE_SAVES = frozenset({"lightning.fabric.Fabric", "lightning.Fabric"})
+#: Converters that write host tensors only -> (keyword, position) of their output path:
+#: deepspeed ``utils/zero_to_fp32.py`` consolidates ZeRO shards on the CPU (deepspeed 0.16);
+#: Lightning re-exports it (``lightning/pytorch/utilities/deepspeed.py``, 2.6.6); accelerate
+#: ``merge_fsdp_weights`` loads the DCP shards with ``no_dist=True`` into CPU tensors (1.15.0).
+HOST_WRITERS = {
+    "deepspeed.utils.zero_to_fp32.convert_zero_checkpoint_to_fp32_state_dict": ("output_file", 1),
+    "lightning.pytorch.utilities.deepspeed.convert_zero_checkpoint_to_fp32_state_dict": ("output_file", 1),
+    "pytorch_lightning.utilities.deepspeed.convert_zero_checkpoint_to_fp32_state_dict": ("output_file", 1),
+    "accelerate.utils.merge_fsdp_weights": ("output_path", 1),
+}
+#: Fabric strategies whose ``save`` writes no device tensors: FSDP's full state dict is gathered
+#: with ``offload_to_cpu`` for GPU parameters (lightning 2.6.6 ``fabric/strategies/fsdp.py``
+#: ``_get_full_state_dict_context``), its sharded one goes to ``.distcp`` files beside a metadata
+#: ``meta.pt``; ``ModelParallelStrategy`` saves with ``StateDictOptions(cpu_offload=True)``
+#: (``fabric/strategies/model_parallel.py``).
+SHARDING_STRATEGIES = frozenset({"FSDPStrategy", "ModelParallelStrategy"})
+#: Calls that give the same path in another type.
+PATH_CONVERSIONS = frozenset({"str", "os.fspath", "pathlib.Path", "os.path.abspath", "os.path.expanduser"})
+#: Packages of XLA (TPU) code: ``torch_xla`` 2.x.
+XLA_PACKAGES = ("torch_xla",)
+#: In-memory file objects: ``torch.save`` into one and ``torch.load`` back is a copy, devices kept.
+MEMORY_BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
+#: Classes whose methods load data files, not checkpoints.
+DATA_ROLES = frozenset({"dataset", "datamodule"})
+#: A file name inside a path literal: ``"generator_%d.pth"``, ``"model.pt"``.
+_FILE_NAME = re.compile(r"[\w%{}\-]+\.[A-Za-z]\w*$")
 MAP_LOCATION = 'map_location="cpu"'
 
 
@@ -39,12 +69,24 @@ class LoadWithoutMapLocation(Rule):
     Adding `map_location="cpu"` is unsafe: code that used the loaded tensors
     directly on the GPU now receives CPU tensors.
 
+    ## When it is reported
+    Only where the checkpoint may hold accelerator tensors: the file's own
+    `torch.save` (or Fabric `save`) of that path saves device data, or, with
+    no such save, the code shows it runs on an accelerator (`.cuda()`,
+    `torch.cuda.*`, a `"cuda"`/`"gpu"`/`"mps"` device, an Accelerator or
+    Fabric). A test function must show it itself (a GPU marker such as
+    `@pytest.mark.skipif(not torch.cuda.is_available())`), since test suites
+    run unmarked tests on CPU machines.
+
     ## Known problems
-    A call with `**kwargs` or `*args` is not reported: `map_location` may be
-    among them. Nor is a load of a file that the same file writes with
-    `torch.save` (the same path expression or literal) from host-only data:
-    `.cpu()` tensors, numpy arrays, plain Python values, a CPU model's or a
-    `GradScaler`'s `state_dict()`. A file written elsewhere is not seen.
+    Not reported: a call with `**kwargs` or `*args` (`map_location` may be
+    among them); a load of a path that the file saves only host data to
+    (`.cpu()` tensors, numpy arrays, plain Python values, the `state_dict()`
+    of a module built and never moved, a `GradScaler`'s state); a load
+    inside a `Dataset` or `LightningDataModule` (data files); an in-memory
+    `io.BytesIO` round trip; files of XLA code (`torch_xla`), whose
+    `xm.save` writes CPU tensors. A file written in another file of the
+    repository is not seen.
 
     ## References
     - [torch.load](https://pytorch.org/docs/stable/generated/torch.load.html)
@@ -61,20 +103,27 @@ class LoadWithoutMapLocation(Rule):
     NEEDS_NAMES = ("load",)
     FRAMEWORK = "torch"
     VALID = (
-        "import torch\nstate = torch.load('ckpt.pt', map_location='cpu')\n",
-        "import torch\nstate = torch.load('ckpt.pt', 'cpu')\n",
+        "import torch\nmodel = model.cuda()\nstate = torch.load('ckpt.pt', map_location='cpu')\n",
+        "import torch\nmodel = model.cuda()\nstate = torch.load('ckpt.pt', 'cpu')\n",
         "import numpy as np\nx = np.load('data.npy')\n",
         "from mylib import load\nx = load('ckpt.pt')\n",
-        "import torch\ndef f(**kw):\n    return torch.load('a.pt', **kw)\n",
-        "import torch\ndef f(*args):\n    return torch.load(*args)\n",
+        "import torch\ndef f(**kw):\n    return torch.load('a.pt', **kw).cuda()\n",
+        "import torch\ndef f(*args):\n    return torch.load(*args).cuda()\n",
         "import torch\ndef cache(features, path='feats.pt'):\n    torch.save({k: v.cpu() for k, v in features.items()}, path)\n    return torch.load(path)\n",
         "import torch\nscaler = torch.amp.GradScaler('cuda')\ntorch.save(scaler.state_dict(), 'scaler.pt')\nscaler.load_state_dict(torch.load('scaler.pt'))\n",
+        "import torch\nstate = torch.load('ckpt.pt')\n",
+        "import torch\nimport torch.nn as nn\nnet = nn.Linear(2, 2)\ntorch.save(net.state_dict(), 'w.pt')\ndevice = 'cuda'\nnet.load_state_dict(torch.load('w.pt'))\n",
+        "import torch\ndef test_resume(tmp_path):\n    torch.save(make_state(), tmp_path / 'c.pt')\n    assert torch.load(tmp_path / 'c.pt')\ndef test_on_gpu():\n    assert torch.ones(1, device='cuda')\n",
+        "import torch\nfrom torch.utils.data import Dataset\nclass Frames(Dataset):\n    def __init__(self, path):\n        self.x, self.y = torch.load(path)\n    def __getitem__(self, i):\n        return self.x[i].cuda()\n",
+        "import io, torch\ndef roundtrip(obj):\n    buffer = io.BytesIO()\n    torch.save(obj.cuda(), buffer)\n    buffer.seek(0)\n    return torch.load(buffer)\n",
     )
     INVALID = (
-        "import torch\nstate = torch.load('ckpt.pt')\n",
+        "import torch\nmodel = model.cuda()\nstate = torch.load('ckpt.pt')\n",
         "import torch\ndef save(model, path):\n    torch.save(model.cuda().state_dict(), path)\ndef load(path):\n    return torch.load(path)  # expect: MEM303\n",
-        "import torch as T\nstate = T.load(path, weights_only=True)\n",
-        "from torch import load\nstate = load(path)\n",
+        "import torch as T\ndevice = T.device('cuda')\nstate = T.load(path, weights_only=True)\n",
+        "from torch import load\nimport torch\ncuda = torch.cuda.is_available()\nstate = load(path)\n",
+        "import os, torch\ndef save(net, root):\n    torch.save(net.state_dict(), os.path.join(root, 'gen.pth'))\ndef resume(net, root):\n    net.cuda()\n    net.load_state_dict(torch.load(f'{root}/gen.pth'))  # expect: MEM303\n",
+        "import pytest, torch\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='gpu')\ndef test_resume(tmp_path, model):\n    assert torch.load(tmp_path / 'c.pt')  # expect: MEM303\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -84,30 +133,118 @@ class LoadWithoutMapLocation(Rule):
             return  # map_location passed positionally, or maybe among `*args`
         if any(keyword.arg in (None, "map_location") for keyword in node.keywords):
             return  # `map_location=` or `**kwargs`
-        if self._written_here_from_host(node):
+        semantic = self.ctx.semantic
+        if semantic.imports(*XLA_PACKAGES):
+            return  # `xm.save` writes CPU tensors; XLA broadcasts keep the XLA device on purpose
+        path = _path_argument(node, "f")
+        if path is not None and semantic.value(path).type_name in MEMORY_BUFFERS:
+            return  # an in-memory round trip restores the tensors where they were, as intended
+        origin = self._origin(path)
+        if origin is Tri.NO or origin is Tri.MAYBE and not self._runs_on_accelerator(node):
             return
         self.report(node, fix=self.replacement(node, self._with_map_location(node)))
 
-    def _written_here_from_host(self, load: ast.Call) -> bool:
-        """A ``torch.save`` of this file writes the same path, and only host data."""
-        path = _path_argument(load, "f")
+    def _origin(self, path: ast.expr | None) -> Tri:
+        """Whether the file's own saves of ``path`` hold accelerator tensors:
+        YES when one saves device data, NO when all save host data only,
+        MAYBE when none is found or what they save is not known."""
         if path is None:
-            return False
-        key = self._path_key(path)
+            return Tri.MAYBE
+        key, names = self._path_key(path), _file_names(path)
         semantic = self.ctx.semantic
-        saves = [call for call in self._saves() if (target := _path_argument(call, "f", 1)) is not None and self._path_key(target) == key]
-        return bool(saves) and all(_host_only(semantic.value(_path_argument(call, "obj", 0))) for call in saves
-                                   if _path_argument(call, "obj", 0) is not None)
+        unit = semantic.unit_of(path)
+        in_test = semantic.is_test_function(unit)
+        # In the same function a path is the same file when its expression or
+        # its file name is; elsewhere the same expression, or the same file
+        # name outside tests (each test writes its own temporary directory).
+        here = [save for save in self._saves() if semantic.unit_of(save.path) is unit
+                and (self._path_key(save.path) == key and self._same_assignment(path, save.path)
+                     or names & _file_names(save.path))]
+        saved = here or [save for save in self._saves() if semantic.unit_of(save.path) is not unit and (
+            self._path_key(save.path) == key or (
+            not in_test and names & _file_names(save.path) and not semantic.is_test_function(semantic.unit_of(save.path))))]
+        if not saved:
+            return Tri.MAYBE
+        values = [PLAIN if save.obj is None else semantic.value(save.obj) for save in saved]
+        if any(v.device is Tri.YES and v.kind is not Kind.PLAIN for v in values):
+            return Tri.YES
+        return Tri.NO if all(_host_only(v) for v in values) else Tri.MAYBE
 
-    def _saves(self) -> list[ast.Call]:
+    def _same_assignment(self, path: ast.expr, saved: ast.expr) -> bool:
+        """A variable path names the same file at both places: no other
+        assignment to it comes between (``p = a / "x.pt"`` ... ``p = a / "y.pt"``)."""
+        if not isinstance(path, ast.Name) or not isinstance(saved, ast.Name):
+            return True
+        semantic = self.ctx.semantic
+        return semantic.assignment_before(path) is semantic.assignment_before(saved)
+
+    def _runs_on_accelerator(self, load: ast.Call) -> bool:
+        """The code around ``load`` runs on an accelerator, so a checkpoint it
+        wrote holds device tensors. A test function shows it itself (a GPU
+        marker, a CUDA device): test suites run unmarked tests on CPU
+        machines. A dataset's or data module's method loads data files,
+        which hold host tensors. Other code: its file uses an accelerator."""
+        semantic = self.ctx.semantic
+        for ancestor in semantic.ancestors(load):
+            if isinstance(ancestor, ast.ClassDef):
+                klass = semantic.classes.of(ancestor)
+                if klass is not None and klass.roles & DATA_ROLES:
+                    return False
+            elif semantic.is_test_function(ancestor):
+                klass = semantic.class_of_method(ancestor)
+                return semantic.uses_accelerator(ancestor, explicit=True) or (
+                    klass is not None and any(semantic.uses_accelerator(d, explicit=True) for d in klass.node.decorator_list))
+        return semantic.uses_accelerator(semantic.module)
+
+    def _saves(self) -> list["Save"]:
+        """Every write of a checkpoint file in this file: ``torch.save``,
+        an engine's ``.save(path, state)`` and the converters of
+        :data:`HOST_WRITERS`."""
         found = self.__dict__.get("_save_calls")
         if found is None:
-            found = self.__dict__["_save_calls"] = [
-                call for call in self.ctx.index.of_type(ast.Call) if self.ctx.qualified(call.func) in SAVE_FUNCTIONS]
+            found = self.__dict__["_save_calls"] = []
+            for call in self.ctx.index.of_type(ast.Call):
+                save = self._save_of(call)
+                if save is not None and save.path is not None:
+                    found.append(save)
         return found
 
+    def _save_of(self, call: ast.Call) -> "Save | None":
+        qualified = self.ctx.qualified(call.func)
+        if qualified in SAVE_FUNCTIONS:
+            obj = _path_argument(call, "obj", 0)
+            return Save(_path_argument(call, "f", 1), obj) if obj is not None else None
+        if qualified in HOST_WRITERS:
+            keyword, index = HOST_WRITERS[qualified]
+            return Save(_path_argument(call, keyword, index), None)
+        if isinstance(call.func, ast.Attribute) and call.func.attr == "save" and self._is_engine(call.func.value):
+            path = _path_argument(call, "path", 0)
+            if self._engine_shards(call.func.value):
+                return Save(path, None)
+            obj = _path_argument(call, "state", 1)
+            return Save(path, obj) if obj is not None else None
+        return None
+
+    def _is_engine(self, receiver: ast.expr) -> bool:
+        return self.ctx.semantic.value(receiver).type_name in ENGINE_SAVES
+
+    def _engine_shards(self, receiver: ast.expr) -> bool:
+        """``receiver`` was built in its function as ``Fabric(strategy=...)`` with a sharding strategy."""
+        if not isinstance(receiver, ast.Name):
+            return False
+        semantic = self.ctx.semantic
+        for node in semantic.own_nodes(semantic.unit_of(receiver), (ast.Assign,)):
+            if (isinstance(node.value, ast.Call) and self.ctx.qualified(node.value.func) in ENGINE_SAVES
+                    and any(isinstance(t, ast.Name) and t.id == receiver.id for t in node.targets)):
+                return _shards(self.ctx, node.value)
+        return False
+
     def _path_key(self, path: ast.expr) -> str:
-        """What identifies a path: its literal, or the code of the expression (``args.ckpt``, ``path``)."""
+        """What identifies a path: its literal, or the code of the expression
+        (``args.ckpt``, ``path``), seen through ``str(p)``/``os.fspath(p)``/``Path(p)``."""
+        while isinstance(path, ast.Call) and len(path.args) == 1 and not path.keywords and (
+                self.ctx.qualified(path.func) in PATH_CONVERSIONS):
+            path = path.args[0]
         if isinstance(path, ast.Constant) and isinstance(path.value, str):
             return "literal:" + path.value
         name = dotted_name(path)
@@ -136,6 +273,42 @@ def _path_argument(call: ast.Call, keyword: str, index: int = 0) -> ast.expr | N
             return named.value
     positional = [a for a in call.args if not isinstance(a, ast.Starred)]
     return positional[index] if index < len(positional) else None
+
+
+@dataclass(frozen=True)
+class Save:
+    """A write of a checkpoint: its path expression and the object saved (None: host data only)."""
+
+    path: ast.expr | None
+    obj: ast.expr | None
+
+
+def _shards(ctx, engine: ast.Call) -> bool:
+    """The engine was built with a strategy of :data:`SHARDING_STRATEGIES` (or ``strategy="fsdp..."``)."""
+    for keyword in engine.keywords:
+        if keyword.arg != "strategy":
+            continue
+        value = keyword.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value.startswith("fsdp")
+        if isinstance(value, ast.Name):
+            assigned = ctx.semantic.assignment_before(value)
+            value = assigned.value if assigned is not None else value
+        if isinstance(value, ast.Call):
+            name = ctx.qualified(value.func) or dotted_name(value.func) or ""
+            return name.rsplit(".", 1)[-1] in SHARDING_STRATEGIES
+    return False
+
+
+def _file_names(path: ast.expr) -> frozenset[str]:
+    """The file names spelled in ``path``'s string literals (``os.path.join(d, "a.pt")``, f-strings)."""
+    names = set()
+    for node in ast.walk(path):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            last = node.value.replace("\\", "/").rsplit("/", 1)[-1]
+            if _FILE_NAME.fullmatch(last):
+                names.add(last)
+    return frozenset(names)
 
 
 def _host_only(value) -> bool:

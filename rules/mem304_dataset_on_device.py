@@ -1,13 +1,14 @@
 """MEM304 dataset-on-device."""
 
 import ast
+import builtins
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.values import Kind, Tri
-from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, keyword_arg
+from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, call_arguments, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
@@ -94,7 +95,7 @@ class DatasetOnDevice(Rule):
         semantic = self.ctx.semantic
         if name.startswith("self."):
             function = self.ctx.enclosing(*FUNCTION_TYPES)
-            if function is None or function.name != "__init__" or not self._serves_data(function):
+            if function is None or function.name != "__init__" or not self._serves_data(function, name.split(".", 1)[1]):
                 return
             if self._is_data_on_device(node.value) and not semantic.enclosing_loops(node) and not self._used_as_module(name, function):
                 self.report(node)
@@ -130,34 +131,59 @@ class DatasetOnDevice(Rule):
         return any(isinstance(call.func, ast.Attribute) and call.func.attr == wanted and isinstance(call.func.value, ast.Name)
                    and call.func.value.id == "self" for method in klass.methods.values() for call in semantic.own_nodes(method, (ast.Call,)))
 
-    def _serves_data(self, init: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    def _serves_data(self, init: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str) -> bool:
         """The class hands out items or batches: a ``Dataset`` (by its bases),
         or a data-manager class with ``__getitem__``/``__iter__`` or a method
-        that indexes one of its attributes by an argument (``get_batch(i)``)."""
+        that indexes ``self.<attribute>`` by an argument (``get_batch(i)``)."""
         semantic = self.ctx.semantic
         klass = semantic.class_of_method(init)
         if klass is None or klass.is_module:
             return False
         if "dataset" in klass.roles or klass.method("__getitem__") is not None or klass.method("__iter__") is not None:
             return True
-        return any(_indexes_attribute_by_argument(method) for method in klass.methods.values() if method is not init)
+        return any(_indexes_attribute_by_argument(method, attribute) for method in klass.methods.values() if method is not init)
 
     def _iterated_in_batches(self, name: str, node: ast.Assign, function: ast.AST) -> bool:
-        """A later loop slices ``name`` by the loop variable, iterates it, or it feeds a TensorDataset."""
+        """A later training or evaluation loop slices ``name`` by the loop
+        variable or iterates it, or it feeds a TensorDataset."""
         finder = _BatchUse(name, self.ctx)
         walk_visit(function, finder)
-        return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] for use in finder.uses)
+        return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] and self._in_run_loop(use) for use in finder.uses)
+
+    def _in_run_loop(self, use: ast.AST) -> bool:
+        """The batches feed a model: the loop trains or evaluates, or passes
+        them to a callable that is no torch function (``model(x[i:j])``)."""
+        if isinstance(use, ast.Call):
+            return True  # TensorDataset(x): a loader's batches
+        semantic = self.ctx.semantic
+        loops = ([use] if isinstance(use, FOR_TYPES) else []) + semantic.enclosing_loops(use)
+        if any(semantic.is_run_loop(loop) for loop in loops):
+            return True
+        if isinstance(use, FOR_TYPES):
+            batch = set(targets_of(use.target))
+            return any(self._model_call(call) and names_in(call) & batch
+                       for call in ast.walk(use) if isinstance(call, ast.Call))
+        parent = semantic.parents.get(use)
+        return isinstance(parent, ast.Call) and use in parent.args and self._model_call(parent)
+
+    def _model_call(self, call: ast.Call) -> bool:
+        """A call of something not in a library: a model, a step function."""
+        if not isinstance(call.func, (ast.Name, ast.Attribute)):
+            return False
+        qualified = self.ctx.qualified(call.func)
+        # None: a local or parameter; an undotted name that is no builtin: a global the file never binds
+        return qualified is None or "." not in qualified and not hasattr(builtins, qualified)
 
 
-def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """``method`` reads ``self.x[...]`` with an index that uses one of its parameters."""
+def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str) -> bool:
+    """``method`` reads ``self.<attribute>[...]`` with an index that uses one of its parameters."""
     arguments = method.args
     names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
     if len(names) < 2:
         return False
     receiver, parameters = names[0], set(names[1:])
     for node in ast.walk(method):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name) and node.value.attr == attribute:
             if node.value.value.id == receiver and names_in(node.slice) & parameters:
                 return True
     return False
@@ -174,6 +200,8 @@ def _moves_to_device(expr: ast.expr) -> bool:
     return False
 
 
+#: torch functions that join tensors: data when what they join is.
+JOINS = frozenset({"torch.stack", "torch.cat"})
 #: torch functions that turn existing data into a tensor.
 DATA_CONVERSIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.load", "torch.stack", "torch.cat", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor"})
 
@@ -185,7 +213,15 @@ def _converted_from_data(expr: ast.expr, ctx) -> bool:
     expr = _before_conversions(expr)
     if isinstance(expr, (ast.Name, ast.Attribute, ast.Subscript)):
         return True
-    return isinstance(expr, ast.Call) and ctx.qualified(expr.func) in DATA_CONVERSIONS
+    if not isinstance(expr, ast.Call):
+        return False
+    qualified = ctx.qualified(expr.func)
+    if qualified in JOINS:
+        parts = expr.args[0] if expr.args else None
+        if isinstance(parts, (ast.List, ast.Tuple)):
+            return all(_converted_from_data(part, ctx) for part in parts.elts)
+        return parts is not None and _converted_from_data(parts, ctx)  # `torch.cat([randperm(...) ...])`: indices, not data
+    return qualified in DATA_CONVERSIONS
 
 
 def _from_literals(expr: ast.expr, ctx) -> bool:

@@ -15,6 +15,10 @@ KERAS_MODEL = re.compile(
 )
 CLEAR_SESSION = re.compile(r"^(?:tensorflow\.(?:compat\.v[12]\.)?)?keras\.(?:backend|utils)\.clear_session$")
 MAX_DEPTH = 3
+#: Methods that use a built model as a whole model (keras 3.15.1 ``keras/src/trainers/trainer.py``).
+MODEL_USE_METHODS = frozenset({"compile", "fit", "evaluate", "predict", "train_on_batch", "test_on_batch", "fit_generator"})
+#: Methods that keep what they are given in a container.
+STORING_METHODS = frozenset({"append", "extend", "insert", "add"})
 
 
 class KerasModelInLoopWithoutClearSession(Rule):
@@ -56,7 +60,11 @@ class KerasModelInLoopWithoutClearSession(Rule):
     calls to build the model, counts (even when conditional). A loop that
     builds models in a function defined in another module, or a search
     driven by a framework callback (`study.optimize(objective)`), is not
-    seen. Comprehensions that build an ensemble are not loops here.
+    seen. Comprehensions that build an ensemble are not loops here. A loop
+    that assembles one model is not reported: in a Keras layer's or model's
+    own method (sub-layers made in `__init__`/`build`), or keeping what it
+    builds in a list or attribute without compiling, fitting, evaluating or
+    predicting with it.
 
     ## References
     - [tf.keras.backend.clear_session](https://www.tensorflow.org/api_docs/python/tf/keras/backend/clear_session)
@@ -75,6 +83,8 @@ class KerasModelInLoopWithoutClearSession(Rule):
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(8)])\nfor epoch in range(3):\n    model.fit(x, y)\n",
         "from keras import backend as K\nfrom keras.models import Sequential\ndef build():\n    K.clear_session()\n    return Sequential([])\nfor fold in range(5):\n    build().fit(x, y)\n",
         "import torch.nn as nn\nfor n in (8, 16):\n    model = nn.Sequential(nn.Linear(4, n))\n",
+        "import tensorflow as tf\nclass Tower(tf.keras.layers.Layer):\n    def __init__(self, depth):\n        super().__init__()\n        self.blocks = [Block() for _ in range(depth)]\n        for i in range(depth):\n            self.heads.append(tf.keras.Sequential([tf.keras.layers.Dense(i)]))\nclass Block(tf.keras.layers.Layer):\n    pass\n",
+        "from tensorflow import keras\ndef parse(spec):\n    layers = []\n    for n, width in spec:\n        block = keras.Sequential([keras.layers.Dense(width) for _ in range(n)])\n        layers.append(block)\n    return keras.Sequential(layers)\n",
     )
     INVALID = (
         "import tensorflow as tf\nfor units in (8, 16):\n    model = tf.keras.Sequential([tf.keras.layers.Dense(units)])  # expect: MEM502\n    model.fit(x, y)\n",
@@ -97,10 +107,39 @@ class KerasModelInLoopWithoutClearSession(Rule):
             return
         if loops and self._in_enclosing_builder(node):
             return  # reported where the builder is called in a loop
+        if loops and self._builds_parts(node, loops[-1]):
+            return
         bodies = [loop.body for loop in loops] + ([function.body] if repeated else [])
         if any(_clears_session(body, self.ctx) for body in bodies):
             return
         self.report(node)
+
+    def _builds_parts(self, call: ast.Call, loop: ast.AST) -> bool:
+        """The loop assembles one model: it runs in a Keras layer's or model's
+        own method (``__init__``/``build`` creating sub-layers), or it keeps
+        what it builds in a container or attribute and trains nothing."""
+        semantic = self.ctx.semantic
+        function = semantic.function_of(loop)
+        klass = semantic.class_of_method(function) if function is not None else None
+        if klass is not None and "keras" in klass.roles and "module" in klass.roles:
+            return True
+        return self._kept(call, loop) and not _trains_a_model(loop)
+
+    def _kept(self, call: ast.Call, loop: ast.AST) -> bool:
+        """What ``call`` builds is stored: appended, put in a list, set as an attribute or item."""
+        parent = self.ctx.semantic.parents.get(call)
+        if isinstance(parent, (ast.List, ast.Tuple)) or (
+                isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr in STORING_METHODS):
+            return True
+        if isinstance(parent, ast.IfExp):
+            parent = self.ctx.semantic.parents.get(parent)
+        if not isinstance(parent, ast.Assign):
+            return False
+        if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in parent.targets):
+            return True
+        names = {t.id for t in parent.targets if isinstance(t, ast.Name)}
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in STORING_METHODS
+                   and any(isinstance(a, ast.Name) and a.id in names for a in n.args) for n in ast.walk(loop))
 
     def _driven(self, function) -> bool:
         """A function a driver calls once per trial (an Optuna objective)."""
@@ -142,6 +181,12 @@ def _local_class(semantic, func: ast.expr):
     bindings = semantic.scopes.bindings_of(func.id, semantic.scopes.scope_for(func))
     classes = [b.node for b in bindings if b.kind is BindingKind.CLASS]
     return semantic.classes.of(classes[0]) if len(classes) == 1 else None
+
+
+def _trains_a_model(loop: ast.AST) -> bool:
+    """The loop compiles, fits, evaluates or predicts with a model (Keras 3 ``Model`` methods)."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in MODEL_USE_METHODS
+               for n in ast.walk(loop))
 
 
 def _clears_session(body: list[ast.stmt], ctx) -> bool:

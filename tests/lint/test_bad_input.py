@@ -11,7 +11,7 @@ import pytest
 
 from .helpers import run_memlint
 
-BUGGY = "import torch\nstate = torch.load('ckpt.pt')\n"
+BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def _mem001_line(proc, path) -> str:
 
 def test_syntax_error(tree):
     bad = tree / "bad.py"
-    bad.write_text("import torch\nfor batch in loader\n    torch.load(batch)\n")
+    bad.write_text("import torch; torch.cuda.init()\nfor batch in loader\n    torch.load(batch)\n")
     line = _mem001_line(_check(tree, str(bad)), bad)
     assert line.startswith(f"{bad}:2:") and "syntax error" in line
 
@@ -67,7 +67,7 @@ def test_bytes_that_do_not_decode_are_one_mem001(tree, content, position, messag
 def test_noqa_after_a_form_feed_stays_on_its_line(tree):
     """str.splitlines() breaks at form feeds; Python's line numbers do not."""
     fed = tree / "fed.py"
-    fed.write_text("import torch\n\x0c\nx = torch.load(p)  # noqa: MEM303\ny = torch.load(q)\n")
+    fed.write_text("import torch; torch.cuda.init()\n\x0c\nx = torch.load(p)  # noqa: MEM303\ny = torch.load(q)\n")
     proc = _check(tree, str(fed), expect_code=1)
     assert [line.split(": ")[0] for line in proc.stdout.splitlines() if line.startswith(str(fed))] == [f"{fed}:4:5"]
 
@@ -104,7 +104,7 @@ def test_file_just_under_the_size_limit_is_linted(tree):
     near = tree / "near.py"
     line = "x = 1  # " + "padding " * 10 + "\n"
     filler = line * ((MAX_SOURCE_BYTES - 200) // len(line))
-    near.write_text("import torch\n" + filler + "state = torch.load('x.pt')\n")
+    near.write_text("import torch; torch.cuda.init()\n" + filler + "state = torch.load('x.pt')\n")
     assert near.stat().st_size <= MAX_SOURCE_BYTES
     proc = _check(tree, str(near), expect_code=1)
     assert f"{near}:{filler.count(chr(10)) + 2}:9: MEM303" in proc.stdout
@@ -118,7 +118,7 @@ def test_nesting_deep_enough_to_exhaust_recursion(tree, kind):
         "attributes": "torch" + ".a" * 100_000,
     }[kind]
     bad = tree / f"deep_{kind}.py"
-    bad.write_text(f"import torch\nstate = torch.load('x')\nx = {body}\n")
+    bad.write_text(f"import torch; torch.cuda.init()\nstate = torch.load('x')\nx = {body}\n")
     proc = _check(tree, str(bad))
     line = _mem001_line(proc, bad)
     assert "nested" in line or "syntax error" in line
@@ -126,7 +126,7 @@ def test_nesting_deep_enough_to_exhaust_recursion(tree, kind):
 
 def test_nesting_just_under_the_limits_is_linted(tree):
     ok = tree / "nested_ok.py"
-    ok.write_text("import torch\nx = " + "[" * 199 + "torch.load('a')" + "]" * 199 + "\n")  # CPython allows 200
+    ok.write_text("import torch; torch.cuda.init()\nx = " + "[" * 199 + "torch.load('a')" + "]" * 199 + "\n")  # CPython allows 200
     proc = _check(tree, str(ok), expect_code=1)
     assert f"{ok}:2:" in proc.stdout and "MEM303" in proc.stdout
 

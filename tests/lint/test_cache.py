@@ -19,10 +19,10 @@ from memlint.lint.runner import Job, lint_jobs, options_for
 REPO = Path(__file__).resolve().parents[2]
 
 SOURCES = {
-    "load.py": "import torch\nstate = torch.load('ckpt.pt')\nother = torch.load('b.pt', map_location='cpu')\n",
+    "load.py": "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\nother = torch.load('b.pt', map_location='cpu')\n",
     "quiet.py": "import os\nprint(os.getcwd())\n",
-    "broken.py": "import torch\nx = torch.load(\n",
-    "suppressed.py": "import torch\nstate = torch.load('a.pt')  # noqa: MEM303\n",
+    "broken.py": "import torch; torch.cuda.init()\nx = torch.load(\n",
+    "suppressed.py": "import torch; torch.cuda.init()\nstate = torch.load('a.pt')  # noqa: MEM303\n",
 }
 
 
@@ -102,7 +102,7 @@ def test_an_edited_file_is_the_only_miss(tmp_path, counting):
     paths = make_tree(tmp_path)
     args = cache_args(tmp_path / "c")
     cache.lint_jobs_cached(jobs_for(paths), args, Config())
-    Path(paths[1]).write_text("import torch\ntorch.load('x')\n", encoding="utf-8")
+    Path(paths[1]).write_text("import torch; torch.cuda.init()\ntorch.load('x')\n", encoding="utf-8")
     results = cache.lint_jobs_cached(jobs_for(paths), args, Config())
     assert counting.calls == [len(paths), 1]
     assert [d.code for d in results[1].diagnostics] == ["MEM303"]
@@ -268,7 +268,7 @@ def test_cli_no_cache_writes_nothing_and_cache_dir_option_is_used(tmp_path):
 def test_concurrent_runs_leave_only_whole_entries(tmp_path):
     paths = make_tree(tmp_path)
     for index in range(30):  # more distinct files, so the runs overlap in time
-        (tmp_path / f"extra_{index}.py").write_text(f"import torch\nx{index} = torch.load('{index}.pt')\n")
+        (tmp_path / f"extra_{index}.py").write_text(f"import torch; torch.cuda.init()\nx{index} = torch.load('{index}.pt')\n")
     command = [sys.executable, "-m", "memlint", "check", "--format", "json", "--cache-dir", "c", "."]
     processes = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
     outputs = [process.communicate(timeout=120)[0] for process in processes]

@@ -14,7 +14,7 @@ from memlint.lint.registry import all_rules
 
 from .helpers import REPO, cases_dir, run_memlint
 
-BUGGY = "import torch\nstate = torch.load('ckpt.pt')\n"
+BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"
 
 
 def test_rule_page_piped_is_the_markdown_page():

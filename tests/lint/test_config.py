@@ -10,7 +10,7 @@ import pytest
 
 from .helpers import run_memlint
 
-BUGGY = "import torch\nstate = torch.load('ckpt.pt')\n"
+BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"
 
 
 def _project(tmp_path, table: str):

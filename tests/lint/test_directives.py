@@ -12,7 +12,8 @@ from memlint.integrate.settings import parse_comment_block
 from memlint.lint.engine import LintOptions, lint_source
 from memlint.lint.suppression import ALL, directive_comments, skips_file, suppressions
 
-LOAD = "state = torch.load('ckpt.pt')"
+#: A load in a file that uses CUDA (MEM303 needs the file to show an accelerator).
+LOAD = "state = torch.load('ckpt.pt'); torch.cuda.init()"
 
 
 def mem303_lines(source: str) -> list[int]:
@@ -31,11 +32,11 @@ def test_real_comments_are_directives(source):
 
 
 @pytest.mark.parametrize("source", [
-    f"import torch\n{LOAD[:-1]} + '# noqa')\n",
-    f"import torch\nstate = torch.load('''\n# noqa''')\n",
+    f"import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt' + '# noqa')\n",
+    f"import torch; torch.cuda.init()\nstate = torch.load('''\n# noqa''')\n",
     f'"""Docs.\n# memlint: skip-file\n"""\nimport torch\n{LOAD}\n',
     f"import torch\nNOTE = '# memlint: skip-file'\n{LOAD}\n",
-    f"import torch\nstate = torch.load(f'{{x}}# memlint: ignore')\n",
+    f"import torch; torch.cuda.init()\nstate = torch.load(f'{{x}}# memlint: ignore')\n",
 ])
 def test_text_in_strings_is_not_a_directive(source):
     assert mem303_lines(source), source

@@ -64,7 +64,7 @@ def test_vscode_problem_matcher_reads_concise_output(tmp_path):
     odd = tmp_path / "dir: with, odd chars"
     odd.mkdir()
     buggy = odd / "train.py"
-    buggy.write_text("import torch\n\ndef f(p):\n    return torch.load(p)  # a: b: c\n")
+    buggy.write_text("import torch; torch.cuda.init()\n\ndef f(p):\n    return torch.load(p)  # a: b: c\n")
     proc = run_memlint("check", "--format", "concise", str(buggy))
     lines = proc.stdout.splitlines()
     assert lines

@@ -18,8 +18,8 @@ from memlint.lint.rule import Rule
 
 from .helpers import run_memlint
 
-BUGGY = "import torch\n\ndef resume(path):\n    state = torch.load(path)\n    return state\n"
-FIXED = 'import torch\n\ndef resume(path):\n    state = torch.load(path, map_location="cpu")\n    return state\n'
+BUGGY = "import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path)\n    return state\n"
+FIXED = 'import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path, map_location="cpu")\n    return state\n'
 
 
 class RenameCall(Rule):
@@ -212,7 +212,7 @@ def test_stdin_fix_writes_fixed_source_to_stdout(tmp_path):
 
 def test_fix_keeps_encoding_crlf_and_follows_symlink(tmp_path):
     real = tmp_path / "real.py"
-    source = "# -*- coding: latin-1 -*-\r\nimport torch\r\nname = 'café'\r\nstate = torch.load(name)\r\n"
+    source = "# -*- coding: latin-1 -*-\r\nimport torch; torch.cuda.init()\r\nname = 'café'\r\nstate = torch.load(name)\r\n"
     real.write_bytes(source.encode("latin-1"))
     link = tmp_path / "link.py"
     link.symlink_to(real)
@@ -225,7 +225,7 @@ def test_fix_keeps_encoding_crlf_and_follows_symlink(tmp_path):
 
 def test_fix_round_trip_on_many_mem303_calls(tmp_path):
     path = tmp_path / "many.py"
-    body = "import torch\n" + "".join(f"s{i} = torch.load(torch.load('f{i}'))\n" for i in range(5))
+    body = "import torch; torch.cuda.init()\n" + "".join(f"s{i} = torch.load(torch.load('f{i}'))\n" for i in range(5))
     path.write_text(body)
     proc = run_memlint("check", "--fix", "--unsafe-fixes", str(path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -292,14 +292,14 @@ def test_fixing_unusually_spaced_code_works(tmp_path, capsys):
     """`a if b else(lambda: 0)` (which libcst, memlint's earlier parser,
     could not validate: libcst issue #1061) is fixed like any other call."""
     odd = tmp_path / "odd.py"
-    odd.write_text("import torch\nz = torch.load(a if b else(lambda:0))\n", encoding="utf-8")
+    odd.write_text("import torch; torch.cuda.init()\nz = torch.load(a if b else(lambda:0))\n", encoding="utf-8")
     good = tmp_path / "good.py"
-    good.write_text("import torch\nstate = torch.load('x')\n", encoding="utf-8")
+    good.write_text("import torch; torch.cuda.init()\nstate = torch.load('x')\n", encoding="utf-8")
     code = main(["check", "--select", "MEM303", "--fix", "--unsafe-fixes", str(odd), str(good)])
     err = capsys.readouterr().err
     assert code == 0 and "Traceback" not in err
-    assert odd.read_text() == "import torch\nz = torch.load(a if b else(lambda:0), map_location=\"cpu\")\n"
-    assert good.read_text() == "import torch\nstate = torch.load('x', map_location=\"cpu\")\n"
+    assert odd.read_text() == "import torch; torch.cuda.init()\nz = torch.load(a if b else(lambda:0), map_location=\"cpu\")\n"
+    assert good.read_text() == "import torch; torch.cuda.init()\nstate = torch.load('x', map_location=\"cpu\")\n"
 
 
 def test_no_method_fix_on_a_value_that_may_be_no_tensor():

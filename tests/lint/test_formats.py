@@ -17,7 +17,7 @@ from memlint.report import full, github, json_format, sarif
 from .expectations import lint_text
 
 REPO = Path(__file__).resolve().parents[2]
-BUGGY = "import torch\n\ndef resume(path):\n    state = torch.load(path)\n    return state\n"
+BUGGY = "import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path)\n    return state\n"
 UNSAFE_FIX = Fix("Add `map_location`", Applicability.UNSAFE, (Edit(4, 13, 4, 29, "torch.load(path, map_location='cpu')"),))
 
 
@@ -69,7 +69,7 @@ def test_full_marks_fixable_with_unsafe_fixes_and_counts(tmp_path):
 
 def test_full_caret_aligns_after_tabs_and_wide_characters(tmp_path):
     path = tmp_path / "wide.py"
-    source = "import torch\nif True:\n\tx = '漢字'; y = torch.load(p)\n"
+    source = "import torch; torch.cuda.init()\nif True:\n\tx = '漢字'; y = torch.load(p)\n"
     run = _run_for(path, source)
     assert [d.code for d in run.diagnostics] == ["MEM303"]
     lines = _render(full, run).splitlines()
@@ -84,7 +84,7 @@ def test_full_caret_aligns_after_tabs_and_wide_characters(tmp_path):
 
 def test_full_multiline_span_underlines_to_end_of_first_line(tmp_path):
     path = tmp_path / "multi.py"
-    run = _run_for(path, "import torch\nstate = torch.load(\n    path,\n)\n")
+    run = _run_for(path, "import torch; torch.cuda.init()\nstate = torch.load(\n    path,\n)\n")
     lines = _render(full, run).splitlines()
     assert lines[1] == "2 | state = torch.load("
     assert lines[2].count("^") == len("torch.load(")

@@ -105,7 +105,7 @@ def test_words_in_docstrings_and_comments_do_not_run_the_rules(monkeypatch):
 
 
 def test_code_that_a_rule_can_report_runs_the_rules(monkeypatch):
-    source = "import torch\nstate = torch.load('ckpt.pt')\n"
+    source = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"
     assert _rule_runs(monkeypatch, source) == 1
     found = lint_source("f.py", source.encode("utf-8"), EVERY_RULE).diagnostics
     assert [d.code for d in found] == ["MEM303"]

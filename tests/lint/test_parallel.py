@@ -24,14 +24,14 @@ from memlint.lint.runner import Job, lint_jobs, options_for, worker_count
 REPO = Path(__file__).resolve().parents[2]
 
 GENERATED = {
-    "load_{i}.py": "import torch\n\ndef f(p):\n    return torch.load(p{i})\n",
+    "load_{i}.py": "import torch; torch.cuda.init()\n\ndef f(p):\n    return torch.load(p{i})\n",
     "loop_{i}.py": (
         "import torch\n\ndef train(model, loader, opt):\n    total = 0\n    for x, y in loader:\n"
         "        loss = model(x).sum() + {i}\n        loss.backward()\n        total += loss\n    return total\n"
     ),
     "quiet_{i}.py": "import os\nVALUE = {i}\n",
-    "broken_{i}.py": "import torch\nx = torch.load(({i}\n",
-    "noqa_{i}.py": "import torch\nx = torch.load('a{i}')  # noqa\n",
+    "broken_{i}.py": "import torch; torch.cuda.init()\nx = torch.load(({i}\n",
+    "noqa_{i}.py": "import torch; torch.cuda.init()\nx = torch.load('a{i}')  # noqa\n",
 }
 
 
@@ -39,8 +39,8 @@ def build_corpus(root: Path, copies: int = 6) -> list[str]:
     for i in range(copies):
         for name, text in GENERATED.items():
             (root / name.format(i=i)).write_text(text.format(i=i if i % 2 else ""), encoding="utf-8")
-    (root / "latin1.py").write_bytes(b"import torch\nx = 'caf\xe9'\ntorch.load(x)\n")
-    (root / "ignored_here.py").write_text("import torch\ntorch.load('x')\n", encoding="utf-8")
+    (root / "latin1.py").write_bytes(b"import torch; torch.cuda.init()\nx = 'caf\xe9'\ntorch.load(x)\n")
+    (root / "ignored_here.py").write_text("import torch; torch.cuda.init()\ntorch.load('x')\n", encoding="utf-8")
     paths = collect_files([str(root)], Config()).files
     cases = REPO / "fixtures" / "cases"
     if cases.is_dir():
@@ -144,7 +144,7 @@ def test_a_worker_crash_is_confined_to_its_file(tmp_path, monkeypatch):
     paths = []
     for i in range(runner.PARALLEL_THRESHOLD + 6):
         path = tmp_path / f"crash_{i:02d}.py"
-        path.write_text("import torch\nstate = torch.load('x.pt')\n")
+        path.write_text("import torch; torch.cuda.init()\nstate = torch.load('x.pt')\n")
         paths.append(path)
     jobs = [runner.Job(str(p), engine.LintOptions(enabled=frozenset({"MEM303"}))) for p in paths]
     results = runner.lint_jobs(jobs, jobs_limit=2)

@@ -52,7 +52,7 @@ def test_pre_commit_try_repo_fails_on_buggy_file_only(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     (project / "clean.py").write_text("import torch\nstate = torch.load('a.pt', map_location='cpu')\n")
-    (project / "buggy.py").write_text("import torch\nstate = torch.load('a.pt')\n")
+    (project / "buggy.py").write_text("import torch; torch.cuda.init()\nstate = torch.load('a.pt')\n")
     _git("init", "-q", cwd=project)
     _git("add", "clean.py", "buggy.py", cwd=project)
 

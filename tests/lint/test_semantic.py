@@ -162,6 +162,48 @@ def test_device_follows_moves():
     assert value_at(HEAD + "y = torch.zeros(3)\n", 4).device is Tri.NO
 
 
+CONSTRUCTED = "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n    pass\n"
+
+
+@pytest.mark.parametrize(("code", "device"), [
+    ("m = Net()", Tri.NO),
+    ("m = nn.Linear(2, 2)", Tri.NO),
+    ("m = nn.Linear(2, 2, device='cuda')", Tri.YES),
+    ("m = Net().cuda()", Tri.YES),
+    ("m = nn.Sequential(Net(), nn.ReLU())", Tri.NO),
+    ("m = nn.Sequential(Net().cuda(), nn.ReLU())", Tri.MAYBE),
+    ("m = nn.DataParallel(Net())", Tri.MAYBE),
+    ("with torch.device('cuda'):\n    m = Net()", Tri.MAYBE),
+    ("with fabric.init_module():\n    m = Net()", Tri.MAYBE),
+    ("torch.set_default_device('cuda')\nm = Net()", Tri.MAYBE),
+])
+def test_a_constructed_module_is_on_the_cpu_unless_the_code_says_otherwise(code, device):
+    model, module = model_of(CONSTRUCTED + code + "\n")
+    target = [n for n in ast.walk(module) if isinstance(n, ast.Name) and n.id == "m"][-1]
+    value = model.value(target)
+    assert value.kind is Kind.MODULE and value.device is device
+
+
+def test_a_module_class_without_the_method_uses_nn_module_s():
+    value = value_at(CONSTRUCTED + "sd = Net().cuda().state_dict()\n", 5)
+    assert value.kind is Kind.CONTAINER and value.device is Tri.YES and value.graph is Tri.NO
+
+
+@pytest.mark.parametrize(("source", "node_line", "expected"), [
+    ("import torch\ndef f():\n    return torch.load('a')\n", 2, False),
+    ("import torch\ndef f():\n    return torch.load('a').cuda()\n", 2, True),
+    ("import torch\ndef f(device='cuda:1'):\n    return 1\n", 2, True),
+    ("import pytest\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='')\ndef f():\n    return 1\n", 3, True),
+    ("from lightning import Trainer\ndef f():\n    Trainer(accelerator='gpu')\n", 2, True),
+    ("from lightning import Trainer\ndef f():\n    Trainer(accelerator='cpu')\n", 2, False),
+    ("from accelerate import Accelerator\ndef f():\n    Accelerator()\n", 2, True),
+])
+def test_uses_accelerator_reads_the_code_of_the_function(source, node_line, expected):
+    model, module = model_of(source)
+    function = node_at(module, node_line, ast.FunctionDef)
+    assert model.uses_accelerator(function) is expected
+
+
 @pytest.mark.parametrize(("expr", "kind"), [
     ("net(x).split(2)", Kind.CONTAINER),
     ("torch.unbind(net(x))", Kind.CONTAINER),
@@ -257,7 +299,7 @@ h.add("loss", net(x))
 
 # -- scopes ------------------------------------------------------------------------------------------------
 def test_a_parameter_named_torch_is_not_torch():
-    model, module = model_of("import torch\ndef f(torch, p):\n    return torch.load(p)\ng = torch.load\n")
+    model, module = model_of("import torch; torch.cuda.init()\ndef f(torch, p):\n    return torch.load(p)\ng = torch.load\n")
     assert model.qualified(node_at(module, 3).func) is None
     assert model.qualified(node_at(module, 4, ast.Attribute)) == "torch.load"
 

@@ -37,7 +37,7 @@ def test_wheel_installs_and_lists_every_rule(tmp_path):
     assert sorted(r["code"] for r in listed) == expected
 
     buggy = tmp_path / "buggy.py"
-    buggy.write_text("import torch\nstate = torch.load('a.pt')\n")
+    buggy.write_text("import torch; torch.cuda.init()\nstate = torch.load('a.pt')\n")
     proc = subprocess.run([venv / "bin" / "memlint", "check", str(buggy)], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert f"{buggy}:2:9: MEM303" in proc.stdout

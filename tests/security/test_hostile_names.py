@@ -21,7 +21,7 @@ NAMES = {
 }
 NOT_UTF8 = b"bad\xff\xfe.py"
 #: a finding whose source line carries a raw ESC inside a string literal
-RAW_ESC_SOURCE = f"import torch\nstate = torch.load('{ESC}[2J{ESC}]0;pwned{chr(7)}')\n"
+RAW_ESC_SOURCE = f"import torch; torch.cuda.init()\nstate = torch.load('{ESC}[2J{ESC}]0;pwned{chr(7)}')\n"
 FINDING = re.compile(r"^.+:\d+:\d+: MEM\d{3} ")
 
 

@@ -64,8 +64,8 @@ def test_directives_inside_strings_are_text(tree, tmp_path):
     root = tree({
         "evil.py": marker_code(marker) + "def build():\n    pass\n",
         "in_docstring.py": '"""Notes.\n# memlint: estimate target=evil.py:build\n"""\nimport torch\n',
-        "noqa_in_string.py": "import torch\nstate = torch.load('ckpt.pt' '# noqa')\n",
-        "skip_in_string.py": "import torch\nTEXT = '# memlint: skip-file'\nstate = torch.load('ckpt.pt')\n",
+        "noqa_in_string.py": "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt' '# noqa')\n",
+        "skip_in_string.py": "import torch; torch.cuda.init()\nTEXT = '# memlint: skip-file'\nstate = torch.load('ckpt.pt')\n",
     })
     completed = run_cli("--estimate", "--format", "json", ".", cwd=root)
     document = json.loads(completed.stdout)
@@ -76,7 +76,7 @@ def test_directives_inside_strings_are_text(tree, tmp_path):
 
 def test_real_comments_are_still_directives(tree):
     root = tree({
-        "noqa.py": "import torch\nstate = torch.load('ckpt.pt')  # noqa: MEM303\n",
+        "noqa.py": "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')  # noqa: MEM303\n",
         "skipped.py": "# memlint: skip-file\nimport torch\nstate = torch.load('ckpt.pt')\n",
     })
     document = json.loads(run_cli("--format", "json", ".", cwd=root).stdout)

@@ -59,6 +59,10 @@ _roles("keras.callbacks.Callback tensorflow.keras.callbacks.Callback", "keras_ca
 # torch/utils/data/dataset.py
 _roles("torch.utils.data.Dataset torch.utils.data.IterableDataset torch.utils.data.dataset.Dataset "
        "torch.utils.data.dataset.IterableDataset", "dataset")
+# lightning/pytorch/core/datamodule.py: prepare_data/setup/train_dataloader.
+_roles("lightning.LightningDataModule lightning.pytorch.LightningDataModule "
+       "lightning.pytorch.core.datamodule.LightningDataModule pytorch_lightning.LightningDataModule",
+       "datamodule")
 # torch/optim/optimizer.py
 _roles("torch.optim.Optimizer torch.optim.optimizer.Optimizer", "optimizer")
 
@@ -177,6 +181,11 @@ def hook_for(roles: frozenset[str], method: str) -> Hook | None:
 #: qualified callee or method name -> index of the function argument.
 #: ``study.optimize(objective, n_trials=...)`` runs the objective once per
 #: trial (optuna/study/study.py, optuna 5.0.0); ``optimizer.step(closure)``
+#: A step hook whose batch parameter has this name gets the data iterator
+#: itself, and Lightning moves nothing to the device for it (lightning 2.6.6
+#: ``loops/utilities.py`` ``_select_data_fetcher`` and ``loops/fetchers.py``
+#: ``_DataLoaderIterDataFetcher``, which read the hook's signature).
+LIGHTNING_ITERATOR_PARAMETER = "dataloader_iter"
 #: calls the closure once or more per step (torch/optim/lbfgs.py, torch 2.13).
 REPEATING_DRIVERS = {"optimize": 0, "step": 0}
 
@@ -198,6 +207,39 @@ MODULE_WRAPPERS = {
     "peft.prepare_model_for_kbit_training": 0,
     "copy.deepcopy": 0,
 }
+#: Wrappers that put the module they wrap on the accelerator: ``DataParallel``
+#: replicates from ``cuda:0`` (torch/nn/parallel/data_parallel.py, torch 2.13);
+#: FSDP's ``device_id`` and DDP's ``device_ids`` name a GPU.
+DEVICE_PLACING_WRAPPERS = frozenset({
+    "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_shard",
+})
+#: ``with`` contexts in which constructors create parameters somewhere other
+#: than the CPU: ``with torch.device("cuda"):`` (torch 2.13 ``torch/utils/_device.py``),
+#: Fabric's ``init_module``/``init_tensor`` (lightning 2.6.6), accelerate's
+#: ``init_empty_weights``/``init_on_device`` (meta or a chosen device).
+DEVICE_CONTEXTS = frozenset({"torch.device", "accelerate.init_empty_weights", "accelerate.init_on_device",
+                             "accelerate.big_modeling.init_empty_weights", "accelerate.big_modeling.init_on_device"})
+DEVICE_CONTEXT_METHODS = frozenset({"init_module", "init_tensor", "sharded_model"})
+#: What shows that code runs on an accelerator: a ``.cuda`` attribute
+#: (``x.cuda()``, ``torch.cuda.*``), a device or backend string
+#: (``"cuda:0"``, ``accelerator="gpu"``, ``"mps"``, the ``"nccl"`` backend, torch 2.13
+#: ``torch/distributed/distributed_c10d.py``), a keyword that asks for GPUs
+#: (Lightning's ``RunIf(min_cuda_gpus=1)``, ``Trainer(gpus=1)`` of releases < 2.0,
+#: transformers' ``device_map=``), or an engine that places work on the accelerator.
+ACCELERATOR_ATTRIBUTES = frozenset({"cuda", "is_cuda"})
+#: Modules whose use shows accelerator code: ``torch.accelerator`` (torch >= 2.6),
+#: ``torch.cuda``, FSDP (torch 2.13 ``torch/distributed/fsdp``: sharding for GPUs).
+ACCELERATOR_MODULES = ("torch.accelerator", "torch.cuda", "torch.distributed.fsdp")
+#: Keywords of an engine constructor that keep it on the CPU: ``Fabric(accelerator="cpu")``,
+#: ``Accelerator(cpu=True)`` (accelerate 1.15.0).
+CPU_ENGINE_KEYWORDS = {"accelerator": "cpu", "cpu": True}
+ACCELERATOR_STRINGS = re.compile(r"^(?:cuda(?::\d+)?|gpu|mps|nccl)$")
+ACCELERATOR_KEYWORDS = re.compile(r"cuda|gpus|^device_map$")
+#: Calls that change where every later constructor creates tensors (torch 2.13).
+DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
 #: Library callables that build a new model.
 MODEL_FACTORIES = frozenset({
     "timm.create_model", "torch.hub.load", "transformers.AutoModel.from_config",

@@ -409,13 +409,21 @@ class Interpreter:
     def _assign_elements(self, target: ast.Tuple | ast.List, value: Value, source: ast.expr | None, statement: ast.AST) -> None:
         literal = [e.value if isinstance(e, ast.Starred) else e for e in source.elts] if isinstance(source, (ast.Tuple, ast.List)) else None
         element = self.model.element_of(value)
+        others = element
+        if value.kind is Kind.UNKNOWN and value.items is None and literal is None and element.graph is Tri.YES:
+            # `loss, logged = loss_fn(...)` with `loss.backward()`: the one differentiated
+            # is the attached part; the others of an unknown structure may be detached copies
+            evidence = self.model.backward_evidence(self.unit)
+            names = [dotted_name(item) for item in target.elts]
+            if any(name in evidence for name in names) and not all(name in evidence for name in names):
+                others = element.evolve(graph=Tri.MAYBE)
         for index, item in enumerate(target.elts):
             if literal is not None and index < len(literal) and not isinstance(item, ast.Starred):
                 item_value = self.analysis.values.get(literal[index], element)
             elif value.items is not None and index < len(value.items) and not isinstance(item, ast.Starred):
                 item_value = value.items[index]
             else:
-                item_value = element
+                item_value = element if dotted_name(item) in self.model.backward_evidence(self.unit) else others
             self.assign(item, item_value, None, statement)
 
     def _store_into(self, container_expr: ast.expr, value: Value) -> None:

@@ -55,6 +55,10 @@ MAX_SUMMARY_DEPTH = 2
 MAX_CONTEXT_DEPTH = 2
 
 
+#: Builtins that wrap what a loop iterates (their names are not the data).
+_ITERATION_BUILTINS = frozenset({"range", "enumerate", "zip", "len", "reversed", "sorted", "list", "tuple"})
+
+
 @dataclass(frozen=True)
 class OptimizerUsage:
     """Names a unit calls ``.step()`` on, and names it uses as optimizers."""
@@ -137,6 +141,87 @@ class SemanticModel:
     def imports(self, *packages: str) -> bool:
         """True when the file imports one of ``packages`` (or a submodule) in any scope."""
         return any(self.scopes.imports_module(package) for package in packages)
+
+    def sets_default_device(self) -> bool:
+        """The file calls ``torch.set_default_device`` (or the tensor-type setter):
+        constructors may then create tensors on the accelerator."""
+        found = self.index.memo.get("sets_default_device")
+        if found is None:
+            found = self.index.memo["sets_default_device"] = any(
+                self.qualified(call.func) in fw.DEFAULT_DEVICE_SETTERS for call in self.index.of_type(ast.Call)
+                if isinstance(call.func, (ast.Attribute, ast.Name)) and (call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id).startswith("set_default"))
+        return found
+
+    def uses_accelerator(self, node: ast.AST, explicit: bool = False) -> bool:
+        """``node``'s code (a function with its decorators, a class, or the
+        module) shows that it runs on an accelerator: a CUDA attribute, device
+        string or GPU keyword (:data:`~.frameworks.ACCELERATOR_ATTRIBUTES` and
+        the tables after it); unless ``explicit``, also a module of
+        :data:`~.frameworks.ACCELERATOR_MODULES` it uses, or an engine
+        (Accelerator, Fabric) it builds without asking for the CPU."""
+        key = ("uses_accelerator", id(node), explicit)
+        found = self.index.memo.get(key)
+        if found is None:
+            found = any(self._accelerator_evidence(n, explicit) for n in self._subtree(node))
+            if not found and not explicit and node is self.module:
+                found = any(self.imports(name) for name in fw.ACCELERATOR_MODULES)
+            self.index.memo[key] = found
+        return found
+
+    def _subtree(self, node: ast.AST) -> list[ast.AST]:
+        if node is self.module:
+            return self.index.nodes
+        position = self.index.position_of(node)
+        if position is None:
+            return list(ast.walk(node))
+        return self.index.subtree_of_type(position, (ast.Attribute, ast.Constant, ast.keyword, ast.Call))
+
+    def _accelerator_evidence(self, node: ast.AST, explicit: bool) -> bool:
+        if isinstance(node, ast.Attribute):
+            if node.attr in fw.ACCELERATOR_ATTRIBUTES:
+                return True
+            return not explicit and node.attr == "accelerator" and (self.qualified(node) or "").startswith(fw.ACCELERATOR_MODULES)
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and fw.ACCELERATOR_STRINGS.match(node.value) is not None
+        if isinstance(node, ast.keyword):
+            return node.arg is not None and fw.ACCELERATOR_KEYWORDS.search(node.arg) is not None
+        if isinstance(node, ast.Call) and not explicit:
+            return self.qualified(node.func) in fw.ENGINE_TYPES and not any(
+                isinstance(k.value, ast.Constant) and fw.CPU_ENGINE_KEYWORDS.get(k.arg, ...) == k.value.value for k in node.keywords)
+        return False
+
+    def assignment_before(self, name: ast.Name) -> ast.Assign | None:
+        """The ``name = ...`` statement of ``name``'s scope that comes last
+        before ``name`` in the text, passing over ones that derive the name
+        from itself (``path = path if ok else path / "x"``); None when the
+        name is bound otherwise there (a parameter, a loop) or not at all."""
+        position = self.index.position_of(name)
+        if position is None:
+            return None
+        found, found_at = None, -1
+        for binding in self.scopes.bindings_of(name.id, self.scopes.scope_for(name)):
+            statement = self.parents.get(binding.node)
+            at = self.index.position_of(binding.node)
+            if at is None or at >= position:
+                continue
+            if binding.kind is not BindingKind.ASSIGNMENT or not isinstance(statement, ast.Assign):
+                if at > found_at:
+                    found, found_at = None, at
+                continue
+            derived = any(isinstance(n, ast.Name) and n.id == name.id for n in ast.walk(statement.value))
+            if not derived and at > found_at:
+                found, found_at = statement, at
+        return found
+
+    def is_test_function(self, function: ast.AST) -> bool:
+        """A test: pytest's ``test_*`` convention, or a method of a ``Test*`` /
+        ``unittest.TestCase`` class."""
+        if not isinstance(function, FUNCTION_TYPES):
+            return False
+        if function.name.startswith("test"):
+            return True
+        klass = self.class_of_method(function)
+        return klass is not None and (klass.name.startswith("Test") or any(b.endswith("TestCase") for b in klass.library_bases))
 
     @property
     def is_torch_file(self) -> bool:
@@ -941,8 +1026,26 @@ class SemanticModel:
             if not self.outside(root, loop):
                 return None
             if self.is_run_loop(loop) and not (self.function_of(node) and self._module_internal(self.function_of(node))):
+                if self._bounded_by_enclosing_iteration(loop):
+                    continue  # the micro-batches of one step: the step's loop decides
                 return loop
         return None
+
+    def _bounded_by_enclosing_iteration(self, loop: ast.AST) -> bool:
+        """``loop`` walks something the loop around it makes afresh each
+        iteration and that is no data stream: the micro-batches of one step
+        (``for b in chunks``, ``range(0, len(rollout), mb)`` with ``chunks`` and
+        ``rollout`` rebound per step). Its length does not grow with the run."""
+        if not isinstance(loop, FOR_TYPES):
+            return False
+        walked = self.value(loop.iter)
+        if walked.type_name != "range" and (walked.stream is not Tri.NO or walked.kind not in (Kind.CONTAINER, Kind.PLAIN)):
+            return False  # a loader, or something not known to be a list or a range
+        names = {n.id for n in ast.walk(loop.iter) if isinstance(n, ast.Name)} - _ITERATION_BUILTINS
+        if not names:
+            return False
+        outer_loops = self.enclosing_loops(loop)
+        return bool(outer_loops) and any(not self.outside(name, outer_loops[0]) for name in names)
 
     def keeper(self, root: str, node: ast.AST) -> Keeper | None:
         """Why ``root`` (a name or ``self.x``) keeps what ``node`` writes into it

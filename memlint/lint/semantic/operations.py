@@ -106,7 +106,34 @@ def instantiate(model, klass, call: CallInfo, interpreter) -> Value:
     init = klass.method("__init__")
     if init is not None:
         local_call(model, init, call, interpreter, receiver=instance)
+    if instance.kind is Kind.MODULE and instance.framework == "torch":
+        instance = instance.evolve(device=construction_device(model, call))
     return instance
+
+
+def construction_device(model, call: CallInfo) -> Tri:
+    """Where a module built by ``call`` holds its parameters: on the CPU,
+    where ``nn.Module`` constructors create them (torch 2.13
+    ``torch/nn/modules/linear.py`` ``factory_kwargs``), unless the call names a
+    ``device=``, runs inside a context that sets another device
+    (:data:`~.frameworks.DEVICE_CONTEXTS`), or the file sets a default device."""
+    if "device" in call.keywords:
+        return device_of_value(call.argument_node(99, "device"), call.keywords["device"]) or Tri.MAYBE
+    if model.sets_default_device():
+        return Tri.MAYBE
+    position = model.index.position_of(call.node)
+    for ancestor in model.index.ancestors_at(position) if position is not None else ():
+        if isinstance(ancestor, (ast.With, ast.AsyncWith)) and any(_sets_device(model, item.context_expr) for item in ancestor.items):
+            return Tri.MAYBE
+    return Tri.NO
+
+
+def _sets_device(model, context: ast.expr) -> bool:
+    if not isinstance(context, ast.Call):
+        return False
+    if model.qualified(context.func) in fw.DEVICE_CONTEXTS:
+        return True
+    return isinstance(context.func, ast.Attribute) and context.func.attr in fw.DEVICE_CONTEXT_METHODS
 
 
 def local_call(model, function: ast.AST, call: CallInfo, interpreter, receiver: Value | None = None) -> Value:
@@ -265,8 +292,10 @@ def method_call(model, receiver: Value, name: str, call: CallInfo, interpreter) 
     klass = model.classes.get(receiver.klass)
     if klass is not None:
         method = klass.method(name)
-        if method is None and receiver.kind is not Kind.FUNCTION and isinstance(call.node.func, ast.Attribute):
-            # `self.encoder(x)`: the attribute's value (assigned in the class, or used as a module) is called
+        if method is None and receiver.kind is not Kind.FUNCTION and isinstance(call.node.func, ast.Attribute) and not (
+                receiver.kind is Kind.MODULE and name not in model.assigned_attributes(klass)):
+            # `self.encoder(x)`: the attribute's value (assigned in the class, or used as a module) is called;
+            # a module's `state_dict()`/`cuda()` that the class does not define is nn.Module's, below
             return call_value(model, interpreter.expr(call.node.func), call, interpreter)
         if method is not None:
             if receiver.kind is Kind.FUNCTION:  # a classmethod or staticmethod called on the class
@@ -649,6 +678,8 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     if qualified in fw.MODULE_WRAPPERS:
         wrapped = call.argument(fw.MODULE_WRAPPERS[qualified])
         if wrapped is not None and (wrapped.kind is Kind.MODULE or qualified != "copy.deepcopy"):
+            if wrapped.kind is Kind.MODULE and qualified in fw.DEVICE_PLACING_WRAPPERS and wrapped.device is Tri.NO:
+                return wrapped.evolve(device=Tri.MAYBE)
             return wrapped if wrapped.kind is Kind.MODULE else module()
         if qualified == "copy.deepcopy":
             return wrapped if wrapped is not None else UNKNOWN
@@ -754,7 +785,10 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
     arguments = call.arguments
     if fw.MODULE_NAMESPACE.match(qualified) and qualified not in fw.NOT_MODULES:
         output = Kind.CONTAINER if last in ops.TUPLE_OUTPUT_MODULES else (None if last in ops.MODULE_CONTAINERS else Kind.TENSOR)
-        return module(output=output, type_name=qualified)
+        device = construction_device(model, call)
+        if last in ops.MODULE_CONTAINERS and not all(a.kind is Kind.MODULE and a.device is Tri.NO for a in arguments):
+            device = Tri.MAYBE  # nn.Sequential(encoder.cuda(), head): where its members are
+        return module(output=output, type_name=qualified, device=device)
     if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         first = call.argument(0)
         return tensor(Tri.YES, first.device if first is not None else Tri.MAYBE, leaf=True)
@@ -962,8 +996,11 @@ def hook_parameter(klass, function: ast.AST, name: str, index: int) -> Value | N
     if not 1 <= index <= len(roles):
         return None
     role = roles[index - 1]
+    if role == "batch" and name == fw.LIGHTNING_ITERATOR_PARAMETER and hook.role == "lightning_module":
+        return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES)
     if role == "batch":
-        return Value(Kind.UNKNOWN, Tri.NO, Tri.YES if hook.batch_on_device else Tri.MAYBE)
+        moved = hook.batch_on_device and not _iterates_itself(klass)
+        return Value(Kind.UNKNOWN, Tri.NO, Tri.YES if moved else Tri.MAYBE)
     if role == "module":
         return module(device=Tri.YES)
     if role == "outputs":
@@ -971,6 +1008,17 @@ def hook_parameter(klass, function: ast.AST, name: str, index: int) -> Value | N
     if role == "index":
         return PLAIN
     return None
+
+
+def _iterates_itself(klass) -> bool:
+    """A LightningModule step hook of ``klass`` takes the data iterator: its batches are not moved to the device."""
+    if "lightning_module" not in klass.roles:
+        return False
+    for method in klass.methods.values():
+        arguments = method.args
+        if any(a.arg == fw.LIGHTNING_ITERATOR_PARAMETER for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)):
+            return True
+    return False
 
 
 #: Positional parameters (after ``self``) of framework hooks, by role
@@ -1101,7 +1149,8 @@ def _chain_names(model, expression: ast.expr, wanted: set[str], callees: set[str
     callables it calls to ``callees``; True when ``wanted`` grew."""
     grew = False
     for child in ast.walk(expression):
-        if isinstance(child, ast.Call) and _callable_name(child.func):
+        if isinstance(child, ast.Call) and _callable_name(child.func) and (child.args or child.keywords):
+            # a forward takes inputs: `self.make_inputs()` builds them
             name = dotted_name(child.func)
             if name is not None and _local_target(model, child.func) is None and model.qualified(child.func) is None:
                 callees.add(name)
