@@ -11,7 +11,7 @@ C++ storage) records its death, so the live-bytes timeline is exact.
 Categories: parameter, buffer, gradient, optimizer_state, activation (created
 in a forward pass and still alive when that forward -- loss included -- ends:
 kept by the autograd graph or by the outputs), temporary, input, and
-workspace (library workspaces: cuBLAS, cuDNN).
+workspace (library workspaces and kernel scratch: cuBLAS, attention backward buffers).
 """
 
 from __future__ import annotations
@@ -23,11 +23,6 @@ from typing import Any
 
 CATEGORIES = ("parameter", "buffer", "gradient", "optimizer_state", "activation",
               "temporary", "input", "workspace")
-MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "_scaled_mm",
-                        "_addmm_activation", "linear"})
-CONV_OPS = frozenset({"convolution", "convolution_backward", "cudnn_convolution",
-                      "cudnn_convolution_transpose"})
-CONV_WORKSPACE_CAP = 256 * 2**20
 
 
 @dataclass
@@ -69,6 +64,8 @@ class Ledger:
     events: list[tuple[int, int, bool]] = field(default_factory=list)
     phases: list[tuple[int, str, int]] = field(default_factory=list)
     unsupported: dict[tuple[str, str], UnsupportedOp] = field(default_factory=dict)
+    unmodelled: dict[tuple[str, str], int] = field(default_factory=dict)
+    scratch_probe: Any = None
     op_index: int = 0
     phase: str = "setup"
     step: int = 0
@@ -160,6 +157,32 @@ class Ledger:
                     and record.step == self.step and record.micro == self.micro):
                 record.category = "activation"
 
+    def note_unmodelled(self, what: str, module: str | None = None) -> None:
+        """Record that ``module`` (default: the running one) uses a kernel whose memory is not (fully) modelled."""
+        key = (what, (self.module if module is None else module) or "<root>")
+        self.unmodelled[key] = self.unmodelled.get(key, 0) + 1
+
+    def insert_transient(self, op_index: int, position: int, nbytes: int, what: str, module: str = "") -> None:
+        """A buffer alive only during op ``op_index`` (already traced), category workspace.
+
+        position: where its alloc/free events go in :attr:`events` -- right
+        after the op's outputs were recorded (before the frees that follow the
+        op), so the replay counts it on top of them.
+        """
+        sid = next(self._ids)
+        phase, step = self._phase_at(op_index)
+        self.records[sid] = StorageRecord(sid, int(nbytes), "workspace", phase, step, 0, module, what,
+                                          op_index, died=op_index)
+        self.events[position:position] = [(op_index, sid, True), (op_index, sid, False)]
+
+    def _phase_at(self, op_index: int) -> tuple[str, int]:
+        current = ("setup", 0)
+        for first, phase, step in self.phases:
+            if first > op_index:
+                break
+            current = (phase, step)
+        return current
+
     def report_unsupported(self, op: str, fallback: str) -> None:
         key = (op, self.module)
         if key in self.unsupported:
@@ -172,23 +195,52 @@ class Ledger:
         self.closed = True
 
 
-def make_ledger_mode(ledger: Ledger):
-    """A TorchDispatchMode that feeds ``ledger`` (see module docstring)."""
+def make_ledger_mode(ledger: Ledger, target=None):
+    """A TorchDispatchMode that feeds ``ledger`` (see module docstring).
+
+    target: the :class:`memlint.estimate.target.Target`; its
+    :func:`memlint.estimate.handlers.dispatch_rules` add kernel scratch,
+    replace meta placeholders and note unmodelled kernels; on CUDA targets the
+    first cuBLAS op of each thread allocates the cuBLAS workspace.
+    """
     import torch  # noqa: PLC0415
     from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
     from torch.utils._pytree import tree_flatten  # noqa: PLC0415
 
-    from memlint.estimate.handlers import fallback_table  # noqa: PLC0415
+    from memlint.estimate.handlers import MATMUL_OPS, DispatchRules, dispatch_rules, fallback_table  # noqa: PLC0415
 
     fallbacks = fallback_table()
+    rules = dispatch_rules(target) if target is not None else DispatchRules({}, {}, {})
+    cublas_bytes = target.cublas_workspace if target is not None else 0
+    probed = rules.probed if ledger.scratch_probe is not None else {}
 
     class LedgerMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             ledger.op_index += 1
             name = func.overloadpacket.__name__
+            out = self._run(func, name, args, kwargs)
+            if name in rules.outputs:
+                out, note = rules.outputs[name](args, out)
+                if note:
+                    ledger.note_unmodelled(note)
+            if name in rules.unmodelled:
+                ledger.note_unmodelled(rules.unmodelled[name])
+            flat, _ = tree_flatten(out)
+            for value in flat:
+                if isinstance(value, torch.Tensor):
+                    ledger.track(value, op=name)
+            for nbytes, what in rules.scratch.get(name, lambda a: [])(args):
+                ledger.transient(nbytes, what)
+            if name in probed and probed[name](args):
+                ledger.scratch_probe.collect(func, args, kwargs, ledger.op_index, len(ledger.events), ledger.module)
+            if cublas_bytes and name in MATMUL_OPS:
+                self._cublas_workspace(name)
+            return out
+
+        def _run(self, func, name, args, kwargs):
             try:
-                out = func(*args, **kwargs)
+                return func(*args, **kwargs)
             except (NotImplementedError, RuntimeError) as exc:
                 handler = fallbacks.get(func.overloadpacket)
                 if handler is None and not isinstance(exc, NotImplementedError):
@@ -201,26 +253,16 @@ def make_ledger_mode(ledger: Ledger):
                     raise TargetError(f"op aten.{name}{where} cannot be traced on meta and has no fallback: {first}") from None
                 out, description = handler(args, kwargs)
                 ledger.report_unsupported(f"aten.{name}", description)
-            flat, _ = tree_flatten(out)
-            for value in flat:
-                if isinstance(value, torch.Tensor):
-                    ledger.track(value, op=name)
-            self._workspaces(name, args, flat)
-            return out
+                return out
 
-        def _workspaces(self, name, args, outputs):
-            if name in MATMUL_OPS and ledger.cublas_workspace:
-                # CUDA runs backward on the autograd engine's device thread, which gets its
-                # own cuBLAS handle and workspace; forward and optimizer share the caller's.
-                thread = "backward" if ledger.phase == "backward" else "main"
-                if thread not in ledger.workspace_threads:
-                    ledger.workspace_threads.add(thread)
-                    ledger.persistent(ledger.cublas_workspace, f"cublas workspace ({name})")
-            elif name in CONV_OPS:
-                sizes = [t.untyped_storage().nbytes() for t in list(args[:1]) + outputs[:1]
-                         if isinstance(t, torch.Tensor)]
-                if sizes:
-                    ledger.transient(min(max(sizes), CONV_WORKSPACE_CAP), f"cudnn workspace ({name})")
+        def _cublas_workspace(self, name):
+            # CUDA runs backward on the autograd engine's device thread, which gets its
+            # own cuBLAS handle and workspace; forward and optimizer share the caller's.
+            thread = "backward" if ledger.phase == "backward" else "main"
+            if thread not in ledger.workspace_threads:
+                ledger.workspace_threads.add(thread)
+                ledger.cublas_workspace = cublas_bytes
+                ledger.persistent(cublas_bytes, f"cublas workspace ({name})")
 
     return LedgerMode()
 

@@ -111,6 +111,10 @@ class Workload:
         (no state) unless ``EstimateOptions.optimizer`` names one.
     default_batch_size: batch size used when the options give none.
     name: a label for reports.
+    factory: ``() -> Workload`` building a fresh copy (new module, hooks and all);
+        :func:`load_workload` sets it, so that each estimate traces its own build.
+        Without it the module is traced in place (state that the workload's own
+        hooks create, e.g. optimizers inside hooks, then persists between estimates).
     """
 
     module: Any
@@ -119,6 +123,13 @@ class Workload:
     optimizer_factory: Callable[[Any], Any] | None = None
     default_batch_size: int = 1
     name: str = ""
+    factory: Callable[[], "Workload"] | None = None
+
+    def fresh(self) -> "Workload":
+        """A new build from :attr:`factory` (TargetError if that fails), or this workload without one."""
+        if self.factory is None:
+            return self
+        return self.factory()
 
     def compute_loss(self, output: Any, inputs: Any):
         """Apply ``loss_fn`` or :func:`default_loss`."""
@@ -209,13 +220,25 @@ def load_workload(target: str, inputs: list[str] | tuple[str, ...] = (), batch_s
     batch_size: overrides ``default_batch_size`` when given.
     Raises TargetError (bad target, factory raised, wrong return type, no inputs)
     or UsageError (bad input spec), each with a one-line message naming it.
+    The workload's :attr:`Workload.factory` rebuilds it (the import is not repeated).
     """
+    specs = [parse_input_spec(text) for text in inputs]
+    factory = _import_factory(target)
+
+    def build() -> Workload:
+        workload = _build_on_meta(factory, target, specs, batch_size)
+        workload.factory = build
+        return workload
+
+    return build()
+
+
+def _build_on_meta(factory, target: str, specs: list, batch_size: int | None) -> Workload:
+    """Call ``factory`` on the meta device and wrap the result (see :func:`load_workload`)."""
     import torch  # noqa: PLC0415
 
-    specs = [parse_input_spec(text) for text in inputs]
     from memlint.estimate.handlers import make_cuda_to_meta_mode  # noqa: PLC0415
 
-    factory = _import_factory(target)
     try:
         with torch.device("meta"), make_cuda_to_meta_mode():
             result = factory()

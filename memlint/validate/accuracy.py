@@ -56,12 +56,14 @@ def relative_error(estimated: int | None, measured: int | None) -> float | None:
     return (estimated - measured) / measured
 
 
+#: The estimate each measured number is compared with (CPU records hold a CPU-target estimate).
+ESTIMATE_OF = {"cpu_peak": "peak_allocated", "cpu_tensor_peak": "peak_tensor_bytes"}
+
+
 def estimated_value(record: dict, number: str) -> int | None:
-    """The estimate a record holds for ``number`` (CPU numbers compare with cpu_tensor_peak)."""
+    """The estimate a record holds for ``number`` (see :data:`ESTIMATE_OF`)."""
     estimated = record.get("estimated") or {}
-    if number in ("cpu_peak", "cpu_tensor_peak"):
-        return estimated.get("cpu_tensor_peak")
-    return estimated.get(number)
+    return estimated.get(ESTIMATE_OF.get(number, number))
 
 
 def rows(records: list[dict]) -> list[dict]:

@@ -12,9 +12,9 @@ started").  Warm-up steps run first (so optimizer state exists); each measured
 step is wrapped in a ``record_function`` range and its peak is the largest
 running sum inside the range (or at its start).
 
-The comparable estimate is the estimator's ledger replayed without its
-``workspace`` category (cuBLAS/cuDNN workspaces exist only on CUDA):
-:func:`estimate_tensor_peak`.
+The comparable estimate is the estimate for the CPU target (``--device cpu``:
+CPU kernel choices and the CPU allocator), whose peak_allocated is compared
+with the allocator peak and peak_tensor_bytes with the tensor peak.
 """
 
 from __future__ import annotations
@@ -80,9 +80,8 @@ def _window_peak(timeline, start_ns: int, end_ns: int) -> tuple[int, int]:
 def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -> CpuMeasurement:
     """Build ``target`` on CPU, run ``warmup`` + ``steps`` training steps; peak live tensor bytes.
 
-    ``options``: an EstimateOptions (precision amp-* runs under ``torch.autocast("cpu")``).
-    F.dropout is sent to the kernel CUDA uses (see runner.cuda_dropout_mode).
-    Raises TargetError / UsageError (one line).
+    ``options``: an EstimateOptions (precision amp-* runs under ``torch.autocast("cpu")``);
+    PyTorch's own CPU kernels run.  Raises TargetError / UsageError (one line).
     """
     import torch  # noqa: PLC0415
     from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
@@ -101,7 +100,7 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
         prof.start()
     try:
         workload = load_real_workload(target, inputs, options.batch_size, "cpu")
-        step = prepare_step(workload, options, "cpu", mirror_cuda_dropout=True)
+        step = prepare_step(workload, options, "cpu")
         for _ in range(max(1, warmup)):
             _run_step(step)
         for index in range(steps):
@@ -201,10 +200,13 @@ class StorageLedger:
                 self.track(param.grad)
         for buffer in step.module.buffers():
             self.track(buffer)
-        for state in step.optimizer.state.values():
-            for value in state.values():
-                if isinstance(value, torch.Tensor):
-                    self.track(value)
+        optimizers = [step.optimizer] if step.optimizer is not None else list(
+            step.step_in_backward.optimizers.values())
+        for optimizer in optimizers:
+            for state in optimizer.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        self.track(value)
 
     def mode(self):
         """A TorchDispatchMode that tracks every tensor output."""
@@ -223,32 +225,3 @@ class StorageLedger:
                 return out
 
         return StorageMode()
-
-
-def estimate_tensor_peak(workload, options) -> int:
-    """The estimator's unrounded peak live tensor bytes of the steady step, CUDA workspaces excluded.
-
-    Traces with the estimator (memlint.estimate.step.trace_training) into a Ledger
-    with no cuBLAS workspace and replays its events as ``Estimate.peak_tensor_bytes``
-    is computed, skipping records of category ``workspace`` (cuDNN workspaces).
-    """
-    from memlint.estimate.api import DEFAULT_CC, resolve_gpu  # noqa: PLC0415
-    from memlint.estimate.step import trace_training  # noqa: PLC0415
-    from memlint.estimate.tracer import Ledger  # noqa: PLC0415
-
-    options.validate()
-    spec = resolve_gpu(options.gpu)
-    ledger = Ledger(cublas_workspace=0)
-    trace_training(workload, options, ledger, spec.compute_capability if spec else DEFAULT_CC)
-    steady_start = next((op for op, _, step in ledger.phases if step == 1), 0)
-    live, peak, started = 0, 0, False
-    for op_index, sid, is_alloc in ledger.events:
-        if not started and op_index >= steady_start:
-            peak, started = live, True
-        record = ledger.records[sid]
-        if record.category == "workspace":
-            continue
-        live += record.nbytes if is_alloc else -record.nbytes
-        if started:
-            peak = max(peak, live)
-    return peak
