@@ -53,6 +53,8 @@ class EstimateOptions:
         warm-up, peaks are over the rest.
     step_in_backward: one optimizer per parameter stepped in a post-accumulate-grad hook.
     offload_activations: ``torch.autograd.graph.save_on_cpu`` around the forward.
+    torch_version: replay an older torch's known memory differences (None: the modelled torch;
+        :mod:`memlint.estimate.torch_versions`), for published measurements.
     """
 
     batch_size: int | None = None
@@ -70,6 +72,7 @@ class EstimateOptions:
     steps: int | None = None
     step_in_backward: bool = False
     offload_activations: bool = False
+    torch_version: str | None = None
 
     @property
     def trace_steps(self) -> int:
@@ -99,7 +102,8 @@ class EstimateOptions:
         """The :class:`memlint.estimate.target.Target` these options describe (UsageError for a bad one)."""
         import torch  # noqa: PLC0415
 
-        return resolve_target(self.device, self.gpu, self.cuda, self.cuda_context, torch.version.cuda)
+        return resolve_target(self.device, self.gpu, self.cuda, self.cuda_context, torch.version.cuda,
+                              self.torch_version)
 
 
 @dataclass

@@ -229,10 +229,22 @@ def make_kernel(name: str, policy: str, state: CastState, exclude_key):
         with torch._C._ExcludeDispatchKeyGuard(keyset):
             if policy == "fp32_append_dtype":
                 first = _first_tensor(args)
-                return target(*args, dtype=torch.float32 if eligible(first) else first.dtype, **kwargs)
+                return target(*_with_defaults(op, args), dtype=torch.float32 if eligible(first) else first.dtype,
+                              **kwargs)
             return target(*args, **kwargs)
 
     return kernel
+
+
+def _with_defaults(op, args: tuple) -> tuple:
+    """``args`` completed with the schema defaults of ``op``'s omitted positional arguments."""
+    positional = [a for a in op._schema.arguments if not a.kwarg_only]
+    filled = list(args)
+    for argument in positional[len(args):]:
+        if not argument.has_default_value():
+            break
+        filled.append(argument.default_value)
+    return tuple(filled)
 
 
 def _apply(policy, args, kwargs, state: CastState, lower, dtype_index):

@@ -15,7 +15,10 @@ and removes them on exit (torch's own kernels come back):
   (``aten/src/ATen/native/Dropout.cpp``); ``aten::lstm/gru/rnn_tanh/rnn_relu``
   through the cuDNN model (:mod:`memlint.estimate.rnn`);
 * CPU target: ``aten::lstm`` through oneDNN's ``mkldnn_rnn_layer``; dropout is
-  the meta kernel's own path, which is the CPU's (float mask).
+  the meta kernel's own path, which is the CPU's (float mask);
+* an older ``torch_version``: its known differences (``aten::_softmax`` and
+  ``_log_softmax`` saving their input before torch 1.11), see
+  :mod:`memlint.estimate.torch_versions`.
 
 Kernel choices are counted in :attr:`KernelEmulation.choices`; kernels whose
 memory is only partly modelled are passed to ``note_unmodelled(what)`` (the
@@ -95,6 +98,11 @@ class KernelEmulation:
                      "AutogradMeta")
         else:
             impl("lstm.input", rnn.make_onednn_lstm_kernel(self.choices), "AutogradMeta")
+        if "softmax_saves_input" in self.target.version_facts:
+            from memlint.estimate.torch_versions import make_softmax_saving_input  # noqa: PLC0415
+
+            for op_name in ("_softmax", "_log_softmax"):
+                impl(op_name, make_softmax_saving_input(op_name), "AutogradMeta")
 
 
 def make_cuda_dropout_kernel(choices):

@@ -272,9 +272,12 @@ def _retag_hooks(params, ledger: Ledger) -> list:
     """
     import torch  # noqa: PLC0415
 
-    def tag_gradient(grad):
-        ledger.retag(grad, "gradient")
-        return grad
+    def tag_gradient(param):
+        def hook(grad):
+            if param.grad is None:  # AccumulateGrad keeps this tensor; otherwise it is added and freed
+                ledger.retag(grad, "gradient")
+            return grad
+        return hook
 
     def tag_state(optimizer, args, kwargs):
         for state in optimizer.state.values():
@@ -282,7 +285,7 @@ def _retag_hooks(params, ledger: Ledger) -> list:
                 if isinstance(value, torch.Tensor):
                     ledger.retag(value, "optimizer_state")
 
-    handles = [p.register_hook(tag_gradient) for p in params]
+    handles = [p.register_hook(tag_gradient(p)) for p in params]
     from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: PLC0415
 
     handles.append(register_optimizer_step_post_hook(tag_state))

@@ -28,7 +28,9 @@ class Target:
     compute_capability: (major, minor), (0, 0) on the CPU; cuda_version and
     module_loading: of the modelled CUDA run (None on the CPU); cudnn_version:
     the cuDNN runtime as an integer (91500 = 9.15.0) when known, else None;
-    context: the CUDA context overhead (bytes, source), None on the CPU.
+    context: the CUDA context overhead (bytes, source), None on the CPU;
+    torch_version: an older torch whose known differences are modelled
+    (:mod:`memlint.estimate.torch_versions`), None for the modelled torch.
     """
 
     device: str
@@ -38,6 +40,14 @@ class Target:
     module_loading: str | None = None
     cudnn_version: int | None = None
     context: Overhead | None = field(default=None, compare=False)
+    torch_version: str | None = None
+
+    @property
+    def version_facts(self) -> frozenset[str]:
+        """The :data:`memlint.estimate.torch_versions.VERSION_FACTS` that hold for :attr:`torch_version`."""
+        from memlint.estimate.torch_versions import facts_for  # noqa: PLC0415
+
+        return facts_for(self.torch_version)
 
     @property
     def is_cuda(self) -> bool:
@@ -68,18 +78,27 @@ def resolve_gpu(gpu: str | None) -> GpuSpec | None:
 
 
 def resolve_target(device: str = "cuda", gpu: str | None = None, cuda: str | None = None,
-                   cuda_context_bytes: int | None = None, installed_cuda: str | None = None) -> Target:
+                   cuda_context_bytes: int | None = None, installed_cuda: str | None = None,
+                   torch_version: str | None = None) -> Target:
     """Build the :class:`Target` of an estimate; raises UsageError (one line) naming the bad option.
 
     installed_cuda: ``torch.version.cuda`` of the running torch (the default of ``--cuda``).
     cuda_context_bytes: ``--cuda-context`` (a measured context replaces the modelled one).
+    torch_version: an older torch to replay (see :mod:`memlint.estimate.torch_versions`).
     """
+    from memlint.estimate.torch_versions import parse_version  # noqa: PLC0415
+
     if device not in DEVICES:
         raise UsageError(f"--device {device!r}: choose cuda or cpu")
+    if torch_version is not None:
+        try:
+            parse_version(torch_version)
+        except ValueError as exc:
+            raise UsageError(f"torch_version: {exc}") from None
     if device == "cpu":
         if gpu is not None:
             raise UsageError("--device cpu cannot be combined with --gpu (the CPU is the target)")
-        return Target("cpu")
+        return Target("cpu", torch_version=torch_version)
     spec = resolve_gpu(gpu)
     cc = spec.compute_capability if spec else DEFAULT_CC
     try:
@@ -93,4 +112,4 @@ def resolve_target(device: str = "cuda", gpu: str | None = None, cuda: str | Non
         context = Overhead(int(cuda_context_bytes), "given with --cuda-context")
     else:
         context = cuda_context(cc, version, loading)
-    return Target("cuda", spec, cc, version, loading, None, context)
+    return Target("cuda", spec, cc, version, loading, None, context, torch_version)

@@ -270,32 +270,31 @@ def make_ledger_mode(ledger: Ledger, target=None):
 class ModuleTracker:
     """Keeps ``ledger.module_stack`` equal to the FQNs of the modules whose forward is running.
 
-    Uses the global ``register_module_forward_pre_hook`` / ``register_module_forward_hook``;
-    modules outside ``root`` are ignored.  Use as a context manager.
+    Per-module hooks: a forward pre-hook prepended (it runs before the
+    workload's own pre-hooks) and a forward hook appended (after the
+    workload's own hooks), so what a module's hooks allocate is attributed to
+    that module.  Removed on exit.  Use as a context manager.
     """
 
     def __init__(self, root, ledger: Ledger):
-        self.names = {id(m): name for name, m in root.named_modules()}
+        self.root = root
         self.ledger = ledger
         self.handles: list = []
 
-    def _pre(self, module, args):
-        name = self.names.get(id(module))
-        if name is not None:
-            self.ledger.module_stack.append(name or type(module).__name__)
+    def _pre(self, name: str):
+        def hook(module, args):
+            self.ledger.module_stack.append(name)
+        return hook
 
     def _post(self, module, args, output):
-        if id(module) in self.names and self.ledger.module_stack:
+        if self.ledger.module_stack:
             self.ledger.module_stack.pop()
 
     def __enter__(self):
-        from torch.nn.modules.module import (  # noqa: PLC0415
-            register_module_forward_hook,
-            register_module_forward_pre_hook,
-        )
-
-        self.handles = [register_module_forward_pre_hook(self._pre),
-                        register_module_forward_hook(self._post)]
+        for name, module in self.root.named_modules():
+            label = name or type(module).__name__
+            self.handles.append(module.register_forward_pre_hook(self._pre(label), prepend=True))
+            self.handles.append(module.register_forward_hook(self._post, always_call=True))
         return self
 
     def __exit__(self, *exc):

@@ -191,7 +191,11 @@ class StorageLedger:
         self.total -= self.live.pop(key, 0)
 
     def track_state(self, step) -> None:
-        """Count what is alive between steps: parameters, gradients, buffers, optimizer state."""
+        """Count what is alive between steps: parameters, gradients, buffers, optimizer state.
+
+        Optimizer state is that of every live ``torch.optim.Optimizer`` (found by
+        ``gc``): the step's own and any a workload's hooks own (optimizer step in backward).
+        """
         import torch  # noqa: PLC0415
 
         for param in step.module.parameters():
@@ -200,12 +204,10 @@ class StorageLedger:
                 self.track(param.grad)
         for buffer in step.module.buffers():
             self.track(buffer)
-        optimizers = [step.optimizer] if step.optimizer is not None else list(
-            step.step_in_backward.optimizers.values())
-        for optimizer in optimizers:
+        for optimizer in _live_optimizers():
             for state in optimizer.state.values():
                 for value in state.values():
-                    if isinstance(value, torch.Tensor):
+                    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
                         self.track(value)
 
     def mode(self):
@@ -225,3 +227,15 @@ class StorageLedger:
                 return out
 
         return StorageMode()
+
+
+def _live_optimizers():
+    """Every live ``torch.optim.Optimizer`` (a gc scan; the validator's instrument only, not a hot path)."""
+    import gc  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on deprecated module proxies warns
+        return [obj for obj in gc.get_objects() if isinstance(obj, torch.optim.Optimizer)]

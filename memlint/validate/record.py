@@ -67,7 +67,7 @@ def estimated_numbers(result) -> dict:
     """
     return {"peak_allocated": result.peak_allocated, "peak_reserved": result.peak_reserved,
             "device_used": result.device_used, "peak_tensor_bytes": result.peak_tensor_bytes,
-            "fragmentation_bytes": result.fragmentation_bytes, "target": result.target,
+            "fragmentation_bytes": result.fragmentation_bytes, "target": result.target, "optimizer": result.optimizer,
             "gpu": result.gpu, "compute_capability": list(result.compute_capability)}
 
 
