@@ -15,7 +15,7 @@ from memlint.errors import UsageError
 from memlint.estimate.allocator import AllocatorOOM, CachingAllocatorModel, CpuAllocatorModel
 from memlint.estimate.overheads import CUDNN_LIBRARY
 from memlint.estimate.search import Probe, largest_fitting
-from memlint.estimate.step import OPTIMIZER_NAMES, PRECISIONS
+from memlint.estimate.step import OPTIMIZER_NAMES, PRECISIONS, TRANSFORMERS_OPTIMIZERS
 from memlint.estimate.target import DEFAULT_CC, Target, resolve_gpu, resolve_target
 from memlint.estimate.tracer import CATEGORIES, Ledger
 from memlint.estimate.units import parse_bytes
@@ -35,8 +35,9 @@ class EstimateOptions:
     """Training configuration of the traced step.
 
     batch_size: global batch per rank (None -> the workload's default_batch_size).
-    optimizer: one of sgd, sgd-momentum, adam, adamw, adagrad, rmsprop, or None
-        (the workload's own optimizer_factory, traced through its real step()).
+    optimizer: one of sgd, sgd-momentum, adam, adamw, adagrad, rmsprop, adafactor
+        (transformers' class), or None (the workload's own optimizer_factory,
+        traced through its real step()).
     precision: fp32, amp-fp16, amp-bf16 (CUDA autocast emulated during the trace),
         bf16, fp16 (model and floating inputs cast).
     checkpointing: activation checkpointing of repeated blocks (non-reentrant).
@@ -81,8 +82,9 @@ class EstimateOptions:
 
     def validate(self) -> None:
         """Raise UsageError (one line) for an invalid option."""
-        if self.optimizer is not None and self.optimizer not in OPTIMIZER_NAMES:
-            raise UsageError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZER_NAMES)}")
+        names = OPTIMIZER_NAMES + TRANSFORMERS_OPTIMIZERS
+        if self.optimizer is not None and self.optimizer not in names:
+            raise UsageError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(names)}")
         if self.precision not in PRECISIONS:
             raise UsageError(f"unknown precision {self.precision!r}; choose from {', '.join(PRECISIONS)}")
         if self.batch_size is not None and self.batch_size < 1:

@@ -28,7 +28,9 @@ from typing import Any
 from memlint.errors import TargetError, UsageError
 from memlint.estimate.tracer import Ledger, ModuleTracker, make_ledger_mode
 
-OPTIMIZER_NAMES = ("sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop", "adafactor")
+OPTIMIZER_NAMES = ("sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop")
+#: Optimizers from transformers, traced through their real class when transformers is installed.
+TRANSFORMERS_OPTIMIZERS = ("adafactor",)
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16", "bf16", "fp16")
 
 
@@ -161,7 +163,8 @@ def build_optimizer(name: str | None, params: list, factory, ledger: Ledger):
         return _adafactor(params)
     if name is not None:
         if name not in table:
-            raise UsageError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZER_NAMES)}")
+            known = ", ".join(OPTIMIZER_NAMES + TRANSFORMERS_OPTIMIZERS)
+            raise UsageError(f"unknown optimizer {name!r}; choose from {known}")
         cls, kwargs = table[name]
         return cls(params, foreach=True, **kwargs)
     if factory is None:

@@ -194,7 +194,8 @@ class StorageLedger:
         """Count what is alive between steps: parameters, gradients, buffers, optimizer state.
 
         Optimizer state is that of every live ``torch.optim.Optimizer`` (found by
-        ``gc``): the step's own and any a workload's hooks own (optimizer step in backward).
+        ``gc``) that steps one of the module's parameters: the step's own and any
+        a workload's hooks own (optimizer step in backward).
         """
         import torch  # noqa: PLC0415
 
@@ -204,7 +205,8 @@ class StorageLedger:
                 self.track(param.grad)
         for buffer in step.module.buffers():
             self.track(buffer)
-        for optimizer in _live_optimizers():
+        own = {id(p) for p in step.module.parameters()}
+        for optimizer in _live_optimizers(own):
             for state in optimizer.state.values():
                 for value in state.values():
                     if isinstance(value, torch.Tensor) and value.device.type == "cpu":
@@ -229,8 +231,11 @@ class StorageLedger:
         return StorageMode()
 
 
-def _live_optimizers():
-    """Every live ``torch.optim.Optimizer`` (a gc scan; the validator's instrument only, not a hot path)."""
+def _live_optimizers(param_ids: set[int]):
+    """Every live ``torch.optim.Optimizer`` stepping a parameter whose id is in ``param_ids``.
+
+    A gc scan: the validator's instrument only, not a hot path.
+    """
     import gc  # noqa: PLC0415
     import warnings  # noqa: PLC0415
 
@@ -238,4 +243,5 @@ def _live_optimizers():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # isinstance on deprecated module proxies warns
-        return [obj for obj in gc.get_objects() if isinstance(obj, torch.optim.Optimizer)]
+        found = [obj for obj in gc.get_objects() if isinstance(obj, torch.optim.Optimizer)]
+    return [opt for opt in found if any(id(p) in param_ids for g in opt.param_groups for p in g["params"])]
