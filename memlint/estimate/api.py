@@ -394,12 +394,12 @@ def _overheads(target: Target, ledger: Ledger, choices: dict) -> dict[str, dict]
     return overheads
 
 
-def estimate(workload, options: EstimateOptions | None = None, flop_counter=None) -> "Estimate":
+def estimate(workload, options: EstimateOptions | None = None, count_flops: bool = False) -> "Estimate":
     """Trace ``options.trace_steps`` training steps of ``workload`` on meta and predict its memory (bytes).
 
     The workload is traced as it is, hooks included (a fresh build from
-    ``workload.factory`` when it has one).  flop_counter: an optional
-    ``torch.utils.flop_counter.FlopCounterMode``; its total is ``Estimate.flops`` (per step).
+    ``workload.factory`` when it has one).  count_flops: count the FLOPs of the
+    trace with the formulas of ``torch.utils.flop_counter`` (``Estimate.flops``, per step).
     Raises UsageError for invalid options, TargetError when the workload cannot be traced.
     """
     from memlint.estimate.step import trace_training  # noqa: PLC0415
@@ -408,17 +408,15 @@ def estimate(workload, options: EstimateOptions | None = None, flop_counter=None
     options.validate()
     target = options.target()
     workload = workload.fresh()
-    ledger = Ledger()
+    ledger = Ledger(count_flops=count_flops)
     started = time.perf_counter()
-    facts = trace_training(workload, options, ledger, target, flop_counter)
+    facts = trace_training(workload, options, ledger, target)
     elapsed = time.perf_counter() - started
     replay = _replay(ledger, options, cpu=not target.is_cuda)
     allocator = replay.allocator
     overheads = _overheads(target, ledger, facts["kernel_choices"])
     device_used = allocator.peak_reserved + sum(o["bytes"] for o in overheads.values())
-    flops = None
-    if flop_counter is not None:
-        flops = flop_counter.get_total_flops() // options.trace_steps
+    flops = ledger.flops // options.trace_steps if count_flops else None
     return Estimate(
         peak_allocated=allocator.peak_allocated,
         peak_reserved=allocator.peak_reserved,

@@ -149,12 +149,13 @@ def _run(args) -> int:
                 raise UsageError("--max-batch-size needs --gpu or --capacity")
             best = max_batch_size(workload, options, capacity, reserve,
                                   progress=lambda b: status.update(f"trying batch size {b}..."))
-    advice = None
+    advice = notes = None
     if getattr(args, "advise", False):
-        from memlint.estimate.advisor import advise  # noqa: PLC0415
+        from memlint.estimate.advisor import advise, not_offered  # noqa: PLC0415
 
         with _DelayedStatus("re-estimating under each remedy..."):
             advice = advise(workload, result, capacity, reserve)
+        notes = not_offered(result, advice)
     if args.format == "json":
         document = report.render_json(result, verdict, best)
         if advice is not None:
@@ -162,12 +163,13 @@ def _run(args) -> int:
 
             data = json.loads(document)
             data["advice"] = [row.to_json() for row in advice]
+            data["not_offered"] = notes
             document = json.dumps(data, indent=2)
         print(document)
     else:
         report.render_table(result, verdict, best)
         if advice is not None:
-            report.render_advice(advice)
+            report.render_advice(advice, notes=notes)
     if args.plot:
         report.plot_timeline(result, args.plot)
         print(f"memlint: wrote the memory timeline to {args.plot}", file=sys.stderr)

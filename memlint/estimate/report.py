@@ -165,26 +165,40 @@ def merged_phases(phases: list[tuple[int, str, int]]) -> list[tuple[int, str, in
     return merged
 
 
-def render_advice(rows, file: TextIO | None = None) -> None:
+def render_advice(rows, file: TextIO | None = None, notes: dict[str, str] | None = None) -> None:
     """Print the advisor's rows (:class:`memlint.estimate.advisor.Remedy`), best first.
 
     Remedies that save nothing for this model (neither device_used nor
     peak_allocated; e.g. plain SGD when the optimizer already keeps no state)
-    are named under the table instead of filling it (the JSON keeps them all).
+    are named under the table instead of filling it (the JSON keeps them all),
+    and so are the remedies not offered, with why (``notes``, e.g. no bf16 below sm80).
     """
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     helpful = [row for row in rows if row.saved > 0 or row.saved_allocated > 0]
     idle = [row.title for row in rows if row not in helpful]
-    table = Table(title="Remedies, each re-estimated, ranked by memory saved", title_justify="left")
-    for column in ("#", "remedy", "device_used", "saved", "allocated saved", "fits", "cost"):
-        table.add_column(column, justify="right" if column in ("#", "device_used", "saved", "allocated saved") else "left")
+    table = Table(title="Remedies, each re-estimated", title_justify="left")
+    numeric = ("#", "device_used", "saved", "needs", "FLOPs")
+    for column in ("#", "remedy", "device_used", "saved", "needs", "fits", "FLOPs", "cost"):
+        table.add_column(column, justify="right" if column in numeric else "left")
     for rank, row in enumerate(helpful, start=1):
         fits = "-" if row.fits is None else ("yes" if row.fits else "no")
-        table.add_row(str(rank), row.title, format_bytes(row.device_used), format_bytes(row.saved),
-                      format_bytes(row.saved_allocated), fits, row.cost)
+        flops = "-" if row.flops_change is None else f"{row.flops_change:+.0%}"
+        table.add_row(str(rank), _remedy_title(row), format_bytes(row.device_used), format_bytes(row.saved),
+                      format_bytes(row.required_bytes), fits, flops, row.cost)
     console = Console(file=file, highlight=False)
     console.print(table)
     if idle:
         console.print(f"Save nothing for this model (not shown): {', '.join(idle)}", soft_wrap=True)
+    for name, why in (notes or {}).items():
+        console.print(f"Not offered: {name} -- {why}", soft_wrap=True)
+
+
+def _remedy_title(row) -> str:
+    """The remedy's title; checkpointing names the blocks it wrapped."""
+    if row.key != "checkpointing" or not row.checkpointed:
+        return row.title
+    names = row.checkpointed
+    shown = ", ".join(names[:3]) + (f", ... ({len(names)} blocks)" if len(names) > 3 else "")
+    return f"{row.title}: {shown}"

@@ -295,11 +295,10 @@ def _retag_hooks(params, ledger: Ledger) -> list:
     return handles
 
 
-def trace_training(workload, options, ledger: Ledger, target, flop_counter=None) -> dict:
-    """Trace ``options.steps`` steps into ``ledger``; returns facts for the report.
+def trace_training(workload, options, ledger: Ledger, target) -> dict:
+    """Trace ``options.trace_steps`` steps into ``ledger``; returns facts for the report.
 
-    target: the :class:`memlint.estimate.target.Target` whose kernels are emulated;
-    flop_counter: an optional ``torch.utils.flop_counter.FlopCounterMode`` stacked on the trace.
+    target: the :class:`memlint.estimate.target.Target` whose kernels are emulated.
     Facts: checkpointed (FQNs), micro_batch, batch_size, optimizer, kernel_choices, unmodelled, steps.
     """
     import torch  # noqa: PLC0415
@@ -324,8 +323,6 @@ def trace_training(workload, options, ledger: Ledger, target, flop_counter=None)
             stack.enter_context(ModuleTracker(module, ledger))
             stack.enter_context(emulation)
             stack.enter_context(make_ledger_mode(ledger, target))
-            if flop_counter is not None:
-                stack.enter_context(flop_counter)
             stack.enter_context(make_cuda_to_meta_mode(ledger))
             for step in range(options.trace_steps):
                 _one_step(workload, module, optimizer, options, micro_batch, ledger, state, step)

@@ -66,6 +66,8 @@ class Ledger:
     unsupported: dict[tuple[str, str], UnsupportedOp] = field(default_factory=dict)
     unmodelled: dict[tuple[str, str], int] = field(default_factory=dict)
     scratch_probe: Any = None
+    count_flops: bool = False
+    flops: int = 0
     op_index: int = 0
     phase: str = "setup"
     step: int = 0
@@ -210,6 +212,7 @@ def make_ledger_mode(ledger: Ledger, target=None):
     from memlint.estimate.handlers import MATMUL_OPS, DispatchRules, dispatch_rules, fallback_table  # noqa: PLC0415
 
     fallbacks = fallback_table()
+    flop_formulas = _flop_formulas() if ledger.count_flops else {}
     rules = dispatch_rules(target) if target is not None else DispatchRules({}, {}, {})
     cublas_bytes = target.cublas_workspace if target is not None else 0
     probed = rules.probed if ledger.scratch_probe is not None else {}
@@ -236,6 +239,9 @@ def make_ledger_mode(ledger: Ledger, target=None):
                 ledger.scratch_probe.collect(func, args, kwargs, ledger.op_index, len(ledger.events), ledger.module)
             if cublas_bytes and name in MATMUL_OPS:
                 self._cublas_workspace(name)
+            formula = flop_formulas.get(func.overloadpacket)
+            if formula is not None:
+                ledger.flops += formula(*args, **kwargs, out_val=out)
             return out
 
         def _run(self, func, name, args, kwargs):
@@ -265,6 +271,14 @@ def make_ledger_mode(ledger: Ledger, target=None):
                 ledger.persistent(cublas_bytes, f"cublas workspace ({name})")
 
     return LedgerMode()
+
+
+def _flop_formulas() -> dict:
+    """FLOP formulas per aten op: ``torch.utils.flop_counter.flop_registry``, the table FlopCounterMode counts with
+    (used directly: FlopCounterMode's own module tracking hooks would keep tensors alive and change the trace)."""
+    from torch.utils.flop_counter import flop_registry  # noqa: PLC0415
+
+    return dict(flop_registry)
 
 
 class ModuleTracker:
