@@ -70,15 +70,16 @@ def test_adafactor_is_transformers_real_class():
 
 
 def test_step_in_backward_and_offload_are_traced():
-    base = estimate(_blocks(), EstimateOptions(batch_size=BATCH, optimizer="adam", gpu="A100-80GB"))
+    big = 64 * BATCH  # activations, not the optimizer step, make the peak
+    base = estimate(_blocks(), EstimateOptions(batch_size=big, optimizer="adam", gpu="A100-80GB"))
     rows = {row.key: row for row in advise(_blocks(), base)}
     fused = estimate(_blocks(), rows["step-in-backward"].options)
     assert fused.optimizer == "Adam per parameter, stepped in backward"
     assert max(fused.timeline.by_category["gradient"]) == DIM * DIM * 4 + DIM * 4
     offload = estimate(_blocks(), rows["offload"].options)
     # every tensor saved for the backward went to the host: what stays is the output and the loss
-    assert offload.activation_bytes == BATCH * DIM * 4 + 4 < base.activation_bytes
-    assert offload.peak_tensor_bytes < base.peak_tensor_bytes  # (peak_allocated: the cuBLAS workspaces dominate)
+    assert offload.activation_bytes == big * DIM * 4 + 4 < base.activation_bytes
+    assert offload.peak_allocated < base.peak_allocated
 
 
 def test_nothing_to_checkpoint_is_said():
