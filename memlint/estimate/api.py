@@ -22,9 +22,10 @@ from memlint.estimate.units import parse_bytes
 
 SCHEMA_VERSION = 2
 #: Steps traced by default: one warm-up step and two measured ones.  With the
-#: allocator model the peaks of every fixture and transformers model settle
-#: by the second step and do not change over steps 2-6 (measured:
-#: tests/benchmarks/settle_steps.py, docs/estimator.md "Steady state").
+#: allocator model the peaks of all 40 configurations of the fixtures and the
+#: transformers models settle after step 1 and do not change over steps 1-5
+#: (measured: tests/benchmarks/settle_steps.py, docs/estimator.md "Steady state");
+#: the second measured step is margin.
 DEFAULT_STEPS = 3
 __all__ = ["DEFAULT_CC", "DEFAULT_STEPS", "Estimate", "EstimateOptions", "Verdict", "estimate", "fits",
            "max_batch_size", "resolve_capacity", "resolve_gpu", "Probe", "largest_fitting"]

@@ -236,6 +236,8 @@ def run_backend(backend: str, call: SdpaCall, scale, on_cuda: bool):
     if backend == "efficient":
         if mask is not None:
             mask = _preprocess_mem_eff_mask(mask, q, k)
+        if k.shape[1] != q.shape[1]:
+            k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
         return aten._scaled_dot_product_efficient_attention(q, k, v, mask, lse, call.dropout_p, call.is_causal,
                                                             scale=scale)[0]
     return aten._scaled_dot_product_attention_math(q, k, v, mask, call.dropout_p, call.is_causal, None,
@@ -257,6 +259,9 @@ def make_sdpa_kernel(target, choices, note_unmodelled):
         choices[f"sdpa:{backend}"] += 1
         if backend == "cudnn":
             note_unmodelled("cuDNN attention: its workspace is not modelled")
+        if backend == "efficient" and key.shape[1] != query.shape[1]:
+            note_unmodelled("memory-efficient attention with grouped-query K/V: modelled with K/V expanded to the "
+                            "query heads (the kernel's own GQA handling is not modelled)")
         return run_backend(backend, call, scale, target.is_cuda)
 
     return kernel

@@ -233,3 +233,19 @@ def test_checkpointing_without_repeated_blocks_says_so(tmp_path):
     out = io.StringIO()
     render_table(result, file=out)
     assert "--checkpointing found no repeated blocks to checkpoint" in out.getvalue()
+
+
+def test_peaks_settle_after_the_first_step(gpt):
+    """The steady state: six traced steps, the allocator model's peaks do not move after step 1."""
+    result = estimate(gpt, EstimateOptions(optimizer="adam", steps=6))
+    peaks = [(p["allocated"], p["reserved"]) for p in result.step_peaks]
+    assert len(peaks) == 6 and len(set(peaks[1:])) == 1
+    assert peaks[0][0] < peaks[1][0]  # step 0 has no optimizer state yet
+    assert result.memory_stats["allocated_bytes.all.peak"] == peaks[1][0] == result.peak_allocated
+
+
+def test_grouped_query_attention_on_the_efficient_kernel_is_noted():
+    workload = load_workload(target("hf_models.py") + ":llama")
+    result = estimate(workload, EstimateOptions(gpu="A100-80GB"))  # fp32: flash does not apply
+    assert result.kernel_choices["sdpa:efficient"] > 0
+    assert any("grouped-query" in item["kernel"] for item in result.unmodelled)
