@@ -30,9 +30,13 @@ def load_bounds(path: Path = BOUNDS_PATH) -> dict:
     return json.loads(Path(path).read_text())
 
 
+PEERS_DIR = RECORDS_DIR / "peers"
+
+
 def record_files(directory: Path = RECORDS_DIR) -> list[Path]:
-    """Every record ``*.json`` under ``directory`` (recursively), bounds.json excluded, sorted."""
-    return sorted(p for p in Path(directory).rglob("*.json") if p.name != BOUNDS_PATH.name)
+    """Every record ``*.json`` under ``directory`` (recursively), bounds.json and peers/ excluded, sorted."""
+    return sorted(p for p in Path(directory).rglob("*.json")
+                  if p.name != BOUNDS_PATH.name and "peers" not in p.relative_to(directory).parts)
 
 
 def _matches(deviation: dict, device: str, number: str, target: str, precision: str) -> bool:
@@ -171,10 +175,43 @@ def _published_section(subset: list[dict], bounds: dict) -> list[str]:
 BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
 
 
-def update_doc(doc: Path = DOC_PATH, directory: Path = RECORDS_DIR) -> str:
-    """Rewrite the generated block of ``doc`` (between BEGIN/END markers) from the records."""
+def render_peers(peers: dict, records: list[dict]) -> str:
+    """The fvcore peer table: a formula estimate from fvcore's activation count vs the CPU truth and memlint."""
+    by_name = {f"{Path(r['workload']['target']).name}": r for r in records if record_kind(r) == "cpu"}
+    lines = ["", f"### Peer baseline: a formula estimate from {peers['tool']}", "",
+             "parameters + gradients + optimizer state + 4 bytes x fvcore's activation count (fp32 records; "
+             "`python tests/benchmarks/peer_baselines.py`).", "",
+             "| workload | measured cpu_peak MiB | memlint error | formula (fvcore) error | fvcore unsupported ops |",
+             "|---|---|---|---|---|"]
+    for result in peers["results"].values():
+        record = by_name.get(Path(result["target"]).name)
+        if record is None:
+            continue
+        measured = record["measured"]["cpu_peak"]
+        ours = relative_error(estimated_value(record, "cpu_peak"), measured)
+        if "error" in result:
+            lines.append(f"| {_short(result['target'])} | {_mib(measured)} | {ours:+.2%} | (fvcore failed: "
+                         f"{result['error']}) | |")
+            continue
+        theirs = relative_error(result["formula_bytes"], measured)
+        unsupported = ", ".join(result["unsupported_ops"][:4]) + ("..." if len(result["unsupported_ops"]) > 4 else "")
+        lines.append(f"| {_short(result['target'])} | {_mib(measured)} | {ours:+.2%} | {theirs:+.2%} | {unsupported} |")
+    return "\n".join(lines) + "\n"
+
+
+def generated_block(directory: Path = RECORDS_DIR) -> str:
+    """The generated part of docs/accuracy.md from the records, the bounds and the peer baselines."""
     records = [json.loads(p.read_text()) for p in record_files(directory)]
     generated = render_markdown(records, load_bounds(directory / BOUNDS_PATH.name))
+    peers = directory / "peers" / "fvcore.json"
+    if peers.is_file():
+        generated += render_peers(json.loads(peers.read_text()), records)
+    return generated
+
+
+def update_doc(doc: Path = DOC_PATH, directory: Path = RECORDS_DIR) -> str:
+    """Rewrite the generated block of ``doc`` (between BEGIN/END markers) from :func:`generated_block`."""
+    generated = generated_block(directory)
     text = doc.read_text()
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)
