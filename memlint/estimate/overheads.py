@@ -62,8 +62,9 @@ CONTEXT_MEASUREMENTS: tuple[ContextMeasurement, ...] = (
     ContextMeasurement(
         (7, 0), (11, 2), "eager", 1343 * MiB, "Tesla V100-SXM2-16GB",
         "NVML used after torch.ones((1, 1)).to('cuda') (driver 460.91.03)",
-        "Hugging Face transformers docs, 'Efficient Training on a Single GPU' (perf_train_gpu_one, 2022-01): "
-        "https://huggingface.co/docs/transformers/v4.18.0/en/perf_train_gpu_one"),
+        "Hugging Face transformers docs, 'Efficient Training on a Single GPU' (January 2022): "
+        "https://github.com/huggingface/transformers/blob/0016acf7ef421c7fe8eff7945de52c71896c3b01/"
+        "docs/source/en/perf_train_gpu_one.mdx"),
     ContextMeasurement(
         (8, 0), (12, 2), "lazy", 426 * MiB, "NVIDIA PG509-210 (A100 80GB SXM)",
         "nvidia-smi per-process memory of an idle PyTorch process (driver 535.183.06)",
