@@ -103,7 +103,7 @@ def _precision_rows(base: Estimate) -> list:
     return rows
 
 
-def _memory_layout_rows(base: Estimate) -> list:
+def _memory_layout_rows(base: Estimate, full: bool = True) -> list:
     opts = base.options
     rows = []
     if not opts.checkpointing:
@@ -117,6 +117,8 @@ def _memory_layout_rows(base: Estimate) -> list:
     if not opts.set_to_none:
         rows.append(("set-to-none", "zero_grad(set_to_none=True)", replace(opts, set_to_none=True),
                      COSTS["set-to-none"]))
+    if not full:
+        return rows
     if opts.grad_accum == 1 and not opts.step_in_backward and opts.world_size == 1:
         rows.append(("step-in-backward", "optimizer step in backward (post-accumulate-grad hooks)",
                      replace(opts, step_in_backward=True), COSTS["step-in-backward"]))
@@ -126,7 +128,7 @@ def _memory_layout_rows(base: Estimate) -> list:
     return rows
 
 
-def _optimizer_rows(base: Estimate) -> list:
+def _optimizer_rows(base: Estimate, full: bool = True) -> list:
     opts = base.options
     current = (opts.optimizer or base.optimizer or "").lower()
     rows = []
@@ -136,7 +138,7 @@ def _optimizer_rows(base: Estimate) -> list:
         rows.append(("sgd-momentum", "SGD with momentum", replace(opts, optimizer="sgd-momentum"),
                      COSTS["sgd-momentum"]))
     rows.append(("sgd", "plain SGD", replace(opts, optimizer="sgd"), COSTS["sgd"]))
-    if current != "adafactor" and importlib.util.find_spec("transformers") is not None:
+    if full and current != "adafactor" and importlib.util.find_spec("transformers") is not None:
         rows.append(("adafactor", "Adafactor (transformers)", replace(opts, optimizer="adafactor"), COSTS["adafactor"]))
     return rows
 
@@ -155,9 +157,13 @@ def _sharding_rows(base: Estimate, world_size: int) -> list:
     return rows
 
 
-def candidate_remedies(base: Estimate, world_size: int = 8) -> list[tuple[str, str, EstimateOptions | list, str]]:
-    """(key, title, options or list of options to try in order, cost) for every remedy that applies to ``base``."""
-    return (_precision_rows(base) + _memory_layout_rows(base) + _optimizer_rows(base)
+def candidate_remedies(base: Estimate, world_size: int = 8,
+                       full: bool = True) -> list[tuple[str, str, EstimateOptions | list, str]]:
+    """(key, title, options or list of options to try in order, cost) for every remedy that applies to ``base``.
+
+    full=False: the remedies of memlint 0.1 only (no step in backward, offload or Adafactor).
+    """
+    return (_precision_rows(base) + _memory_layout_rows(base, full) + _optimizer_rows(base, full)
             + _sharding_rows(base, world_size))
 
 
@@ -183,21 +189,27 @@ def _try(workload, tries, run, capacity_bytes, reserve):
 
 
 def advise(workload, base: Estimate, capacity_bytes: int | None = None, reserve: float = 0.10,
-           world_size: int = 8, run: Callable[[object, EstimateOptions], Estimate] = with_flops) -> list[Remedy]:
+           world_size: int = 8, run: Callable[[object, EstimateOptions], Estimate] | None = None,
+           full: bool = False) -> list[Remedy]:
     """Re-estimate ``workload`` under each remedy of :func:`candidate_remedies`; ranked rows (see module docstring).
 
     capacity_bytes: target memory (bytes) for the fits column and the ranking (None: fits is None).
-    run: the estimate function (default :func:`with_flops`; tests pass a counting wrapper).
+    run: the estimate function (default :func:`with_flops` when full, else ``estimate``; tests pass wrappers).
+    full: every remedy, the FLOPs of each, checkpointing only where it finds blocks, and the ranking by
+        the memory needed when the baseline does not fit (``memlint estimate --advise``).  False keeps
+        the remedies and the ranking by memory saved of memlint 0.1 (what ``memlint check`` calls
+        until it passes full=True).
     """
+    run = run or (with_flops if full else estimate)
     baseline_flops = base.flops if base.flops is not None else run(workload, base.options).flops
     rows: list[Remedy] = []
-    for key, title, options, cost in candidate_remedies(base, world_size):
+    for key, title, options, cost in candidate_remedies(base, world_size, full):
         tries = options if isinstance(options, list) else [options]
         result, verdict = _try(workload, tries, run, capacity_bytes, reserve)
         if key == "grad-accum":
             title = f"micro-batch {result.micro_batch} x {result.options.grad_accum} accumulation steps"
             cost = cost.format(k=result.options.grad_accum, micro=result.micro_batch)
-        if key == "checkpointing" and not result.checkpointed:
+        if full and key == "checkpointing" and not result.checkpointed:
             continue  # nothing to checkpoint: said under the table (see not_offered)
         change = _flops_change(result, baseline_flops)
         rows.append(Remedy(key, title, result.options, result.device_used, base.device_used - result.device_used,
@@ -206,7 +218,7 @@ def advise(workload, base: Estimate, capacity_bytes: int | None = None, reserve:
                            required_bytes=verdict.required_bytes if verdict else result.device_used,
                            flops=result.flops, flops_change=change, checkpointed=list(result.checkpointed)))
     base_fits = fits(base, capacity_bytes, reserve).fits if capacity_bytes else True
-    if base_fits:
+    if base_fits or not full:
         rows.sort(key=lambda r: (-r.saved, -r.saved_allocated, r.key))
     else:
         rows.sort(key=lambda r: (not r.fits, r.required_bytes, r.key))

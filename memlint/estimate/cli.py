@@ -154,7 +154,7 @@ def _run(args) -> int:
         from memlint.estimate.advisor import advise, not_offered  # noqa: PLC0415
 
         with _DelayedStatus("re-estimating under each remedy..."):
-            advice = advise(workload, result, capacity, reserve)
+            advice = advise(workload, result, capacity, reserve, full=True)
         notes = not_offered(result, advice)
     if args.format == "json":
         document = report.render_json(result, verdict, best)
