@@ -140,45 +140,26 @@ def _resolve(name: str):
 def _profile(signatures: list[tuple]) -> dict[tuple, int]:
     """Run each call twice (the second measured) in one profiler session; scratch = peak - end total."""
     import torch  # noqa: PLC0415
-    from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
+    from torch.profiler import record_function  # noqa: PLC0415
 
-    from memlint.validate.cpu import _memory_timeline, _without_profiler_banner, _window_peak  # noqa: PLC0415
+    from memlint.validate.cpu import memory_profile  # noqa: PLC0415
 
     prepared = []
     for sig in signatures:
         args, kwargs = _build(sig[1]), dict(_build(sig[2]))
         prepared.append((sig, _resolve(sig[0]), args, kwargs))
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _without_profiler_banner():
-        prof.start()
-    try:
-        with torch.no_grad():
-            for index, (_, op, args, kwargs) in enumerate(prepared):
-                op(*args, **kwargs)
-                with record_function(f"{PROBE_RANGE}_{index}"):
-                    out = op(*args, **kwargs)
-                del out
-    finally:
-        with _without_profiler_banner():
-            prof.stop()
-    events = prof.profiler.kineto_results.events()
-    timeline = _memory_timeline(events)
-    ranges = {int(e.name().rsplit("_", 1)[1]): (e.start_ns(), e.end_ns())
-              for e in events if e.name().startswith(PROBE_RANGE)}
+    with memory_profile() as profiled, torch.no_grad():
+        for index, (_, op, args, kwargs) in enumerate(prepared):
+            op(*args, **kwargs)
+            with record_function(f"{PROBE_RANGE}_{index}"):
+                out = op(*args, **kwargs)
+            del out
     scratch = {}
     for index, (sig, _, _, _) in enumerate(prepared):
-        start, end = ranges[index]
-        peak, _ = _window_peak(timeline, start, end)
-        scratch[sig] = max(0, peak - _total_at(timeline, end))
+        start, end = profiled.ranges[f"{PROBE_RANGE}_{index}"]
+        peak, _ = profiled.window_peak(start, end)
+        scratch[sig] = max(0, peak - profiled.total_at(end))
     return scratch
-
-
-def _total_at(timeline, when_ns: int) -> int:
-    """The allocator's running total just after ``when_ns``."""
-    import bisect  # noqa: PLC0415
-
-    index = bisect.bisect_right([t for t, _ in timeline], when_ns)
-    return timeline[index - 1][1] if index else 0
 
 
 def add_measured_scratch(ledger, probe: ScratchProbe) -> None:

@@ -21,6 +21,7 @@ def _escape(text: str) -> str:
 
 
 def handler_table() -> list[str]:
+    """Markdown lines: one row per op handler (op, target device, memory modelled, source)."""
     from memlint.estimate.handlers import OP_HANDLERS  # noqa: PLC0415
 
     lines = ["### Op handlers", "", "| op | target | memory modelled | source |", "|---|---|---|---|"]
@@ -30,6 +31,7 @@ def handler_table() -> list[str]:
 
 
 def context_table() -> list[str]:
+    """Markdown lines: the CUDA context measurements the model picks from (MiB, GPU, CUDA, loading, source)."""
     from memlint.estimate.overheads import CONTEXT_MEASUREMENTS  # noqa: PLC0415
 
     lines = ["### CUDA context measurements", "", "| GPU | sm | CUDA | loading | MiB | what | source |",
@@ -41,6 +43,7 @@ def context_table() -> list[str]:
 
 
 def version_table() -> list[str]:
+    """Markdown lines: behaviours of torch releases older than the modelled one, with their sources."""
     from memlint.estimate.autocast import MODELLED_TORCH  # noqa: PLC0415
     from memlint.estimate.torch_versions import VERSION_FACTS  # noqa: PLC0415
 
@@ -52,6 +55,7 @@ def version_table() -> list[str]:
 
 
 def autocast_table() -> list[str]:
+    """Markdown lines: the modelled torch's autocast op lists per policy, CUDA and CPU (first 8 ops each)."""
     from memlint.estimate.autocast import CPU_POLICIES, CUDA_POLICIES, MODELLED_TORCH  # noqa: PLC0415
 
     lines = [f"### Autocast op lists (torch {MODELLED_TORCH})", "", "| policy | CUDA ops | CPU ops |", "|---|---|---|"]
@@ -63,6 +67,7 @@ def autocast_table() -> list[str]:
 
 
 def scratch_table() -> list[str]:
+    """Markdown lines: the CPU kernels whose scratch is measured by running them, and when."""
     from memlint.estimate.cpu_scratch import PROBE_LIMIT_BYTES, PROBED_OPS  # noqa: PLC0415
 
     lines = ["### CPU kernels whose scratch is measured", "",
@@ -75,6 +80,7 @@ def scratch_table() -> list[str]:
 
 
 def catalog_table() -> list[str]:
+    """Markdown lines: the GPU catalog (capacity in MiB, compute capability, source)."""
     from memlint.estimate.gpus import CATALOG  # noqa: PLC0415
 
     lines = ["### GPU catalog", "", "| name | MiB | sm | source |", "|---|---|---|---|"]

@@ -22,18 +22,16 @@ decomposed path, which keeps other tensors than the fused kernels do:
 
 from __future__ import annotations
 
+from memlint.estimate.units import round_up
+
 PAGE = 4096
 #: gates per cell: LSTM 4, GRU 3, vanilla RNN 1 (cuDNN and oneDNN cell definitions).
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
 def good_ld(dim: int, elsize: int = 4) -> int:
     """oneDNN's leading dimension (``rnn_utils::get_good_ld``): 64-byte aligned, not a multiple of 256 elements."""
-    ld = _round_up(dim, 64 // elsize)
+    ld = round_up(dim, 64 // elsize)
     return ld + 64 // elsize if ld % 256 == 0 else ld
 
 
@@ -59,8 +57,8 @@ def onednn_lstm_workspace_bytes(time: int, batch: int, input_size: int, hidden: 
                states * good_ld(widest) * 4, states * good_ld(widest) * 4, states * hidden * 4]
     offset = 0
     for size in regions:
-        offset = _round_up(offset, PAGE) + size
-    return _round_up(offset, PAGE)
+        offset = round_up(offset, PAGE) + size
+    return round_up(offset, PAGE)
 
 
 def cudnn_reserve_bytes(mode: str, time: int, batch: int, hidden: int, layers: int, directions: int,

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memlint.estimate.units import round_up
+
 #: Default priority order of the CUDA backends in the modelled torch (enum values
 #: of ``torch.nn.attention.SDPBackend``: flash 1, efficient 2, math 0, cudnn 3).
 CUDA_PRIORITY = ("flash", "efficient", "math", "cudnn")
@@ -267,10 +269,6 @@ def make_sdpa_kernel(target, choices, note_unmodelled):
     return kernel
 
 
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
 def flash_backward_scratch(args) -> list[tuple[int, str]]:
     """Buffers mha_bwd (flash_api.cpp) allocates during the flash backward: (bytes, what).
 
@@ -280,9 +278,9 @@ def flash_backward_scratch(args) -> list[tuple[int, str]]:
     """
     query, key = args[1], args[2]
     batch, heads, length, dim = query.shape
-    rounded = _round_up(length, 128)
+    rounded = round_up(length, 128)
     out = [(batch * heads * rounded * 4, "flash bwd softmax_d"),
-           (batch * rounded * heads * _round_up(dim, 32) * 4, "flash bwd dq_accum")]
+           (batch * rounded * heads * round_up(dim, 32) * 4, "flash bwd dq_accum")]
     if key.shape[1] != heads:
         expanded = batch * key.shape[2] * heads * dim * query.element_size()
         out += [(expanded, "flash bwd dk_expanded"), (expanded, "flash bwd dv_expanded")]

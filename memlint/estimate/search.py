@@ -25,6 +25,7 @@ class Probe:
 
     @property
     def has_bytes(self) -> bool:
+        """Whether the probe gave both byte counts (then the search can interpolate)."""
         return self.required_bytes is not None and self.usable_bytes is not None
 
 
@@ -40,6 +41,7 @@ class _Known:
         self.answers: dict[int, Probe] = dict(known or {})
 
     def fits(self, n: int) -> bool:
+        """Whether ``n`` fits, probing it on first use."""
         if n not in self.answers:
             self.answers[n] = _as_probe(self.probe(n))
         return self.answers[n].fits

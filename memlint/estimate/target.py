@@ -51,6 +51,7 @@ class Target:
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the estimate is for a CUDA GPU (else the CPU)."""
         return self.device == "cuda"
 
     @property

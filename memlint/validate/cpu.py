@@ -19,6 +19,7 @@ with the allocator peak and peak_tensor_bytes with the tensor peak.
 
 from __future__ import annotations
 
+import bisect
 import os
 import sys
 import tempfile
@@ -55,26 +56,54 @@ class CpuMeasurement:
         return self.peak_allocator_bytes - self.peak_tensor_bytes
 
 
-def _memory_timeline(events):
-    """[(time_ns, running live bytes)] from the profiler's ``[memory]`` events, time-ordered."""
+class MemoryProfile:
+    """The CPU allocator's running total during one profiler session, and its labelled ranges.
+
+    timeline: [(time_ns, live bytes)] from the profiler's ``[memory]`` events, time-ordered;
+    ranges: {label: (start_ns, end_ns)} of every ``record_function`` range opened inside it.
+    Both are filled when the ``memory_profile()`` block exits.
+    """
+
+    def __init__(self) -> None:
+        self.timeline: list[tuple[int, int]] = []
+        self.ranges: dict[str, tuple[int, int]] = {}
+
+    def window_peak(self, start_ns: int, end_ns: int) -> tuple[int, int]:
+        """(peak, baseline) bytes of the running total over [start_ns, end_ns]; baseline = value at start."""
+        times = [t for t, _ in self.timeline]
+        first = bisect.bisect_left(times, start_ns)
+        last = bisect.bisect_right(times, end_ns)
+        baseline = self.timeline[first - 1][1] if first > 0 else 0
+        inside = [live for _, live in self.timeline[first:last]]
+        return max([baseline, *inside]), baseline
+
+    def total_at(self, when_ns: int) -> int:
+        """Bytes live just after ``when_ns``."""
+        index = bisect.bisect_right([t for t, _ in self.timeline], when_ns)
+        return self.timeline[index - 1][1] if index else 0
+
+
+@contextmanager
+def memory_profile() -> Iterator[MemoryProfile]:
+    """Profile the CPU allocator (torch.profiler, ``profile_memory=True``) around the block, quietly."""
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+
+    result = MemoryProfile()
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False)
+    with _without_profiler_banner():
+        prof.start()
+    try:
+        yield result
+    finally:
+        with _without_profiler_banner():
+            prof.stop()
+    events = prof.profiler.kineto_results.events()
     memory = sorted(((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"), key=lambda t: t[0])
-    timeline, live = [], 0
+    live = 0
     for when, nbytes in memory:
         live += nbytes
-        timeline.append((when, live))
-    return timeline
-
-
-def _window_peak(timeline, start_ns: int, end_ns: int) -> tuple[int, int]:
-    """(peak, baseline) of the running sum over [start_ns, end_ns]; baseline = value at start."""
-    import bisect  # noqa: PLC0415
-
-    times = [t for t, _ in timeline]
-    first = bisect.bisect_left(times, start_ns)
-    last = bisect.bisect_right(times, end_ns)
-    baseline = timeline[first - 1][1] if first > 0 else 0
-    inside = [live for _, live in timeline[first:last]]
-    return max([baseline, *inside]), baseline
+        result.timeline.append((when, live))
+    result.ranges = {e.name(): (e.start_ns(), e.end_ns()) for e in events if e.name() != "[memory]"}
 
 
 def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -> CpuMeasurement:
@@ -84,7 +113,7 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
     PyTorch's own CPU kernels run.  Raises TargetError / UsageError (one line).
     """
     import torch  # noqa: PLC0415
-    from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
+    from torch.profiler import record_function  # noqa: PLC0415
 
     from memlint.validate.runner import load_real_workload, prepare_step  # noqa: PLC0415
 
@@ -95,10 +124,7 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
     started = time.perf_counter()
     torch.manual_seed(0)
     tensor_peak = 0
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False)
-    with _without_profiler_banner():
-        prof.start()
-    try:
+    with memory_profile() as profiled:
         workload = load_real_workload(target, inputs, options.batch_size, "cpu")
         step = prepare_step(workload, options, "cpu")
         for _ in range(max(1, warmup)):
@@ -110,19 +136,10 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
                 _run_step(step, ledger)
             tensor_peak = max(tensor_peak, ledger.peak)
         del step, workload
-    finally:
-        with _without_profiler_banner():
-            prof.stop()
-    events = prof.profiler.kineto_results.events()
-    timeline = _memory_timeline(events)
-    ranges = sorted((e.start_ns(), e.end_ns()) for e in events if e.name().startswith(MEASURED_RANGE))
-    peaks, baselines = [], []
-    for start, end in ranges:
-        peak, baseline = _window_peak(timeline, start, end)
-        peaks.append(peak)
-        baselines.append(baseline)
+    windows = [profiled.window_peak(*profiled.ranges[f"{MEASURED_RANGE}_{index}"]) for index in range(steps)]
+    peaks = [peak for peak, _ in windows]
     return CpuMeasurement(peak_allocator_bytes=max(peaks), peak_tensor_bytes=tensor_peak, step_peaks=peaks,
-                          baseline_bytes=baselines[0], memory_events=len(timeline),
+                          baseline_bytes=windows[0][1], memory_events=len(profiled.timeline),
                           seconds=time.perf_counter() - started)
 
 

@@ -74,20 +74,28 @@ def test_peak_reset():
     assert a.peak_allocated == 0 and a.peak_reserved == 30 * MiB
 
 
-def test_random_sequences_keep_invariants():
+def _random_mallocs_and_frees(seed, steps, free_probability, size_ranges):
+    """Yield (allocator, live blocks, requested size or None) after each random malloc or free."""
     import random
 
-    rng = random.Random(0)
+    rng = random.Random(seed)
     a = CachingAllocatorModel()
     live = []
-    for _ in range(2000):
-        if live and rng.random() < 0.45:
+    for _ in range(steps):
+        if live and rng.random() < free_probability:
             a.free(live.pop(rng.randrange(len(live))))
+            yield a, live, None
         else:
-            size = rng.choice([rng.randint(1, 4096), rng.randint(4096, 2 * MiB), rng.randint(2 * MiB, 40 * MiB)])
-            block = a.malloc(size)
-            assert block.size >= round_size(size)
-            live.append(block)
+            size = rng.randint(*rng.choice(size_ranges))
+            live.append(a.malloc(size))
+            yield a, live, size
+
+
+def test_random_sequences_keep_invariants():
+    ranges = [(1, 4096), (4096, 2 * MiB), (2 * MiB, 40 * MiB)]
+    for a, live, size in _random_mallocs_and_frees(0, 2000, 0.45, ranges):
+        if size is not None:
+            assert live[-1].size >= round_size(size)
         assert 0 <= a.allocated <= a.reserved
         assert a.allocated == sum(b.size for b in live)
         assert a.peak_allocated >= a.allocated and a.peak_reserved == a.reserved
@@ -131,16 +139,7 @@ def test_inactive_split_bytes_track_free_pieces_of_split_segments():
 
 
 def test_random_sequences_keep_inactive_split_consistent():
-    import random
-
-    rng = random.Random(1)
-    a = CachingAllocatorModel()
-    live = []
-    for _ in range(1500):
-        if live and rng.random() < 0.5:
-            a.free(live.pop(rng.randrange(len(live))))
-        else:
-            live.append(a.malloc(rng.choice([rng.randint(1, 4096), rng.randint(2 * MiB, 9 * MiB)])))
+    for a, _, _ in _random_mallocs_and_frees(1, 1500, 0.5, [(1, 4096), (2 * MiB, 9 * MiB)]):
         free_split = sum(block.size for pool in (True, False) for block in a._pools[pool][1].values()
                          if block.prev is not None or block.next is not None)
         assert a.inactive_split == free_split

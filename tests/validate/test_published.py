@@ -1,11 +1,8 @@
 """Published measurements (fixtures/validation/published), re-estimated from configs against their bounds."""
 
 import json
-import os
 
 import pytest
-from validate_helpers import ROOT
-
 from memlint.estimate.api import EstimateOptions, estimate
 from memlint.estimate.workload import load_workload
 from memlint.validate.accuracy import bound_for, load_bounds, record_files, relative_error
@@ -14,12 +11,7 @@ from memlint.validate.record import check_record
 PUBLISHED = [p for p in record_files() if "published" in p.parts]
 
 
-@pytest.fixture(autouse=True)
-def _cwd():
-    old = os.getcwd()
-    os.chdir(ROOT)
-    yield
-    os.chdir(old)
+pytestmark = pytest.mark.usefixtures("at_repo_root")
 
 
 def test_the_hugging_face_table_is_recorded_in_full():
