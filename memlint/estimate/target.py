@@ -97,8 +97,9 @@ def resolve_target(device: str = "cuda", gpu: str | None = None, cuda: str | Non
         except ValueError as exc:
             raise UsageError(f"torch_version: {exc}") from None
     if device == "cpu":
-        if gpu is not None:
-            raise UsageError("--device cpu cannot be combined with --gpu (the CPU is the target)")
+        for option, value in (("--gpu", gpu), ("--cuda", cuda), ("--cuda-context", cuda_context_bytes)):
+            if value is not None:
+                raise UsageError(f"--device cpu cannot be combined with {option} (the CPU is the target)")
         return Target("cpu", torch_version=torch_version)
     spec = resolve_gpu(gpu)
     cc = spec.compute_capability if spec else DEFAULT_CC

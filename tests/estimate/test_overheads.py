@@ -75,6 +75,8 @@ def test_target_resolution_and_overrides():
     ({"device": "cuda", "cuda": "twelve"}, "--cuda 'twelve'"),
     ({"device": "cuda", "cuda_context_bytes": -1}, "--cuda-context must be >= 0"),
     ({"device": "cpu", "gpu": "A100-80GB"}, "--device cpu cannot be combined with --gpu"),
+    ({"device": "cpu", "cuda": "12.8"}, "--device cpu cannot be combined with --cuda"),
+    ({"device": "cpu", "cuda_context_bytes": 0}, "--device cpu cannot be combined with --cuda-context"),
     ({"device": "tpu"}, "--device 'tpu'"),
 ])
 def test_bad_targets_are_one_line_usage_errors(kwargs, message):
