@@ -26,6 +26,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from memlint.errors import TargetError, UsageError
+from memlint.estimate.messages import one_line
 from memlint.estimate.tracer import Ledger, ModuleTracker, make_ledger_mode
 
 OPTIMIZER_NAMES = ("sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop")
@@ -121,17 +122,23 @@ def apply_checkpointing(root) -> list[str]:
         def forward(*args, _original=original, **kwargs):
             return checkpoint(_original, *args, use_reentrant=False, preserve_rng_state=False, **kwargs)
 
+        forward.memlint_replaced = vars(block).get("forward")  # a user's own instance forward, if any
         block.forward = forward
         names.append(name)
     return names
 
 
 def remove_checkpointing(root, names: list[str]) -> None:
-    """Undo :func:`apply_checkpointing` for the blocks ``names``."""
+    """Undo :func:`apply_checkpointing` for the blocks ``names`` (a user's instance ``forward`` is put back)."""
     for name in names:
         block = root.get_submodule(name)
-        if "forward" in vars(block):
+        wrapper = vars(block).get("forward")
+        if wrapper is None or not hasattr(wrapper, "memlint_replaced"):
+            continue
+        if wrapper.memlint_replaced is None:
             del block.forward
+        else:
+            block.forward = wrapper.memlint_replaced
 
 
 def _adafactor(params):
@@ -172,8 +179,7 @@ def build_optimizer(name: str | None, params: list, factory, ledger: Ledger):
     try:
         optimizer = factory(params)
     except Exception as exc:  # noqa: BLE001
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise TargetError(f"optimizer factory raised {type(exc).__name__}: {first}") from None
+        raise TargetError(f"optimizer factory raised {one_line(exc)}") from None
     if not isinstance(optimizer, optim.Optimizer):
         raise TargetError(f"optimizer factory returned {type(optimizer).__name__}, not a torch.optim.Optimizer")
     for group in optimizer.param_groups:
@@ -400,7 +406,7 @@ def _make_inputs(workload, micro_batch, ledger, input_dtype):
         except (TargetError, UsageError):
             raise
         except Exception as exc:  # noqa: BLE001
-            raise TargetError(f"make_inputs({micro_batch}) of {workload.name!r} raised {type(exc).__name__}: {exc}") from None
+            raise TargetError(f"make_inputs({micro_batch}) of {workload.name!r} raised {one_line(exc)}") from None
     inputs = _cast_inputs(inputs, input_dtype)
     for tensor in _tensors(inputs):
         ledger.track(tensor, "input", op="input")
@@ -425,8 +431,7 @@ def _micro_step(workload, module, micro_batch, options, ledger) -> None:
                 raise
             except Exception as exc:  # noqa: BLE001
                 where = f" in {ledger.module!r}" if ledger.module else ""
-                first = (str(exc).strip().splitlines() or [""])[0][:300]
-                raise TargetError(f"forward of {workload.name!r}{where} failed: {type(exc).__name__}: {first}") from None
+                raise TargetError(f"forward of {workload.name!r}{where} failed: {one_line(exc)}") from None
         if options.grad_accum > 1:
             loss = loss / options.grad_accum
     ledger.tag_forward_survivors()
@@ -439,6 +444,5 @@ def _micro_step(workload, module, micro_batch, options, ledger) -> None:
     except (TargetError, UsageError):
         raise
     except Exception as exc:  # noqa: BLE001
-        first = (str(exc).strip().splitlines() or [""])[0][:300]
-        raise TargetError(f"backward of {workload.name!r} failed: {type(exc).__name__}: {first}") from None
+        raise TargetError(f"backward of {workload.name!r} failed: {one_line(exc)}") from None
     del loss, inputs

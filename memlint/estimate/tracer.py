@@ -21,6 +21,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlint.estimate.messages import first_line
+
 CATEGORIES = ("parameter", "buffer", "gradient", "optimizer_state", "activation",
               "temporary", "input", "workspace")
 
@@ -255,8 +257,8 @@ def make_ledger_mode(ledger: Ledger, target=None):
                     from memlint.errors import TargetError  # noqa: PLC0415
 
                     where = f" in module {ledger.module!r}" if ledger.module else ""
-                    first = (str(exc).strip().splitlines() or [""])[0][:200]
-                    raise TargetError(f"op aten.{name}{where} cannot be traced on meta and has no fallback: {first}") from None
+                    raise TargetError(f"op aten.{name}{where} cannot be traced on meta and has no fallback: "
+                                      f"{first_line(exc)}") from None
                 out, description = handler(args, kwargs)
                 ledger.report_unsupported(f"aten.{name}", description)
                 return out

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memlint.errors import TargetError, UsageError
+from memlint.estimate.messages import one_line
 
 _DTYPES = {
     "float32", "float", "float16", "half", "bfloat16", "float64", "double",
@@ -162,7 +163,7 @@ def _import_factory(target: str) -> Callable[[], Any]:
     except SystemExit as exc:  # the target module ran `sys.exit()` on import
         raise TargetError(f"cannot import {where!r} for target {target!r}: it called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001 - any import failure is the target's fault
-        raise TargetError(f"cannot import {where!r} for target {target!r}: {_one_line(exc)}") from None
+        raise TargetError(f"cannot import {where!r} for target {target!r}: {one_line(exc)}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise TargetError(f"target {target!r}: {where} has no callable {attr!r}")
@@ -176,11 +177,6 @@ def _importable_from_working_directory() -> None:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.append(cwd)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _resize_batch(example: Any, batch_size: int):
@@ -247,7 +243,7 @@ def _build_on_meta(factory, target: str, specs: list, batch_size: int | None) ->
     except SystemExit as exc:
         raise TargetError(f"factory {target!r} called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001
-        raise TargetError(f"factory {target!r} raised {_one_line(exc)}") from None
+        raise TargetError(f"factory {target!r} raised {one_line(exc)}") from None
     workload = _to_workload(result, target)
     if specs:
         workload.make_inputs = _spec_inputs(specs)

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from memlint.estimate.messages import one_line
+
 MODELS = "fixtures/models"
 
 
@@ -112,12 +114,11 @@ def _failed_record(case, options, warmup, steps, exc, dry_run) -> dict:
 
     identity = records.workload_identity(case.target, [], options, warmup, steps)
     identity["campaign"] = {"case": case.name}
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
     try:
         env = records.environment("cpu" if dry_run else "cuda")
     except Exception:  # noqa: BLE001
         env = records.environment("cpu")
-    return records.make_record(env, identity, None, None, "failed", note=f"{type(exc).__name__}: {first}")
+    return records.make_record(env, identity, None, None, "failed", note=one_line(exc))
 
 
 def _free_cuda() -> None:

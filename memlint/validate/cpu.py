@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from memlint.estimate.messages import one_line
+
 MEASURED_RANGE = "memlint::measured_step"
 
 
@@ -175,8 +177,7 @@ def _run_step(step, ledger=None) -> None:
         with ledger.mode() if ledger is not None else contextlib.nullcontext():
             step.run()
     except RuntimeError as exc:
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise TargetError(f"CPU run of {step.workload.name!r} failed: {type(exc).__name__}: {first}") from None
+        raise TargetError(f"CPU run of {step.workload.name!r} failed: {one_line(exc)}") from None
 
 
 class StorageLedger:

@@ -22,14 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from memlint.errors import TargetError, UsageError
+from memlint.estimate.messages import one_line
 
 AUTOCAST_DTYPES = {"amp-fp16": "float16", "amp-bf16": "bfloat16"}
 CAST_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
 def _real_spec_inputs(specs, device) -> Callable[[int], tuple]:
@@ -84,7 +80,7 @@ def load_real_workload(target: str, inputs=(), batch_size: int | None = None, de
     except SystemExit as exc:
         raise TargetError(f"factory {target!r} called sys.exit({exc.code!r}) on device {device!r}") from None
     except Exception as exc:  # noqa: BLE001 - any failure is the factory's
-        raise TargetError(f"factory {target!r} raised {_one_line(exc)} on device {device!r}") from None
+        raise TargetError(f"factory {target!r} raised {one_line(exc)} on device {device!r}") from None
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module):
         example = result[1]
         workload = _to_workload(result, target)

@@ -85,6 +85,21 @@ def test_a_workload_without_factory_is_traced_in_place_and_restored(gpt):
     assert all(p.grad is None for p in gpt.module.parameters())
 
 
+def test_checkpointing_puts_back_a_users_instance_forward():
+    from memlint.estimate.step import apply_checkpointing, remove_checkpointing
+
+    blocks = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()) for _ in range(2)])
+
+    def own(x):
+        return x
+
+    blocks[0].forward = own
+    names = apply_checkpointing(blocks)
+    assert names == ["0", "1"] and blocks[0].forward is not own
+    remove_checkpointing(blocks, names)
+    assert vars(blocks[0])["forward"] is own and "forward" not in vars(blocks[1])
+
+
 def test_grad_accum_reduces_peak(gpt):
     full = estimate(gpt, EstimateOptions(batch_size=8))
     accum = estimate(gpt, EstimateOptions(batch_size=8, grad_accum=4))
