@@ -264,3 +264,53 @@ def test_grouped_query_attention_on_the_efficient_kernel_is_noted():
     result = estimate(workload, EstimateOptions(gpu="A100-80GB"))  # fp32: flash does not apply
     assert result.kernel_choices["sdpa:efficient"] > 0
     assert any("grouped-query" in item["kernel"] for item in result.unmodelled)
+
+
+def test_cuda_dropout_keeps_a_bool_mask_and_the_cpu_a_float_one():
+    n = 4096
+
+    class Drop(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(n))
+            self.drop = torch.nn.Dropout(0.1)
+
+        def forward(self, x):
+            return self.drop(x * self.w)
+
+    workload = Workload(module=Drop().to("meta"), make_inputs=lambda b: (torch.randn(b, n),), name="drop")
+    cuda = estimate(workload, EstimateOptions(batch_size=8))
+    # native_dropout (CUDA): a bool mask, 1 byte per element, plus the fp32 output
+    assert cuda.by_module["drop"] == 8 * n * 1 + 8 * n * 4
+    assert cuda.kernel_choices == {"dropout:native_dropout (bool mask)": 3}  # one call in each of the 3 steps
+    # the CPU decomposition: a float mask, 4 bytes per element, plus the output
+    cpu = estimate(workload, EstimateOptions(batch_size=8, device="cpu"))
+    assert cpu.by_module["drop"] == 8 * n * 4 + 8 * n * 4
+
+
+def test_explicit_cuda_code_traces_on_meta(tmp_path):
+    source = tmp_path / "cuda_model.py"
+    source.write_text(
+        "import torch\n"
+        "from memlint import Workload\n\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(8, 8)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.lin(x) + torch.zeros(8, device='cuda')\n\n"
+        "def build():\n"
+        "    model = M().cuda()\n"
+        "    return Workload(module=model, make_inputs=lambda b: (torch.randn(b, 8).to('cuda'),), name='cuda')\n")
+    result = estimate(load_workload(f"{source}:build"), EstimateOptions(batch_size=2))
+    assert result.by_category["parameter"] == (8 * 8 + 8) * 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("factory", ["gpt2", "bert", "llama"])
+def test_transformers_models_trace_with_their_parameters(factory):
+    workload = load_workload(target("hf_models.py") + f":{factory}")
+    plain = estimate(workload, EstimateOptions())
+    assert plain.by_category["parameter"] == param_bytes(workload.module)
+    ckpt = estimate(workload, EstimateOptions(checkpointing=True, precision="amp-bf16"))
+    assert ckpt.checkpointed and ckpt.activation_bytes < plain.activation_bytes
