@@ -95,7 +95,33 @@ class CachingAllocatorModel:
     peak_allocated: int = 0
     peak_reserved: int = 0
     num_segments: int = 0
+    segments: int = 0
+    peak_segments: int = 0
+    inactive_split: int = 0
+    peak_inactive_split: int = 0
     _pools: dict = field(default_factory=lambda: {True: ([], {}), False: ([], {})})
+
+    def memory_stats(self) -> dict[str, int]:
+        """The counters under the names ``torch.cuda.memory_stats()`` uses (bytes; segment counts).
+
+        ``inactive_split_bytes``: free blocks inside segments that also hold
+        allocated blocks -- the fragmentation the allocator cannot hand out as
+        one block; ``reserved_bytes - allocated_bytes`` adds the fully free
+        cached segments.
+        """
+        return {
+            "allocated_bytes.all.current": self.allocated, "allocated_bytes.all.peak": self.peak_allocated,
+            "active_bytes.all.current": self.allocated, "active_bytes.all.peak": self.peak_allocated,
+            "reserved_bytes.all.current": self.reserved, "reserved_bytes.all.peak": self.peak_reserved,
+            "inactive_split_bytes.all.current": self.inactive_split,
+            "inactive_split_bytes.all.peak": self.peak_inactive_split,
+            "segment.all.current": self.segments, "segment.all.peak": self.peak_segments,
+            "num_alloc_retries": 0,
+        }
+
+    def _note_inactive(self, delta: int) -> None:
+        self.inactive_split += delta
+        self.peak_inactive_split = max(self.peak_inactive_split, self.inactive_split)
 
     def _pool_insert(self, block: Block) -> None:
         keys, blocks = self._pools[block.small]
@@ -127,6 +153,8 @@ class CachingAllocatorModel:
                 raise AllocatorOOM(f"cannot reserve {size} bytes: {self.reserved} of {self.limit} reserved")
         self.reserved += size
         self.peak_reserved = max(self.peak_reserved, self.reserved)
+        self.segments += 1
+        self.peak_segments = max(self.peak_segments, self.segments)
         return Block(segment=self.num_segments, offset=0, size=size, small=small)
 
     def release_cached_segments(self) -> int:
@@ -139,6 +167,7 @@ class CachingAllocatorModel:
                 if block.prev is None and block.next is None:
                     self._pool_remove(block)
                     self.reserved -= block.size
+                    self.segments -= 1
                     released += block.size
         return released
 
@@ -158,6 +187,8 @@ class CachingAllocatorModel:
         block = self._best_fit(small, size)
         if block is None:
             block = self._new_segment(small, segment_size(size))
+        elif block.prev is not None or block.next is not None:
+            self._note_inactive(-block.size)
         if self._should_split(block, size):
             rest = Block(block.segment, block.offset + size, block.size - size, small,
                          prev=block, next=block.next)
@@ -166,6 +197,7 @@ class CachingAllocatorModel:
             block.next = rest
             block.size = size
             self._pool_insert(rest)
+            self._note_inactive(rest.size)
         block.free = False
         self.allocated += block.size
         self.peak_allocated = max(self.peak_allocated, self.allocated)
@@ -180,6 +212,7 @@ class CachingAllocatorModel:
         for neighbour in (block.prev, block.next):
             if neighbour is not None and neighbour.free:
                 self._pool_remove(neighbour)
+                self._note_inactive(-neighbour.size)
                 if neighbour is block.prev:
                     neighbour.size += block.size
                     neighbour.next = block.next
@@ -191,9 +224,62 @@ class CachingAllocatorModel:
                     block.next = neighbour.next
                     if neighbour.next is not None:
                         neighbour.next.prev = block
+        if block.prev is not None or block.next is not None:
+            self._note_inactive(block.size)
         self._pool_insert(block)
 
     def reset_peaks(self) -> None:
         """Like ``torch.cuda.reset_peak_memory_stats()``: peaks restart from the current values."""
         self.peak_allocated = self.allocated
         self.peak_reserved = self.reserved
+        self.peak_segments = self.segments
+        self.peak_inactive_split = self.inactive_split
+
+
+@dataclass
+class CpuAllocatorModel:
+    """PyTorch's CPU allocator (``c10/core/CPUAllocator.cpp``): every request is its own
+    ``posix_memalign`` of exactly the bytes asked, freed on release -- no rounding,
+    no caching, so reserved equals allocated.  Same interface as
+    :class:`CachingAllocatorModel` (bytes)."""
+
+    limit: int | None = None
+    allocated: int = 0
+    peak_allocated: int = 0
+    num_segments: int = 0
+
+    @property
+    def reserved(self) -> int:
+        return self.allocated
+
+    @property
+    def peak_reserved(self) -> int:
+        return self.peak_allocated
+
+    def malloc(self, nbytes: int) -> int | None:
+        """Allocate ``nbytes``; the handle is the byte count.  Raises AllocatorOOM beyond ``limit``."""
+        if nbytes <= 0:
+            return None
+        if self.limit is not None and self.allocated + nbytes > self.limit:
+            raise AllocatorOOM(f"cannot allocate {nbytes} bytes: {self.allocated} of {self.limit} in use")
+        self.allocated += nbytes
+        self.num_segments += 1
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        return nbytes
+
+    def free(self, handle: int | None) -> None:
+        if handle:
+            self.allocated -= handle
+
+    def reset_peaks(self) -> None:
+        self.peak_allocated = self.allocated
+
+    def release_cached_segments(self) -> int:
+        """Nothing is cached on the CPU."""
+        return 0
+
+    def memory_stats(self) -> dict[str, int]:
+        """allocated/reserved under torch.cuda.memory_stats() names (equal on the CPU; no fragmentation)."""
+        return {"allocated_bytes.all.current": self.allocated, "allocated_bytes.all.peak": self.peak_allocated,
+                "reserved_bytes.all.current": self.allocated, "reserved_bytes.all.peak": self.peak_allocated,
+                "inactive_split_bytes.all.current": 0, "inactive_split_bytes.all.peak": 0}

@@ -12,21 +12,23 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memlint.errors import UsageError
-from memlint.estimate.allocator import AllocatorOOM, CachingAllocatorModel
-from memlint.estimate.gpus import (
-    GpuSpec,
-    cublas_workspace_bytes,
-    cuda_context_bytes,
-    cudnn_bytes,
-    detect_gpu,
-    lookup_gpu,
-)
-from memlint.estimate.step import OPTIMIZER_NAMES, PRECISIONS
+from memlint.estimate.allocator import AllocatorOOM, CachingAllocatorModel, CpuAllocatorModel
+from memlint.estimate.overheads import CUDNN_LIBRARY
+from memlint.estimate.search import Probe, largest_fitting
+from memlint.estimate.step import OPTIMIZER_NAMES, PRECISIONS, TRANSFORMERS_OPTIMIZERS
+from memlint.estimate.target import DEFAULT_CC, Target, resolve_gpu, resolve_target
 from memlint.estimate.tracer import CATEGORIES, Ledger
 from memlint.estimate.units import parse_bytes
 
-SCHEMA_VERSION = 1
-DEFAULT_CC = (8, 0)  # assumed target when no GPU is named (A100-class)
+SCHEMA_VERSION = 2
+#: Steps traced by default: one warm-up step and two measured ones.  With the
+#: allocator model the peaks of all 40 configurations of the fixtures and the
+#: transformers models settle after step 1 and do not change over steps 1-5
+#: (measured: tests/benchmarks/settle_steps.py, docs/estimator.md "Steady state");
+#: the second measured step is margin.
+DEFAULT_STEPS = 3
+__all__ = ["DEFAULT_CC", "DEFAULT_STEPS", "Estimate", "EstimateOptions", "Verdict", "estimate", "fits",
+           "max_batch_size", "resolve_capacity", "resolve_gpu", "Probe", "largest_fitting"]
 
 
 @dataclass
@@ -34,8 +36,9 @@ class EstimateOptions:
     """Training configuration of the traced step.
 
     batch_size: global batch per rank (None -> the workload's default_batch_size).
-    optimizer: one of sgd, sgd-momentum, adam, adamw, adagrad, rmsprop, or None
-        (the workload's own optimizer_factory, traced through its real step()).
+    optimizer: one of sgd, sgd-momentum, adam, adamw, adagrad, rmsprop, adafactor
+        (transformers' class), or None (the workload's own optimizer_factory,
+        traced through its real step()).
     precision: fp32, amp-fp16, amp-bf16 (CUDA autocast emulated during the trace),
         bf16, fp16 (model and floating inputs cast).
     checkpointing: activation checkpointing of repeated blocks (non-reentrant).
@@ -45,6 +48,15 @@ class EstimateOptions:
         state, >= 2 gradients, 3 parameters by world_size.
     gpu: catalog name or "auto"; its compute capability drives kernel choices
         (SDPA backend, cuBLAS workspace) and device overheads.
+    device: "cuda" (a GPU) or "cpu" (CPU kernels, the CPU allocator: no rounding, no cache).
+    cuda: the modelled CUDA version "MAJOR.MINOR" (None: the installed torch's, else the newest known).
+    cuda_context: bytes of a measured CUDA context, replacing the modelled one (None: modelled).
+    steps: training steps traced (None: :data:`DEFAULT_STEPS`); the first is a
+        warm-up, peaks are over the rest.
+    step_in_backward: one optimizer per parameter stepped in a post-accumulate-grad hook.
+    offload_activations: ``torch.autograd.graph.save_on_cpu`` around the forward.
+    torch_version: replay an older torch's known memory differences (None: the modelled torch;
+        :mod:`memlint.estimate.torch_versions`), for published measurements.
     """
 
     batch_size: int | None = None
@@ -56,11 +68,24 @@ class EstimateOptions:
     world_size: int = 1
     zero_stage: int = 0
     gpu: str | None = None
+    device: str = "cuda"
+    cuda: str | None = None
+    cuda_context: int | None = None
+    steps: int | None = None
+    step_in_backward: bool = False
+    offload_activations: bool = False
+    torch_version: str | None = None
+
+    @property
+    def trace_steps(self) -> int:
+        """Steps the trace runs (``steps`` or :data:`DEFAULT_STEPS`)."""
+        return self.steps if self.steps is not None else DEFAULT_STEPS
 
     def validate(self) -> None:
         """Raise UsageError (one line) for an invalid option."""
-        if self.optimizer is not None and self.optimizer not in OPTIMIZER_NAMES:
-            raise UsageError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(OPTIMIZER_NAMES)}")
+        names = OPTIMIZER_NAMES + TRANSFORMERS_OPTIMIZERS
+        if self.optimizer is not None and self.optimizer not in names:
+            raise UsageError(f"unknown optimizer {self.optimizer!r}; choose from {', '.join(names)}")
         if self.precision not in PRECISIONS:
             raise UsageError(f"unknown precision {self.precision!r}; choose from {', '.join(PRECISIONS)}")
         if self.batch_size is not None and self.batch_size < 1:
@@ -71,6 +96,17 @@ class EstimateOptions:
             raise UsageError(f"--world-size must be >= 1 (got {self.world_size})")
         if self.zero_stage not in (0, 1, 2, 3):
             raise UsageError(f"--zero-stage must be 0, 1, 2 or 3 (got {self.zero_stage})")
+        if self.steps is not None and self.steps < 2:
+            raise UsageError(f"--steps must be >= 2: one warm-up step and at least one measured (got {self.steps})")
+        if self.device not in ("cuda", "cpu"):
+            raise UsageError(f"--device {self.device!r}: choose cuda or cpu")
+
+    def target(self) -> Target:
+        """The :class:`memlint.estimate.target.Target` these options describe (UsageError for a bad one)."""
+        import torch  # noqa: PLC0415
+
+        return resolve_target(self.device, self.gpu, self.cuda, self.cuda_context, torch.version.cuda,
+                              self.torch_version)
 
 
 @dataclass
@@ -113,14 +149,19 @@ class Timeline:
 class Estimate:
     """Result of :func:`estimate` (bytes throughout; per rank when world_size > 1).
 
-    peak_allocated: ``torch.cuda.max_memory_allocated()`` over the steady-state step.
-    peak_reserved: ``torch.cuda.max_memory_reserved()`` (allocator model).
-    device_used: what NVML / nvidia-smi shows: peak_reserved + overheads.
-    peak_tensor_bytes: unrounded live tensor bytes at their peak (CPU comparison).
+    peak_allocated: ``torch.cuda.max_memory_allocated()`` over the measured steps
+        (on the CPU target: the CPU allocator's peak, every byte asked for).
+    peak_reserved: ``torch.cuda.max_memory_reserved()`` (allocator model; = peak_allocated on the CPU).
+    device_used: what NVML / nvidia-smi shows: peak_reserved + overheads (= peak_allocated on the CPU).
+    peak_tensor_bytes: peak of the unrounded bytes of live tensor storages (library
+        workspaces and kernel scratch excluded): what the tensors themselves hold.
     by_category: unrounded bytes per category at the peak_allocated instant.
-    by_module: activation bytes per module FQN (first micro-batch of the steady step).
-    overheads: the non-allocator parts of device_used, each {bytes, source}.
-    unsupported_ops: [{op, module, fallback, count}].
+    by_module: activation bytes per module FQN (first micro-batch of the first measured step).
+    overheads: the non-allocator parts of device_used, each {bytes, source, modelled}.
+    memory_stats: the allocator model's counters under ``torch.cuda.memory_stats()`` names.
+    fragmentation_bytes: reserved - allocated at the peak_allocated instant.
+    unsupported_ops: [{op, module, fallback, count}] -- ops traced with a fallback.
+    unmodelled: [{kernel, module, count}] -- kernels whose memory is not (fully) modelled.
     ledger: the raw tracer.Ledger (storage records and alloc/free events).
     """
 
@@ -144,6 +185,12 @@ class Estimate:
     num_ops: int = 0
     trace_seconds: float = 0.0
     kernel_choices: dict[str, int] = field(default_factory=dict)
+    unmodelled: list[dict] = field(default_factory=list)
+    memory_stats: dict[str, int] = field(default_factory=dict)
+    fragmentation_bytes: int = 0
+    target: str = ""
+    step_peaks: list[dict] = field(default_factory=list)
+    flops: int | None = None
     ledger: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -152,11 +199,12 @@ class Estimate:
         return sum(self.by_module.values())
 
     def to_json(self, max_points: int = 2000) -> dict:
-        """The documented JSON document (schema_version 1, see docs/estimator.md)."""
+        """The documented JSON document (schema_version 2, see docs/estimator.md)."""
         top = sorted(self.by_module.items(), key=lambda kv: -kv[1])
         return {
             "schema_version": SCHEMA_VERSION,
             "workload": self.workload,
+            "target": self.target,
             "gpu": self.gpu,
             "compute_capability": list(self.compute_capability),
             "options": asdict(self.options),
@@ -168,12 +216,17 @@ class Estimate:
             "peak_reserved": self.peak_reserved,
             "device_used": self.device_used,
             "peak_tensor_bytes": self.peak_tensor_bytes,
+            "fragmentation_bytes": self.fragmentation_bytes,
+            "memory_stats": self.memory_stats,
             "by_category": dict(self.by_category),
             "by_module": [{"module": m, "activation_bytes": b} for m, b in top],
             "overheads": self.overheads,
             "unsupported_ops": self.unsupported_ops,
+            "unmodelled": self.unmodelled,
             "activation_bytes": self.activation_bytes,
             "kernel_choices": self.kernel_choices,
+            "step_peaks": self.step_peaks,
+            "flops": self.flops,
             "num_ops": self.num_ops,
             "trace_seconds": round(self.trace_seconds, 3),
             "timeline": self.timeline.downsample(max_points),
@@ -204,15 +257,6 @@ class Verdict:
         return asdict(self)
 
 
-def resolve_gpu(gpu: str | None) -> GpuSpec | None:
-    """Catalog entry, NVML detection for "auto", or None; raises UsageError."""
-    if gpu is None:
-        return None
-    if gpu.strip().lower() == "auto":
-        return detect_gpu()
-    return lookup_gpu(gpu)
-
-
 def resolve_capacity(gpu: str | None = None, capacity: str | int | None = None) -> tuple[str | None, int | None]:
     """(name, bytes) of the target: ``capacity`` ("24GiB") wins over ``gpu`` (catalog name or "auto").
 
@@ -239,25 +283,45 @@ def _shard_factor(category: str, options: EstimateOptions) -> int:
     return 1
 
 
-def _replay(ledger: Ledger, options: EstimateOptions, limit: int | None = None):
-    """Replay the ledger's events through the allocator model; returns the numbers and the timeline.
+@dataclass
+class Replay:
+    """What replaying the ledger's events through an allocator model gives (bytes).
+
+    allocator: the model after the replay; peak_tensor: unrounded peak of tensor
+    storages (workspace category excluded); snapshot: unrounded bytes per
+    category at the peak_allocated instant; fragmentation: reserved - allocated
+    at that instant; step_peaks: per step {step, allocated, reserved} peaks.
+    """
+
+    allocator: Any
+    peak_tensor: int
+    snapshot: dict[str, int]
+    fragmentation: int
+    timeline: Timeline
+    step_peaks: list[dict]
+
+
+def _replay(ledger: Ledger, options: EstimateOptions, limit: int | None = None, cpu: bool = False) -> Replay:
+    """Replay the ledger's events through the allocator model, peaks reset when step 1 begins.
 
     limit: bytes the allocator may reserve (raises AllocatorOOM beyond it), None = unbounded.
+    cpu: the CPU allocator model instead of the CUDA caching allocator.
     """
-    allocator = CachingAllocatorModel(limit=limit)
+    allocator = CpuAllocatorModel(limit=limit) if cpu else CachingAllocatorModel(limit=limit)
     steady_start = next((op for op, phase, step in ledger.phases if step == 1), 0)
     live = {c: 0 for c in CATEGORIES}
     blocks: dict[int, Any] = {}
     timeline = Timeline(phases=list(ledger.phases))
     phase_at = _phase_lookup(ledger.phases)
-    peak_tensor = 0
-    peak_snapshot = dict(live)
+    result = Replay(allocator, 0, dict(live), 0, timeline, [])
+    per_step: dict[int, dict] = {}
     reset_done = False
     for op_index, sid, is_alloc in ledger.events:
         if not reset_done and op_index >= steady_start:
             allocator.reset_peaks()
-            peak_tensor = sum(live.values())
-            peak_snapshot = dict(live)
+            result.peak_tensor = sum(live.values()) - live["workspace"]
+            result.snapshot = dict(live)
+            result.fragmentation = allocator.reserved - allocator.allocated
             reset_done = True
         record = ledger.records[sid]
         nbytes = -(-record.nbytes // _shard_factor(record.category, options))
@@ -267,20 +331,32 @@ def _replay(ledger: Ledger, options: EstimateOptions, limit: int | None = None):
         else:
             allocator.free(blocks.pop(sid, None))
             live[record.category] -= nbytes
-        total = sum(live.values())
-        if reset_done:
-            peak_tensor = max(peak_tensor, total)
-            if allocator.allocated >= allocator.peak_allocated:
-                peak_snapshot = dict(live)
         phase, step = phase_at(op_index)
-        timeline.op_index.append(op_index)
-        timeline.phase.append(phase)
-        timeline.step.append(step)
-        for category in CATEGORIES:
-            timeline.by_category[category].append(live[category])
-        timeline.allocated.append(allocator.allocated)
-        timeline.reserved.append(allocator.reserved)
-    return allocator, peak_tensor, peak_snapshot, timeline
+        _note_step(per_step, step, allocator)
+        if reset_done:
+            result.peak_tensor = max(result.peak_tensor, sum(live.values()) - live["workspace"])
+            if allocator.allocated >= allocator.peak_allocated:
+                result.snapshot = dict(live)
+                result.fragmentation = allocator.reserved - allocator.allocated
+        _add_point(timeline, op_index, phase, step, live, allocator)
+    result.step_peaks = [per_step[s] for s in sorted(per_step)]
+    return result
+
+
+def _note_step(per_step: dict, step: int, allocator) -> None:
+    entry = per_step.setdefault(step, {"step": step, "allocated": 0, "reserved": 0})
+    entry["allocated"] = max(entry["allocated"], allocator.allocated)
+    entry["reserved"] = max(entry["reserved"], allocator.reserved)
+
+
+def _add_point(timeline: Timeline, op_index: int, phase: str, step: int, live: dict, allocator) -> None:
+    timeline.op_index.append(op_index)
+    timeline.phase.append(phase)
+    timeline.step.append(step)
+    for category in CATEGORIES:
+        timeline.by_category[category].append(live[category])
+    timeline.allocated.append(allocator.allocated)
+    timeline.reserved.append(allocator.reserved)
 
 
 def _phase_lookup(phases):
@@ -303,45 +379,56 @@ def _by_module(ledger: Ledger) -> dict[str, int]:
     return totals
 
 
-def estimate(workload, options: EstimateOptions | None = None) -> "Estimate":
-    """Trace two training steps of ``workload`` on meta and predict CUDA memory (bytes).
+def _overheads(target: Target, ledger: Ledger, choices: dict) -> dict[str, dict]:
+    """The parts of device_used outside the caching allocator (CUDA targets), each with its source."""
+    if not target.is_cuda:
+        return {}
+    overheads = {"cuda_context": target.context.to_json()}
+    uses_cudnn = any(key.startswith(("rnn:cudnn", "sdpa:cudnn")) for key in choices) or any(
+        "cuDNN convolution" in what for what, _ in ledger.unmodelled)
+    if uses_cudnn:
+        overheads["cudnn"] = CUDNN_LIBRARY.to_json()
+    workspace = target.cublas_workspace * len(ledger.workspace_threads)
+    overheads["cublas_workspace"] = {
+        "bytes": 0, "included_in_reserved": workspace, "modelled": True,
+        "source": "aten/src/ATen/cuda/CublasHandlePool.cpp: allocated through the caching allocator"}
+    return overheads
 
+
+def estimate(workload, options: EstimateOptions | None = None, count_flops: bool = False) -> "Estimate":
+    """Trace ``options.trace_steps`` training steps of ``workload`` on meta and predict its memory (bytes).
+
+    The workload is traced as it is, hooks included (a fresh build from
+    ``workload.factory`` when it has one).  count_flops: count the FLOPs of the
+    trace with the formulas of ``torch.utils.flop_counter`` (``Estimate.flops``, per step).
     Raises UsageError for invalid options, TargetError when the workload cannot be traced.
     """
     from memlint.estimate.step import trace_training  # noqa: PLC0415
 
     options = options or EstimateOptions()
     options.validate()
-    spec = resolve_gpu(options.gpu)
-    cc = spec.compute_capability if spec else DEFAULT_CC
-    ledger = Ledger(cublas_workspace=cublas_workspace_bytes(cc))
+    target = options.target()
+    workload = workload.fresh()
+    ledger = Ledger(count_flops=count_flops)
     started = time.perf_counter()
-    facts = trace_training(workload, options, ledger, cc)
+    facts = trace_training(workload, options, ledger, target)
     elapsed = time.perf_counter() - started
-    allocator, peak_tensor, snapshot, timeline = _replay(ledger, options)
-    uses_conv = any(r.op.startswith("cudnn workspace") for r in ledger.records.values())
-    overheads = {
-        "cuda_context": {"bytes": cuda_context_bytes(cc),
-                         "source": "approximation: typical nvidia-smi after CUDA init with lazy loading (gpus.cuda_context_bytes)"},
-    }
-    if uses_conv:
-        overheads["cudnn"] = {"bytes": cudnn_bytes(cc),
-                              "source": "approximation: cuDNN library device memory (gpus.cudnn_bytes)"}
-    overheads["cublas_workspace"] = {
-        "bytes": 0, "included_in_reserved": ledger.cublas_workspace * len(ledger.workspace_threads),
-        "source": "aten/src/ATen/cuda/CublasHandlePool.cpp: allocated through the caching allocator"}
+    replay = _replay(ledger, options, cpu=not target.is_cuda)
+    allocator = replay.allocator
+    overheads = _overheads(target, ledger, facts["kernel_choices"])
     device_used = allocator.peak_reserved + sum(o["bytes"] for o in overheads.values())
+    flops = ledger.flops // options.trace_steps if count_flops else None
     return Estimate(
         peak_allocated=allocator.peak_allocated,
         peak_reserved=allocator.peak_reserved,
         device_used=device_used,
-        peak_tensor_bytes=peak_tensor,
-        by_category=snapshot,
+        peak_tensor_bytes=replay.peak_tensor,
+        by_category=replay.snapshot,
         by_module=_by_module(ledger),
-        timeline=timeline,
+        timeline=replay.timeline,
         unsupported_ops=[asdict(u) for u in ledger.unsupported.values()],
-        gpu=spec.name if spec else None,
-        compute_capability=cc,
+        gpu=target.gpu.name if target.gpu else None,
+        compute_capability=target.compute_capability,
         options=options,
         overheads=overheads,
         workload=workload.name,
@@ -351,6 +438,12 @@ def estimate(workload, options: EstimateOptions | None = None) -> "Estimate":
         optimizer=facts["optimizer"],
         num_ops=ledger.op_index,
         kernel_choices=facts["kernel_choices"],
+        unmodelled=facts["unmodelled"],
+        memory_stats=allocator.memory_stats(),
+        fragmentation_bytes=replay.fragmentation,
+        target=target.describe(),
+        step_peaks=replay.step_peaks,
+        flops=flops,
         ledger=ledger,
         trace_seconds=elapsed,
     )
@@ -361,11 +454,12 @@ def fits(result: Estimate, capacity_bytes: int, reserve: float = 0.10) -> Verdic
     usable = int(capacity_bytes * (1.0 - reserve))
     required = result.device_used
     released = False
-    if required > usable and result.ledger is not None:
+    cpu = result.options.device == "cpu"
+    if required > usable and result.ledger is not None and not cpu:
         overhead = result.device_used - result.peak_reserved
         if usable - overhead > 0:
             try:
-                allocator = _replay(result.ledger, result.options, limit=usable - overhead)[0]
+                allocator = _replay(result.ledger, result.options, limit=usable - overhead).allocator
             except AllocatorOOM:
                 pass
             else:
@@ -391,35 +485,18 @@ def max_batch_size(workload, options: EstimateOptions, capacity_bytes: int, rese
                    limit: int = MAX_BATCH_SEARCH_LIMIT, progress=None) -> int:
     """Largest batch size b (a multiple of grad_accum) whose estimate fits; 0 if even the smallest does not.
 
-    Exponential search (1, 2, 4, ... micro-batches) then binary search -- every
-    candidate is traced, never extrapolated.  ``limit``: upper bound on b.
+    :func:`memlint.estimate.search.largest_fitting` over the number of
+    micro-batches, each candidate traced (never extrapolated).  ``limit``: upper
+    bound on b; progress: optional ``callable(batch)`` told of each candidate.
     """
     from dataclasses import replace  # noqa: PLC0415
 
     unit = options.grad_accum
 
-    def ok(micro_batches: int) -> bool:
+    def probe(micro_batches: int) -> Probe:
         if progress:
             progress(micro_batches * unit)
-        result = estimate(workload, replace(options, batch_size=micro_batches * unit))
-        return fits(result, capacity_bytes, reserve).fits
+        verdict = fits(estimate(workload, replace(options, batch_size=micro_batches * unit)), capacity_bytes, reserve)
+        return Probe(verdict.fits, verdict.required_bytes, verdict.usable_bytes)
 
-    if not ok(1):
-        return 0
-    low = 1
-    high = None
-    while low * 2 * unit <= limit:
-        if ok(low * 2):
-            low *= 2
-        else:
-            high = low * 2
-            break
-    if high is None:
-        return low * unit
-    while high - low > 1:
-        mid = (low + high) // 2
-        if ok(mid):
-            low = mid
-        else:
-            high = mid
-    return low * unit
+    return largest_fitting(probe, max(1, limit // unit)) * unit

@@ -130,8 +130,8 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="model input, e.g. float32[B,3,224,224] or int64[B,1024] (B = batch size); repeatable")
     parser.add_argument("--batch-size", type=int, default=None, help="batch size per rank (default: the workload's)")
     parser.add_argument("--optimizer", default=None,
-                        choices=["sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop"],
-                        help="optimizer to model (default: the workload's own, else SGD)")
+                        choices=["sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop", "adafactor"],
+                        help="optimizer to model (default: the workload's own, else SGD; adafactor: transformers')")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "amp-fp16", "amp-bf16", "bf16", "fp16"])
     parser.add_argument("--checkpointing", action="store_true", help="activation checkpointing of repeated blocks")
     parser.add_argument("--grad-accum", type=int, default=1, metavar="N", help="gradient accumulation steps")
@@ -143,6 +143,15 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="target GPU: 'auto' (the local GPU, by NVML) or one of "
                              + ", ".join(spec.name for spec in CATALOG.values()))
     parser.add_argument("--capacity", default=None, help="target memory instead of --gpu, e.g. 24GiB or 40GB")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="target device: cuda (a GPU, default) or cpu (CPU kernels and allocator)")
+    parser.add_argument("--cuda", default=None, metavar="VERSION",
+                        help="CUDA version modelled, e.g. 12.8 (default: the installed torch's, else the newest known)")
+    parser.add_argument("--cuda-context", default=None, metavar="BYTES",
+                        help="measured CUDA context, e.g. 1343MiB (replaces the modelled one)")
+    parser.add_argument("--steps", type=int, default=None, metavar="N",
+                        help="training steps traced, the first a warm-up (default 3); "
+                             "memlint validate: steps measured after --warmup (default 3)")
     parser.add_argument("--reserve", default="10%", help="headroom kept free (default 10%%)")
     parser.add_argument("--max-batch-size", action="store_true", help="search the largest batch size that fits")
     parser.add_argument("--format", default="table", choices=["table", "json"], dest="format")
@@ -153,15 +162,27 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args):
-    """EstimateOptions from parsed arguments."""
+    """EstimateOptions from parsed arguments (UsageError naming the option for a bad --cuda-context)."""
     from memlint.estimate.api import EstimateOptions  # noqa: PLC0415
 
     return EstimateOptions(
         batch_size=args.batch_size, optimizer=args.optimizer, precision=args.precision,
         checkpointing=args.checkpointing, grad_accum=args.grad_accum, set_to_none=args.set_to_none,
         world_size=args.world_size, zero_stage=args.zero_stage,
-        gpu=args.gpu,
+        gpu=args.gpu, device=getattr(args, "device", "cuda"), cuda=getattr(args, "cuda", None),
+        cuda_context=_context_bytes(getattr(args, "cuda_context", None)), steps=getattr(args, "steps", None),
     )
+
+
+def _context_bytes(text: str | None) -> int | None:
+    from memlint.estimate.units import parse_bytes  # noqa: PLC0415
+
+    if text is None:
+        return None
+    try:
+        return parse_bytes(text)
+    except UsageError:
+        raise UsageError(f"--cuda-context {text!r}: expected a size such as 1343MiB or 1.3GiB") from None
 
 
 class ProgressStatus:
@@ -285,12 +306,15 @@ def _run(args) -> int:
         if args.max_batch_size:
             best = max_batch_size(workload, options, capacity, reserve,
                                   progress=lambda b: status.update(f"largest batch: tracing batch {b}"))
-    advice = None
+    advice = notes = None
     if getattr(args, "advise", False):
-        from memlint.estimate.advisor import advise  # noqa: PLC0415
+        from memlint.estimate.advisor import advise, not_offered  # noqa: PLC0415
+
+        from memlint.estimate.advisor import with_flops  # noqa: PLC0415
 
         with ProgressStatus("re-estimating under each remedy...", lines=True) as status:
-            advice = advise(workload, result, capacity, reserve, run=reporting(estimate, status.update))
+            advice = advise(workload, result, capacity, reserve, run=reporting(with_flops, status.update), full=True)
+        notes = not_offered(result, advice)
     if args.format == "json":
         document = report.render_json(result, verdict, best)
         if advice is not None:
@@ -298,12 +322,13 @@ def _run(args) -> int:
 
             data = json.loads(document)
             data["advice"] = [row.to_json() for row in advice]
+            data["not_offered"] = notes
             document = json.dumps(data, indent=2)
         print(document)
     else:
         report.render_table(result, verdict, best)
         if advice is not None:
-            report.render_advice(advice)
+            report.render_advice(advice, notes=notes)
     if args.plot:
         report.plot_timeline(result, args.plot)
         print(f"memlint: wrote the memory timeline to {args.plot}", file=sys.stderr)

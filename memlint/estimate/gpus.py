@@ -1,4 +1,4 @@
-"""GPU catalog, NVML detection and per-architecture device overheads (no torch import).
+"""GPU catalog and NVML detection (no torch import).  Device overheads: memlint/estimate/overheads.py.
 
 ``GpuSpec.memory_total`` is the total the driver reports through NVML
 (``nvmlDeviceGetMemoryInfo().total``, the "MiB total" of ``nvidia-smi``), which
@@ -98,47 +98,3 @@ def detect_gpu(index: int = 0) -> GpuSpec:
     except Exception as exc:  # noqa: BLE001 - pynvml raises NVMLError subclasses
         raise UsageError(f"--gpu auto: no NVIDIA GPU found through NVML ({exc})") from None
     return GpuSpec(name, total, (int(major), int(minor)), "NVML (this machine)")
-
-
-# ---------------------------------------------------------------------------
-# Device overheads outside the caching allocator (what nvidia-smi adds).
-
-def cuda_context_bytes(cc: tuple[int, int]) -> int:
-    """CUDA context + PyTorch kernel images loaded lazily, in bytes (APPROXIMATION).
-
-    Source: typical ``nvidia-smi`` "used" right after ``torch.cuda.init()`` plus a
-    first matmul with CUDA >= 11.7 lazy module loading (CUDA_MODULE_LOADING=LAZY,
-    PyTorch's default) reported in PyTorch forum/issue threads: roughly
-    300-350 MiB on Volta/Turing, 400-450 MiB on Ampere/Ada, ~500 MiB on Hopper.
-    Not measured by memlint; calibrate with ``memlint validate --record``.
-    """
-    if cc >= (9, 0):
-        return 500 * MiB
-    if cc >= (8, 0):
-        return 430 * MiB
-    return 320 * MiB
-
-
-def cudnn_bytes(cc: tuple[int, int]) -> int:
-    """Extra device memory once cuDNN kernels are loaded (models with convolutions), bytes.
-
-    APPROXIMATION: cuDNN 8/9 libraries' device code with lazy loading commonly adds
-    100-250 MiB in ``nvidia-smi`` (forum reports); 200 MiB is used for every architecture.
-    """
-    del cc
-    return 200 * MiB
-
-
-def cublas_workspace_bytes(cc: tuple[int, int]) -> int:
-    """Size of one cuBLAS workspace PyTorch allocates through the caching allocator, bytes.
-
-    Source: ``aten/src/ATen/cuda/CublasHandlePool.cpp`` (``parseChosenWorkspaceSize``):
-    default ``4096 KiB * 8 = 32 MiB`` on sm90+ (Hopper and later) and
-    ``4096 KiB * 2 + 16 KiB * 8 = 8.125 MiB`` otherwise.  The cuBLASLt workspace
-    shares it by default (``TORCH_CUBLASLT_UNIFIED_WORKSPACE``), so no extra
-    cuBLASLt bytes.  One workspace is allocated per (handle, stream): the
-    forward thread and the autograd engine's device thread each get one.
-    """
-    if cc >= (9, 0):
-        return 4096 * 1024 * 8
-    return 4096 * 1024 * 2 + 16 * 1024 * 8

@@ -1,353 +1,201 @@
-"""CUDA semantics the meta device lacks: autocast, op handlers and data-dependent fallbacks.
+"""Op handlers: what the meta trace must change for the target's kernels, each with its source.
 
 The trace runs on the ``meta`` device, whose kernels compute shapes but not
-CUDA's memory behaviour.  Three pieces close the gap:
+every kernel's memory.  Three mechanisms close the gap, all at the dispatch
+level (so they apply to every op, wherever it is reached):
 
-* :class:`CudaSemanticsMode` (a ``TorchFunctionMode``, i.e. *above* autograd, so
-  every cast or replacement is recorded in the autograd graph exactly as CUDA
-  autocast records it) applies CUDA autocast's op lists and the op handlers
-  of :data:`OP_HANDLERS` that work at the function level;
-* :data:`OP_HANDLERS` -- one entry per op whose CUDA memory differs from the
-  meta kernel, each with its source/reason (rendered in docs/estimator.md);
+* kernel emulation (autocast lists, SDPA backends, CUDA dropout, fused RNNs)
+  -- :mod:`memlint.estimate.emulation`, registered kernels;
+* :func:`dispatch_rules` -- per-op rules the ledger's ``TorchDispatchMode``
+  applies after the meta kernel ran: buffers a kernel allocates and frees
+  inside itself (scratch), outputs the meta kernel returns empty but the real
+  kernel fills (oneDNN's LSTM workspace), cuBLAS's persistent workspace;
 * :data:`FALLBACKS` -- ops that cannot run on meta (data-dependent output
   shapes); the tracer uses the upper-bound fallback listed and reports the op
   by name and module (never a silent number).
+
+:data:`OP_HANDLERS` lists them all with their sources (rendered in docs/estimator.md).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
-
-# ---------------------------------------------------------------------------
-# Autocast op lists.  Source: aten/src/ATen/autocast_mode.cpp (torch 2.13),
-# CUDA ``lower_precision_fp`` and ``fp32`` / ``fp32_set_opt_dtype`` lists,
-# restricted to ops reachable as torch functions.
-
-AUTOCAST_LOWER = frozenset({
-    "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "convolution", "_convolution", "prelu", "addmm", "addmv", "addr",
-    "matmul", "__matmul__", "__rmatmul__", "einsum", "mm", "mv", "linalg_vecdot", "linear",
-    "addbmm", "baddbmm", "bmm", "chain_matmul", "linalg_multi_dot", "lstm_cell", "gru_cell",
-    "rnn_tanh_cell", "rnn_relu_cell", "scaled_dot_product_attention",
-})
-AUTOCAST_FP32 = frozenset({
-    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
-    "reciprocal", "rsqrt", "sinh", "tan", "pow", "__pow__", "softplus", "layer_norm", "group_norm",
-    "frobenius_norm", "nuclear_norm", "cosine_similarity", "poisson_nll_loss",
-    "cosine_embedding_loss", "nll_loss", "nll_loss2d", "hinge_embedding_loss", "kl_div",
-    "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss",
-    "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
-    "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp",
-})
-# fp32_set_opt_dtype: computed in fp32 without copying the input (dtype=float32 argument).
-AUTOCAST_FP32_OPT_DTYPE = frozenset({"softmax", "log_softmax", "cumsum", "cumprod"})
 
 
 @dataclass(frozen=True)
 class OpHandler:
-    """A row of the op handler table: op name, what the CUDA kernel keeps, and the source."""
+    """A row of the op handler table: op, target device(s), what the real kernel keeps, and the source."""
 
     op: str
-    cuda_memory: str
+    device: str
+    memory: str
     source: str
 
 
-OP_HANDLERS: dict[str, OpHandler] = {h.op: h for h in [
+OP_HANDLERS: dict[str, OpHandler] = {h.op + "/" + h.device: h for h in [
     OpHandler(
-        "scaled_dot_product_attention",
-        "Backend chosen as sdp_utils.cpp does for the target compute capability and dtype, in "
-        "priority order flash > memory-efficient > math. flash: sm80+, fp16/bf16, no attn_mask, "
-        "head_dim <= 256 and a multiple of 8; keeps out + logsumexp fp32[B,H,L]; backward adds "
-        "dq_accum fp32[B,L128,H,D] and softmax_d fp32[B,H,L128] temporaries. memory-efficient: "
-        "sm50+ (bf16 needs sm80), fp16/bf16/fp32, head_dim multiple of 8 (4 for fp32); keeps out + "
-        "logsumexp fp32[B,H,ceil(L/32)*32]. math: materialises the [B,H,L,S] attention matrix "
-        "(and softmax, dropout mask), upcasting fp16/bf16 to fp32 on CUDA.",
-        "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (check_sm_version, "
-        "check_tensor_dtype, check_head_dim_size_flash), attention.cpp "
-        "(_scaled_dot_product_attention_math), flash_api.cpp / mem_eff attention_backward.cu",
-    ),
+        "autocast (every listed op)", "cuda, cpu",
+        "Floating arguments cast as the target device's autocast lists say (lower precision, fp32, "
+        "fp32 with dtype, promote); casts of float32 weights cached until the outermost autocast exits. "
+        "Applied at the dispatch key, so ops inside composite modules and C++ composite ops are cast too.",
+        "aten/src/ATen/autocast_mode.h and autocast_mode.cpp (memlint/estimate/autocast.py, checked against "
+        "the installed torch's AutocastCUDA/AutocastCPU registrations)"),
     OpHandler(
-        "dropout",
-        "CUDA uses the fused native_dropout kernel (is_fused_kernel_acceptable): output plus a "
-        "bool mask (1 byte/element) saved for backward. The meta trace of F.dropout would keep a "
-        "float mask from bernoulli_, so the handler calls native_dropout.",
-        "aten/src/ATen/native/Dropout.cpp (dropout -> native_dropout on CUDA); "
-        "aten/src/ATen/native/cuda/Dropout.cu (mask dtype bool)",
-    ),
+        "scaled_dot_product_attention", "cuda",
+        "Backend as select_sdp_backend picks it (flash > memory-efficient > math; cuDNN first only with a "
+        "cuDNN > 9.15 runtime on sm90/sm100). flash: head dim padded to a multiple of 8; keeps out, "
+        "logsumexp fp32[B,H,L]; backward scratch softmax_d fp32[B,H,round128(L)] and dq_accum "
+        "fp32[B,round128(L),H,round32(D)] (+ dk/dv expanded to the query heads under GQA). "
+        "memory-efficient: boolean mask made float, padded to 16-aligned strides; keeps out, logsumexp "
+        "fp32[B,H,round32(L)]; backward scratch delta fp32[B,H,L] and an fp32 grad-query accumulator. "
+        "math: the composite (fp16/bf16 upcast to fp32, [B,H,L,S] matrix, dropout mask).",
+        "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (select_sdp_backend, can_use_*), attention.cpp "
+        "(scaled_dot_product_attention), cuda/flash_attn/flash_api.cpp (mha_bwd), "
+        "cuda/mem_eff_attention/kernel_backward.h (kNeedsAccumGradQ)"),
     OpHandler(
-        "convolution",
-        "cuDNN allocates a workspace through the caching allocator for the duration of the "
-        "kernel (forward and each backward). APPROXIMATION: max(input, output) bytes, capped "
-        "at 256 MiB per call; the real size depends on the algorithm cuDNN's heuristics pick.",
-        "aten/src/ATen/native/cudnn/Conv_v7.cpp (Workspace allocated with "
-        "c10::cuda::CUDACachingAllocator); size is algorithm-dependent (approximation)",
-    ),
+        "scaled_dot_product_attention", "cpu",
+        "Backend as select_sdp_backend_cpp picks it: the CPU flash kernel unless dropout > 0, an "
+        "unsupported mask shape or dtype; else the math composite.",
+        "aten/src/ATen/native/transformers/sdp_utils_cpp.cpp; checked against torch._fused_sdp_choice"),
     OpHandler(
-        "batch_norm",
-        "cudnn_batch_norm saves mean and invstd (fp32[C] each) and a reserve space that is empty "
-        "for plain NCHW training; identical to the meta native_batch_norm outputs, so no change.",
-        "aten/src/ATen/native/cudnn/BatchNorm.cpp (cudnnGetBatchNormalizationTrainingExReserveSpaceSize)",
-    ),
+        "dropout", "cuda",
+        "native_dropout (output + bool mask, 1 byte/element) where is_fused_kernel_acceptable holds; the "
+        "composite otherwise. On the CPU the composite keeps a float mask of the input's size.",
+        "aten/src/ATen/native/Dropout.cpp (dropout, is_fused_kernel_acceptable)"),
     OpHandler(
-        "cross_entropy",
-        "Under autocast, log_softmax runs with dtype=float32 (fp32_set_opt_dtype): an fp32 [N,C] "
-        "log-prob tensor saved for nll_loss backward, no fp32 copy of the logits. Without autocast "
-        "the meta kernels keep the same tensors as CUDA.",
-        "aten/src/ATen/autocast_mode.cpp (log_softmax in fp32_set_opt_dtype); "
-        "aten/src/ATen/native/LossNLL.cpp (cross_entropy -> log_softmax + nll_loss)",
-    ),
+        "lstm", "cpu",
+        "oneDNN: mkldnn_rnn_layer per layer and direction; its workspace (kept for the backward) sized as "
+        "oneDNN lays it out.",
+        "aten/src/ATen/native/mkldnn/RNN.cpp (mkldnn_rnn); oneDNN src/cpu/rnn/rnn_utils.cpp (set_offsets, "
+        "get_good_ld); measured: PyTorch 2.13.0+cpu / oneDNN v3.12.0, 45 shapes exact"),
     OpHandler(
-        "mm/addmm/bmm (cuBLAS)",
+        "lstm, gru, rnn_tanh, rnn_relu", "cuda",
+        "cuDNN (_cudnn_rnn): reserve space APPROXIMATED as the gate activations, LSTM cell states and "
+        "inner layer outputs of every step; workspace and dropout state not modelled (reported).",
+        "aten/src/ATen/native/cudnn/RNN.cpp (_cudnn_rnn keeps reserve for the backward); the sizes come "
+        "from cudnnGetRNNTempSpaceSizes at run time (undocumented)"),
+    OpHandler(
+        "mm, addmm, bmm, ... (cuBLAS)", "cuda",
         "The first cuBLAS call on each thread allocates a persistent workspace through the caching "
-        "allocator: 32 MiB on sm90+, 8.125 MiB otherwise; forward and the autograd device thread "
-        "each hold one (category 'workspace').",
-        "aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize, getNewWorkspace)",
-    ),
+        "allocator: 32 MiB on sm9x/sm10x/sm12x, 8.125 MiB otherwise; forward and the autograd device "
+        "thread each hold one (category 'workspace'). cuBLASLt shares it.",
+        "aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize, TORCH_CUBLASLT_UNIFIED_WORKSPACE)"),
     OpHandler(
-        "optimizer (foreach / fused)",
-        "On CUDA, built-in optimizers default to the foreach implementation: its intermediate "
-        "lists (e.g. Adam's sqrt(exp_avg_sq)) are allocated for all parameters at once; the trace "
-        "runs the real foreach step(). fused=True kernels cannot run on meta: traced with the "
-        "per-parameter implementation (same state; temporaries at most one parameter's size) and "
-        "reported as unsupported.",
-        "torch/optim/optimizer.py (_default_to_fused_or_foreach), torch/optim/adam.py (_multi_tensor_adam)",
-    ),
+        "convolution", "cuda",
+        "NOT MODELLED: cuDNN allocates an algorithm-dependent workspace through the caching allocator; "
+        "no published rule gives its size. Reported with the modules that run convolutions.",
+        "aten/src/ATen/native/cudnn/Conv_v7.cpp (workspace from the caching allocator)"),
+    OpHandler(
+        "convolution(_backward), mm/addmm/bmm (bf16), mkldnn_rnn_layer(_backward), norm backward, CPU flash "
+        "attention, embedding backward, mixed-dtype elementwise, bf16 mean", "cpu",
+        "Kernel scratch (oneDNN reorders to blocked layouts and scratchpads, float accumulation buffers) "
+        "allocated and freed inside the kernel: "
+        "MEASURED on this CPU by running each distinct call once on zero-filled tensors under the "
+        "profiler; calls over 512 MiB of operands are reported instead.",
+        "memlint/estimate/cpu_scratch.py (measurement; the layouts depend on the CPU's instruction set)"),
+    OpHandler(
+        "optimizer (foreach / fused)", "cuda, cpu",
+        "Built-in optimizers traced through their real step(): foreach (CUDA's default) keeps intermediate "
+        "lists for all parameters at once; fused=True cannot run on meta and is traced per parameter "
+        "(reported).",
+        "torch/optim/optimizer.py (_default_to_fused_or_foreach), torch/optim/adam.py (_multi_tensor_adam)"),
 ]}
 
+#: aten ops that run on cuBLAS (each thread's first call allocates the workspace).
+MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "_scaled_mm",
+                        "_addmm_activation", "linear"})
+#: aten ops that run on cuDNN convolution kernels (workspace not modelled: reported).
+CONV_OPS = frozenset({"convolution", "convolution_backward", "cudnn_convolution", "cudnn_convolution_transpose"})
 
-# ---------------------------------------------------------------------------
-# Scaled dot-product attention backend selection.
 
-def choose_sdpa_backend(q, k, v, attn_mask, cc: tuple[int, int]) -> str:
-    """``"flash"``, ``"efficient"`` or ``"math"`` as PyTorch would pick on a GPU of compute capability ``cc``.
+@dataclass
+class DispatchRules:
+    """What the ledger's dispatch mode does per op (see :func:`dispatch_rules`).
 
-    q/k/v: [B, H, L, D] tensors (after autocast).  Source: sdp_utils.cpp (see OP_HANDLERS).
+    scratch: op name -> ``(args) -> [(bytes, what)]`` buffers allocated and freed inside the kernel;
+    outputs: op name -> ``(args, outputs) -> (outputs, note)`` replacements of meta placeholders;
+    unmodelled: op name -> what is not modelled about it (reported with the module);
+    probed: op name -> ``(args) -> bool``: calls whose scratch is measured on this CPU
+    (:mod:`memlint.estimate.cpu_scratch`).
     """
-    import torch  # noqa: PLC0415
 
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        return "math"
-    dtype = q.dtype
-    head_dim = q.shape[-1]
-    same_dims = k.shape[-1] == head_dim and v.shape[-1] == head_dim
-    low = dtype in (torch.float16, torch.bfloat16)
-    if cc >= (8, 0) and low and attn_mask is None and same_dims and head_dim <= 256 and head_dim % 8 == 0:
-        return "flash"
-    align = 8 if low else 4
-    dtype_ok = dtype == torch.float32 or dtype == torch.float16 or (dtype == torch.bfloat16 and cc >= (8, 0))
-    if cc >= (5, 0) and dtype_ok and head_dim % align == 0 and k.shape[-1] == head_dim:
-        return "efficient"
-    return "math"
+    scratch: dict[str, Callable]
+    outputs: dict[str, Callable]
+    unmodelled: dict[str, str]
+    probed: dict = field(default_factory=dict)
 
 
-def _fused_attention_function():
-    import torch  # noqa: PLC0415
+def dispatch_rules(target) -> DispatchRules:
+    """The per-op rules for ``target`` (a :class:`memlint.estimate.target.Target`)."""
+    from memlint.estimate import rnn, sdpa  # noqa: PLC0415
 
-    class FusedAttention(torch.autograd.Function):
-        """Memory model of the flash / memory-efficient attention kernels (shapes only)."""
+    if not target.is_cuda:
+        from memlint.estimate.cpu_scratch import PROBED_OPS  # noqa: PLC0415
 
-        @staticmethod
-        def forward(ctx, q, k, v, backend: str):  # noqa: D401
-            batch, heads, length, _ = q.shape
-            out = q.new_empty((batch, heads, length, v.shape[-1]))
-            lse_len = length if backend == "flash" else -(-length // 32) * 32
-            lse = q.new_empty((batch, heads, lse_len), dtype=torch.float32)
-            ctx.backend = backend
-            ctx.save_for_backward(q, k, v, out, lse)
-            return out
-
-        @staticmethod
-        def backward(ctx, grad_out):
-            q, k, v, out, lse = ctx.saved_tensors
-            batch, heads, length, dim = q.shape
-            rounded = -(-length // 128) * 128
-            softmax_d = q.new_empty((batch, heads, rounded), dtype=torch.float32)
-            dq_accum = q.new_empty((batch, rounded, heads, -(-dim // 8) * 8), dtype=torch.float32)
-            dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-            del softmax_d, dq_accum, out, lse
-            return dq, dk, dv, None
-
-    return FusedAttention
-
-
-_FUSED_ATTENTION = None
-
-
-def sdpa(func, args, kwargs, cc, choices=None):
-    """Run F.scaled_dot_product_attention with the memory of the backend CUDA would use.
-
-    choices: optional Counter; ``choices["sdpa:<backend>"]`` is incremented.
-    """
-    import torch  # noqa: PLC0415
-
-    global _FUSED_ATTENTION
-    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-    bound = dict(zip(names, args))
-    bound.update(kwargs)
-    q, k, v = bound["query"], bound["key"], bound["value"]
-    backend = choose_sdpa_backend(q, k, v, bound.get("attn_mask"), cc)
-    if backend == "efficient" and bound.get("enable_gqa") and k.shape[1] != q.shape[1]:
-        # Grouped-query attention: the flash kernels accept K/V with fewer heads,
-        # the memory-efficient kernel does not, so PyTorch falls back to math
-        # (sdp_utils.cpp, check_grouped_query_attention; torch 2.5+ docs of
-        # scaled_dot_product_attention's enable_gqa).
-        backend = "math"
-    if choices is not None:
-        choices[f"sdpa:{backend}"] += 1
-    if backend == "math":
-        if q.dtype in (torch.float16, torch.bfloat16):
-            low = q.dtype
-            up = [t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in args]
-            up_kw = {key: (t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
-                     for key, t in kwargs.items()}
-            return func(*up, **up_kw).to(low)
-        return func(*args, **kwargs)
-    if _FUSED_ATTENTION is None:
-        _FUSED_ATTENTION = _fused_attention_function()
-    # Dropout inside flash / mem-efficient kernels keeps only a philox seed/offset (no mask).
-    return _FUSED_ATTENTION.apply(q, k, v, backend)
+        return DispatchRules({}, {"mkldnn_rnn_layer": rnn.onednn_workspace_handler}, {}, PROBED_OPS)
+    cc = target.compute_capability
+    return DispatchRules(
+        scratch={"_scaled_dot_product_flash_attention_backward": sdpa.flash_backward_scratch,
+                 "_scaled_dot_product_efficient_attention_backward":
+                     lambda args: sdpa.efficient_backward_scratch(args, cc)},
+        outputs={},
+        unmodelled={op: "cuDNN convolution workspace not modelled" for op in CONV_OPS})
 
 
 # ---------------------------------------------------------------------------
 # "cuda" -> "meta": code that names the CUDA device explicitly (x.cuda(), .to("cuda"),
-# torch.zeros(..., device="cuda")) must trace on the meta device of a CPU-only machine.
+# torch.zeros(..., device="cuda")) must trace on the meta device of a CPU-only machine;
+# a copy to the host (x.cpu(), .to("cpu")) is not device memory.
 
-def _is_cuda_device(value) -> bool:
+def _is_device(value, kind: str) -> bool:
     import torch  # noqa: PLC0415
 
     if isinstance(value, str):
-        return value == "cuda" or value.startswith("cuda:")
-    return isinstance(value, torch.device) and value.type == "cuda"
+        return value == kind or value.startswith(f"{kind}:")
+    return isinstance(value, torch.device) and value.type == kind
 
 
 def map_cuda_to_meta(name: str, args: tuple, kwargs: dict):
     """Rewrite CUDA device arguments of a torch function call to ``"meta"``.
 
-    Returns ``(args, kwargs, replacement)``; ``replacement`` is a callable result
-    for ``Tensor.cuda()`` (which becomes ``.to("meta")``), else None.
+    Returns ``(args, kwargs, replacement)``; ``replacement`` is a callable
+    result instead of the call: ``Tensor.cuda()`` becomes ``.to("meta")``, and
+    ``Tensor.cpu()`` / ``.to("cpu")`` of a meta tensor an alias of it (a host
+    copy holds no device memory).  None otherwise.
     """
-    if name == "cuda" and args and hasattr(args[0], "to"):
-        tensor = args[0]
+    import torch  # noqa: PLC0415
+
+    tensor = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if name == "cuda" and tensor is not None:
         return args, kwargs, lambda: tensor.to("meta")
-    if "device" in kwargs and _is_cuda_device(kwargs["device"]):
+    host_copy = name == "cpu" or (name == "to" and (any(_is_device(a, "cpu") for a in args[1:])
+                                                    or _is_device(kwargs.get("device"), "cpu")))
+    if host_copy and tensor is not None and tensor.device.type == "meta":
+        return args, kwargs, lambda: tensor.detach()
+    if "device" in kwargs and _is_device(kwargs["device"], "cuda"):
         kwargs = dict(kwargs, device="meta")
     if name == "to":
-        args = tuple("meta" if _is_cuda_device(a) else a for a in args)
+        args = tuple("meta" if _is_device(a, "cuda") else a for a in args)
     return args, kwargs, None
 
 
-def make_cuda_to_meta_mode():
-    """A TorchFunctionMode that only applies :func:`map_cuda_to_meta` (used around factories and inputs)."""
+def make_cuda_to_meta_mode(ledger=None):
+    """A TorchFunctionMode that applies :func:`map_cuda_to_meta`; host copies are reported to ``ledger``."""
     from torch.overrides import TorchFunctionMode  # noqa: PLC0415
 
     class CudaToMetaMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            args, kwargs, replacement = map_cuda_to_meta(getattr(func, "__name__", ""), tuple(args), kwargs or {})
-            return replacement() if replacement else func(*args, **kwargs)
-
-    return CudaToMetaMode()
-
-
-# ---------------------------------------------------------------------------
-# The function mode.
-
-def make_cuda_semantics_mode(autocast_dtype, cc: tuple[int, int]):
-    """Build a CudaSemanticsMode (TorchFunctionMode) instance.
-
-    autocast_dtype: torch.float16 / torch.bfloat16 to emulate ``torch.autocast("cuda", dtype)``,
-    or None for no autocast.  cc: target compute capability for backend choices.
-    Call ``clear_cast_cache()`` where CUDA would exit the autocast region (end of forward).
-    """
-    import torch  # noqa: PLC0415
-    from torch.overrides import TorchFunctionMode  # noqa: PLC0415
-
-    float_types = (torch.float32, torch.float16, torch.bfloat16)
-
-    class CudaSemanticsMode(TorchFunctionMode):
-        def __init__(self):
-            super().__init__()
-            self.autocast_dtype = autocast_dtype
-            self.autocast_enabled = autocast_dtype is not None
-            self.cc = cc
-            self.cache: dict[int, Any] = {}
-            self.choices: Counter = Counter()
-
-        def clear_cast_cache(self):
-            self.cache.clear()
-
-        def _cast(self, value, dtype):
-            if isinstance(value, torch.Tensor):
-                if value.dtype == dtype or value.dtype not in float_types or value.device.type != "meta":
-                    return value
-                if value.is_leaf and value.requires_grad:
-                    cached = self.cache.get(id(value))
-                    if cached is None or cached[0] is not value:
-                        cached = (value, value.to(dtype))
-                        self.cache[id(value)] = cached
-                    return cached[1]
-                return value.to(dtype)
-            if isinstance(value, (list, tuple)):
-                return type(value)(self._cast(v, dtype) for v in value)
-            return value
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
             name = getattr(func, "__name__", "")
             args, kwargs, replacement = map_cuda_to_meta(name, tuple(args), kwargs or {})
-            if replacement is not None:
-                return replacement()
-            if self.autocast_enabled:
-                if name in AUTOCAST_LOWER:
-                    args = self._cast(tuple(args), self.autocast_dtype)
-                    kwargs = {k: self._cast(v, self.autocast_dtype) for k, v in kwargs.items()}
-                elif name in AUTOCAST_FP32:
-                    args = self._cast(tuple(args), torch.float32)
-                    kwargs = {k: self._cast(v, torch.float32) for k, v in kwargs.items()}
-                elif name in AUTOCAST_FP32_OPT_DTYPE and kwargs.get("dtype") is None:
-                    first = args[0] if args else None
-                    if isinstance(first, torch.Tensor) and first.dtype in (torch.float16, torch.bfloat16):
-                        if name in ("softmax", "log_softmax") and len(args) >= 3:
-                            args = tuple(args[:2]) + (torch.float32,) + tuple(args[3:])
-                        else:
-                            kwargs = dict(kwargs, dtype=torch.float32)
-                elif name == "cross_entropy":
-                    return self._cross_entropy(func, args, kwargs)
-            if name == "scaled_dot_product_attention":
-                return sdpa(func, args, kwargs, self.cc, self.choices)
-            if name == "dropout":
-                return self._dropout(func, args, kwargs)
-            return func(*args, **kwargs)
+            if replacement is None:
+                return func(*args, **kwargs)
+            if ledger is not None and name != "cuda":
+                ledger.report_unsupported(f"Tensor.{name}() to the host",
+                                          "host copy: no device memory (traced as an alias)")
+            return replacement()
 
-        def _dropout(self, func, args, kwargs):
-            names = ("input", "p", "training", "inplace")
-            bound = dict(zip(names, args))
-            bound.update(kwargs)
-            x, p = bound["input"], bound.get("p", 0.5)
-            training, inplace = bound.get("training", True), bound.get("inplace", False)
-            if (isinstance(x, torch.Tensor) and training and not inplace and 0.0 < p < 1.0
-                    and x.is_floating_point() and x.numel() > 0):
-                self.choices["dropout:native_dropout(bool mask)"] += 1
-                return torch.native_dropout(x, p, True)[0]
-            return func(*args, **kwargs)
-
-        def _cross_entropy(self, func, args, kwargs):
-            names = ("input", "target", "weight", "size_average", "ignore_index", "reduce",
-                     "reduction", "label_smoothing")
-            bound = dict(zip(names, args))
-            bound.update(kwargs)
-            x = bound["input"]
-            if (not isinstance(x, torch.Tensor) or bound.get("label_smoothing", 0.0)
-                    or bound.get("target") is None or bound["target"].is_floating_point()):
-                return func(*self._cast(tuple(args), torch.float32),
-                            **{k: self._cast(v, torch.float32) for k, v in kwargs.items()})
-            logp = torch.log_softmax(x, 1 if x.dim() > 1 else 0, dtype=torch.float32)
-            weight = bound.get("weight")
-            return torch.nn.functional.nll_loss(
-                logp, bound["target"], weight=None if weight is None else weight.float(),
-                ignore_index=bound.get("ignore_index", -100), reduction=bound.get("reduction", "mean"))
-
-    return CudaSemanticsMode()
+    return CudaToMetaMode()
 
 
 # ---------------------------------------------------------------------------

@@ -20,10 +20,9 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
     from rich.table import Table  # noqa: PLC0415
 
     console = Console(file=file, highlight=False)
-    gpu = result.gpu or f"unspecified (kernels chosen for sm{result.compute_capability[0]}{result.compute_capability[1]})"
     console.print(f"[bold]memlint estimate[/] {result.workload}  batch={result.batch_size} "
                   f"micro-batch={result.micro_batch} optimizer={result.optimizer} "
-                  f"precision={result.options.precision}  gpu={gpu}")
+                  f"precision={result.options.precision}  target={result.target}")
     table = Table(title="Memory at peak (steady-state step)")
     table.add_column("category")
     table.add_column("bytes", justify="right")
@@ -33,14 +32,8 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
         if nbytes:
             table.add_row(category, format_bytes(nbytes), f"{100 * nbytes / total:.1f}%")
     console.print(table)
-    numbers = Table(title="Predicted CUDA memory")
-    numbers.add_column("metric")
-    numbers.add_column("value", justify="right")
-    numbers.add_column("meaning")
-    numbers.add_row("peak_allocated", format_bytes(result.peak_allocated), "torch.cuda.max_memory_allocated()")
-    numbers.add_row("peak_reserved", format_bytes(result.peak_reserved), "torch.cuda.max_memory_reserved()")
-    numbers.add_row("device_used", format_bytes(result.device_used), "nvidia-smi / NVML used (incl. CUDA context)")
-    console.print(numbers)
+    console.print(_numbers_table(result, Table))
+    _print_checkpointing(console, result)
     if result.by_module:
         modules = Table(title="Top modules by activation bytes")
         modules.add_column("module")
@@ -51,6 +44,8 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
     for op in result.unsupported_ops:
         console.print(f"[yellow]unsupported on meta:[/] {op['op']} in {op['module'] or '<root>'} "
                       f"(x{op['count']}): {op['fallback']}")
+    for item in result.unmodelled:
+        console.print(f"[yellow]not modelled:[/] {item['kernel']} -- module {item['module']} (x{item['count']})")
     if verdict is not None:
         word = "[green]fits[/]" if verdict.fits else "[red]does not fit[/]"
         console.print(f"Verdict: {word} in {format_bytes(verdict.capacity_bytes)} with "
@@ -63,6 +58,38 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
             console.print(f"Largest batch size that fits: [bold]at least {max_batch}[/] (the search stops there)")
         else:
             console.print(f"Largest batch size that fits: [bold]{max_batch}[/]")
+
+
+def _numbers_table(result, table_class):
+    """The three numbers with their meanings (CUDA names; on the CPU target the CPU allocator's)."""
+    numbers = table_class(title="Predicted memory" if result.options.device == "cpu" else "Predicted CUDA memory")
+    numbers.add_column("metric")
+    numbers.add_column("value", justify="right")
+    numbers.add_column("meaning")
+    if result.options.device == "cpu":
+        numbers.add_row("peak_allocated", format_bytes(result.peak_allocated),
+                        "CPU allocator peak (every byte asked for, no rounding, no cache)")
+        return numbers
+    numbers.add_row("peak_allocated", format_bytes(result.peak_allocated), "torch.cuda.max_memory_allocated()")
+    numbers.add_row("peak_reserved", format_bytes(result.peak_reserved), "torch.cuda.max_memory_reserved()")
+    numbers.add_row("fragmentation", format_bytes(result.fragmentation_bytes),
+                    "reserved - allocated at the allocated peak (inactive_split_bytes.all.peak "
+                    f"{format_bytes(result.memory_stats.get('inactive_split_bytes.all.peak', 0))})")
+    numbers.add_row("device_used", format_bytes(result.device_used), "nvidia-smi / NVML used (incl. CUDA context)")
+    return numbers
+
+
+def _print_checkpointing(console, result) -> None:
+    """Say what --checkpointing wrapped, or that it found nothing to wrap."""
+    if not result.options.checkpointing:
+        return
+    if result.checkpointed:
+        names = result.checkpointed
+        shown = ", ".join(names[:6]) + (f", ... ({len(names)} blocks)" if len(names) > 6 else "")
+        console.print(f"Checkpointed blocks: {shown}")
+    else:
+        console.print("[yellow]--checkpointing found no repeated blocks to checkpoint[/] "
+                      "(children of an nn.ModuleList/nn.Sequential whose class occurs twice): nothing was wrapped")
 
 
 def render_json(result, verdict=None, max_batch: int | None = None) -> str:
@@ -138,26 +165,40 @@ def merged_phases(phases: list[tuple[int, str, int]]) -> list[tuple[int, str, in
     return merged
 
 
-def render_advice(rows, file: TextIO | None = None) -> None:
+def render_advice(rows, file: TextIO | None = None, notes: dict[str, str] | None = None) -> None:
     """Print the advisor's rows (:class:`memlint.estimate.advisor.Remedy`), best first.
 
     Remedies that save nothing for this model (neither device_used nor
     peak_allocated; e.g. plain SGD when the optimizer already keeps no state)
-    are named under the table instead of filling it (the JSON keeps them all).
+    are named under the table instead of filling it (the JSON keeps them all),
+    and so are the remedies not offered, with why (``notes``, e.g. no bf16 below sm80).
     """
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     helpful = [row for row in rows if row.saved > 0 or row.saved_allocated > 0]
     idle = [row.title for row in rows if row not in helpful]
-    table = Table(title="Remedies, each re-estimated, ranked by memory saved", title_justify="left")
-    for column in ("#", "remedy", "device_used", "saved", "allocated saved", "fits", "cost"):
-        table.add_column(column, justify="right" if column in ("#", "device_used", "saved", "allocated saved") else "left")
+    table = Table(title="Remedies, each re-estimated", title_justify="left")
+    numeric = ("#", "device_used", "saved", "needs", "FLOPs")
+    for column in ("#", "remedy", "device_used", "saved", "needs", "fits", "FLOPs", "cost"):
+        table.add_column(column, justify="right" if column in numeric else "left")
     for rank, row in enumerate(helpful, start=1):
         fits = "-" if row.fits is None else ("yes" if row.fits else "no")
-        table.add_row(str(rank), row.title, format_bytes(row.device_used), format_bytes(row.saved),
-                      format_bytes(row.saved_allocated), fits, row.cost)
+        flops = "-" if row.flops_change is None else f"{row.flops_change:+.0%}"
+        table.add_row(str(rank), _remedy_title(row), format_bytes(row.device_used), format_bytes(row.saved),
+                      format_bytes(row.required_bytes), fits, flops, row.cost)
     console = Console(file=file, highlight=False)
     console.print(table)
     if idle:
         console.print(f"Save nothing for this model (not shown): {', '.join(idle)}", soft_wrap=True)
+    for name, why in (notes or {}).items():
+        console.print(f"Not offered: {name} -- {why}", soft_wrap=True)
+
+
+def _remedy_title(row) -> str:
+    """The remedy's title; checkpointing names the blocks it wrapped."""
+    if row.key != "checkpointing" or not row.checkpointed:
+        return row.title
+    names = row.checkpointed
+    shown = ", ".join(names[:3]) + (f", ... ({len(names)} blocks)" if len(names) > 3 else "")
+    return f"{row.title}: {shown}"

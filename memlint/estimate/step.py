@@ -1,25 +1,37 @@
-"""Run two training steps of a Workload on the meta device while the ledger records memory.
+"""Trace N training steps of a Workload on the meta device while the ledger records memory.
 
-Step structure (each of the 2 steps; the second is the steady state)::
+Step structure (each of ``steps`` steps; the first is the warm-up, peaks are
+taken over the others)::
 
     optimizer.zero_grad(set_to_none=...)
     for each of grad_accum micro-batches (micro-batch = batch_size // grad_accum):
-        inputs = make_inputs(micro)            # category input
-        out = module(inputs); loss = loss_fn(out, inputs) / grad_accum   # forward (autocast)
-        loss.backward()                        # backward
-    optimizer.step()                           # optimizer
+        inputs = make_inputs(micro)                        # category input
+        with autocast: out = module(inputs); loss = loss_fn(out, inputs) / grad_accum   # forward
+        loss.backward()                                    # backward
+    optimizer.step()                                       # optimizer
+
+The module is traced as it is -- no copy: the workload's own forward/backward
+hooks, ``register_post_accumulate_grad_hook`` hooks (optimizer step in
+backward), ``torch.utils.checkpoint`` calls, parametrizations and tensor hooks
+all run.  What the estimator itself changes for the trace (precision casts,
+checkpoint wrappers, its own hooks) is undone afterwards.  Fresh copies for
+repeated estimates come from ``Workload.factory`` (see
+:meth:`memlint.estimate.workload.Workload.fresh`).
 """
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
+from contextlib import ExitStack
 from typing import Any
 
 from memlint.errors import TargetError, UsageError
+from memlint.estimate.messages import one_line
 from memlint.estimate.tracer import Ledger, ModuleTracker, make_ledger_mode
 
 OPTIMIZER_NAMES = ("sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop")
+#: Optimizers from transformers, traced through their real class when transformers is installed.
+TRANSFORMERS_OPTIMIZERS = ("adafactor",)
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16", "bf16", "fp16")
 
 
@@ -64,40 +76,17 @@ def _is_block(module) -> bool:
     return next(module.children(), None) is not None
 
 
-def apply_checkpointing(root, semantics=None) -> list[str]:
-    """Wrap repeated blocks in non-reentrant ``torch.utils.checkpoint``; returns their FQNs.
+def repeated_blocks(root) -> list[tuple[str, Any]]:
+    """(FQN, module) of the repeated blocks of ``root`` (what ``--checkpointing`` wraps).
 
     A repeated block is a child of an ``nn.ModuleList`` / ``nn.Sequential`` (the
     root included) that has submodules of its own (leaf layers such as an
     in-place ReLU are never wrapped) and whose class occurs at least twice among
-    that container's children.  Wrapped blocks are not searched further.  ``semantics``: the
-    CudaSemanticsMode to re-enter when the autograd engine recomputes a block
-    on its own thread (as CUDA checkpointing re-enters autocast; its weight-cast
-    cache is cleared when the recomputation ends).
+    that container's children.  Blocks found are not searched further.
     """
     import torch  # noqa: PLC0415
-    from torch.utils.checkpoint import checkpoint  # noqa: PLC0415
 
-    wrapped: list[str] = []
-
-    from torch.overrides import _get_current_function_mode_stack  # noqa: PLC0415
-
-    def wrap(block) -> None:
-        original = block.forward
-
-        def run(*args, **kwargs):
-            if semantics is None or semantics in _get_current_function_mode_stack():
-                return original(*args, **kwargs)
-            with semantics:
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    semantics.clear_cast_cache()
-
-        def forward(*args, **kwargs):
-            return checkpoint(run, *args, use_reentrant=False, preserve_rng_state=False, **kwargs)
-
-        block.forward = forward
+    found: list[tuple[str, Any]] = []
 
     def visit(module, prefix: str) -> None:
         if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
@@ -106,8 +95,7 @@ def apply_checkpointing(root, semantics=None) -> list[str]:
             if repeated:
                 for name, child in module.named_children():
                     if type(child) in repeated:
-                        wrap(child)
-                        wrapped.append(f"{prefix}{name}")
+                        found.append((f"{prefix}{name}", child))
                     else:
                         visit(child, f"{prefix}{name}.")
                 return
@@ -115,11 +103,55 @@ def apply_checkpointing(root, semantics=None) -> list[str]:
             visit(child, f"{prefix}{name}.")
 
     visit(root, "")
-    return wrapped
+    return found
+
+
+def apply_checkpointing(root) -> list[str]:
+    """Wrap every repeated block's forward in non-reentrant ``torch.utils.checkpoint``; returns their FQNs.
+
+    The wrapper is an instance attribute ``forward`` (``del block.forward``
+    undoes it, :func:`remove_checkpointing`).  Recomputation restores the
+    autocast state of the forward, as ``torch.utils.checkpoint`` does.
+    """
+    from torch.utils.checkpoint import checkpoint  # noqa: PLC0415
+
+    names = []
+    for name, block in repeated_blocks(root):
+        original = block.forward
+
+        def forward(*args, _original=original, **kwargs):
+            return checkpoint(_original, *args, use_reentrant=False, preserve_rng_state=False, **kwargs)
+
+        forward.memlint_replaced = vars(block).get("forward")  # a user's own instance forward, if any
+        block.forward = forward
+        names.append(name)
+    return names
+
+
+def remove_checkpointing(root, names: list[str]) -> None:
+    """Undo :func:`apply_checkpointing` for the blocks ``names`` (a user's instance ``forward`` is put back)."""
+    for name in names:
+        block = root.get_submodule(name)
+        wrapper = vars(block).get("forward")
+        if wrapper is None or not hasattr(wrapper, "memlint_replaced"):
+            continue
+        if wrapper.memlint_replaced is None:
+            del block.forward
+        else:
+            block.forward = wrapper.memlint_replaced
+
+
+def _adafactor(params):
+    """transformers' Adafactor with the settings of ``Trainer(optim="adafactor")``; UsageError if absent."""
+    try:
+        from transformers.optimization import Adafactor  # noqa: PLC0415
+    except ImportError:
+        raise UsageError("--optimizer adafactor needs transformers (its Adafactor class is traced)") from None
+    return Adafactor(params, lr=1e-3, scale_parameter=False, relative_step=False, warmup_init=False)
 
 
 def build_optimizer(name: str | None, params: list, factory, ledger: Ledger):
-    """The optimizer for the trace: a named built-in (foreach, as CUDA defaults to) or the workload's own.
+    """The optimizer for the trace: a named one (built-ins foreach, as CUDA defaults to) or the workload's own.
 
     Raises UsageError for an unknown name, TargetError when the workload's factory fails.
     """
@@ -134,9 +166,12 @@ def build_optimizer(name: str | None, params: list, factory, ledger: Ledger):
         "adagrad": (optim.Adagrad, {}),
         "rmsprop": (optim.RMSprop, {}),
     }
+    if name == "adafactor":
+        return _adafactor(params)
     if name is not None:
         if name not in table:
-            raise UsageError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZER_NAMES)}")
+            known = ", ".join(OPTIMIZER_NAMES + TRANSFORMERS_OPTIMIZERS)
+            raise UsageError(f"unknown optimizer {name!r}; choose from {known}")
         cls, kwargs = table[name]
         return cls(params, foreach=True, **kwargs)
     if factory is None:
@@ -144,8 +179,7 @@ def build_optimizer(name: str | None, params: list, factory, ledger: Ledger):
     try:
         optimizer = factory(params)
     except Exception as exc:  # noqa: BLE001
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise TargetError(f"optimizer factory raised {type(exc).__name__}: {first}") from None
+        raise TargetError(f"optimizer factory raised {one_line(exc)}") from None
     if not isinstance(optimizer, optim.Optimizer):
         raise TargetError(f"optimizer factory returned {type(optimizer).__name__}, not a torch.optim.Optimizer")
     for group in optimizer.param_groups:
@@ -159,64 +193,209 @@ def build_optimizer(name: str | None, params: list, factory, ledger: Ledger):
     return optimizer
 
 
-def prepare_module(workload, options, ledger: Ledger, semantics=None):
-    """Deep-copy the workload's module, apply precision casts and checkpointing, register params/buffers."""
+class StepInBackward:
+    """Optimizer step in backward: one optimizer per parameter, stepped by ``register_post_accumulate_grad_hook``.
+
+    The pattern of the PyTorch tutorial "How to save memory by fusing the
+    optimizer step into the backward pass": each parameter's optimizer steps
+    and zeroes its gradient (set_to_none) as soon as the gradient is
+    accumulated, so no full set of gradients is ever alive.
+    """
+
+    def __init__(self, name: str | None, params: list, factory, ledger: Ledger):
+        self.optimizers = {p: build_optimizer(name, [p], factory, ledger) for p in params}
+        self.handles = [p.register_post_accumulate_grad_hook(self._step) for p in params]
+
+    def _step(self, param) -> None:
+        optimizer = self.optimizers[param]
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    @property
+    def name(self) -> str:
+        first = next(iter(self.optimizers.values()))
+        return f"{type(first).__name__} per parameter, stepped in backward"
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def host_offload_hooks():
+    """``torch.autograd.graph.save_on_cpu`` as it behaves on a GPU, for meta tensors.
+
+    Every tensor autograd saves is copied to host memory when saved (its
+    device memory is released once nothing else holds it) and copied back to
+    the device when the backward unpacks it (a new device allocation, freed
+    with the node).  Source: ``torch/autograd/graph.py`` (``save_on_cpu``:
+    ``pack_to_cpu`` -> ``tensor.cpu()``, ``unpack_from_cpu`` -> ``.to(device)``).
+    Host copies are not device memory, so only their shapes are kept.
+    """
     import torch  # noqa: PLC0415
 
-    module = copy.deepcopy(workload.module)
-    module.train()
-    if options.precision in ("bf16", "fp16"):
-        module.to(torch.bfloat16 if options.precision == "bf16" else torch.float16)
-    wrapped = apply_checkpointing(module, semantics) if options.checkpointing else []
-    for param in module.parameters():
-        ledger.track(param, "parameter", op="parameter")
-    for buffer in module.buffers():
-        ledger.track(buffer, "buffer", op="buffer")
-    return module, wrapped
+    def pack(tensor):
+        return (tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.requires_grad)
+
+    def unpack(packed):
+        shape, stride, dtype, _ = packed
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+
+    return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
 
-def trace_training(workload, options, ledger: Ledger, cc: tuple[int, int]) -> dict:
-    """Trace two steps into ``ledger``; returns facts for the report (checkpointed blocks, micro-batch)."""
+class _TraceState:
+    """What the estimator changed on the module for one trace, so that it can be undone."""
+
+    def __init__(self, module):
+        self.module = module
+        self.dtypes = {}
+        self.checkpointed: list[str] = []
+        self.handles: list = []
+        self.step_in_backward: StepInBackward | None = None
+
+    def cast(self, dtype) -> None:
+        for tensor in list(self.module.parameters()) + list(self.module.buffers()):
+            self.dtypes[tensor] = tensor.dtype
+        self.module.to(dtype)
+
+    def undo(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        if self.step_in_backward is not None:
+            self.step_in_backward.remove()
+        remove_checkpointing(self.module, self.checkpointed)
+        for tensor, dtype in self.dtypes.items():
+            if tensor.dtype != dtype:
+                tensor.data = tensor.data.to(dtype)
+        for param in self.module.parameters():
+            param.grad = None
+
+
+def _retag_hooks(params, ledger: Ledger) -> list:
+    """Hooks that name gradients and optimizer state as they appear, wherever they are created.
+
+    A gradient pre-hook on every parameter tags the incoming gradient
+    (AccumulateGrad keeps that tensor as ``.grad``); a global optimizer-step
+    post hook tags the state of every optimizer that steps (the trace's own and
+    any the workload's hooks own).
+    """
     import torch  # noqa: PLC0415
 
-    from memlint.estimate.handlers import make_cuda_semantics_mode  # noqa: PLC0415
+    def tag_gradient(param):
+        def hook(grad):
+            if param.grad is None:  # AccumulateGrad keeps this tensor; otherwise it is added and freed
+                ledger.retag(grad, "gradient")
+            return grad
+        return hook
+
+    def tag_state(optimizer, args, kwargs):
+        for state in optimizer.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    ledger.retag(value, "optimizer_state")
+
+    handles = [p.register_hook(tag_gradient(p)) for p in params]
+    from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: PLC0415
+
+    handles.append(register_optimizer_step_post_hook(tag_state))
+    return handles
+
+
+def trace_training(workload, options, ledger: Ledger, target) -> dict:
+    """Trace ``options.trace_steps`` steps into ``ledger``; returns facts for the report.
+
+    target: the :class:`memlint.estimate.target.Target` whose kernels are emulated.
+    Facts: checkpointed (FQNs), micro_batch, batch_size, optimizer, kernel_choices, unmodelled, steps.
+    """
+    import torch  # noqa: PLC0415
+
+    from memlint.estimate.emulation import KernelEmulation  # noqa: PLC0415
+    from memlint.estimate.handlers import make_cuda_to_meta_mode  # noqa: PLC0415
 
     batch = options.batch_size or workload.default_batch_size
     if batch % options.grad_accum:
         raise UsageError(f"--batch-size {batch} is not a multiple of --grad-accum {options.grad_accum}")
     micro_batch = batch // options.grad_accum
-    autocast = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(options.precision)
-    input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(options.precision)
+    module = workload.module
+    state = _TraceState(module)
+    emulation = KernelEmulation(target, ledger.note_unmodelled)
+    if not target.is_cuda:
+        from memlint.estimate.cpu_scratch import ScratchProbe  # noqa: PLC0415
 
-    semantics = make_cuda_semantics_mode(autocast, cc)
-    module, wrapped = prepare_module(workload, options, ledger, semantics)
+        ledger.scratch_probe = ScratchProbe()
+    try:
+        optimizer = _prepare(workload, options, ledger, state)
+        with ExitStack() as stack:
+            stack.enter_context(ModuleTracker(module, ledger))
+            stack.enter_context(emulation)
+            stack.enter_context(make_ledger_mode(ledger, target))
+            stack.enter_context(make_cuda_to_meta_mode(ledger))
+            for step in range(options.trace_steps):
+                _one_step(workload, module, optimizer, options, micro_batch, ledger, state, step)
+            ledger.close()
+    finally:
+        state.undo()
+    if ledger.scratch_probe is not None:
+        from memlint.estimate.cpu_scratch import add_measured_scratch  # noqa: PLC0415
+
+        add_measured_scratch(ledger, ledger.scratch_probe)
+    name = state.step_in_backward.name if state.step_in_backward else type(optimizer).__name__
+    return {"checkpointed": state.checkpointed, "micro_batch": micro_batch, "batch_size": batch,
+            "optimizer": name, "kernel_choices": dict(emulation.choices),
+            "unmodelled": [{"kernel": what, "module": fqn, "count": n}
+                           for (what, fqn), n in sorted(ledger.unmodelled.items())]}
+
+
+def _prepare(workload, options, ledger: Ledger, state: _TraceState):
+    """Precision cast, checkpoint wrappers, the optimizer (or per-parameter optimizers), tracked state."""
+    import torch  # noqa: PLC0415
+
+    module = state.module
+    module.train()
+    if options.precision in ("bf16", "fp16"):
+        state.cast(torch.bfloat16 if options.precision == "bf16" else torch.float16)
+    if options.checkpointing:
+        state.checkpointed = apply_checkpointing(module)
+    for param in module.parameters():
+        ledger.track(param, "parameter", op="parameter")
+    for buffer in module.buffers():
+        ledger.track(buffer, "buffer", op="buffer")
     params = [p for p in module.parameters() if p.requires_grad]
     if not params:
         raise TargetError(f"workload {workload.name!r} has no trainable parameters")
-    optimizer = build_optimizer(options.optimizer, params, workload.optimizer_factory, ledger)
-
-    with ModuleTracker(module, ledger), make_ledger_mode(ledger):
-        for step in range(2):
-            ledger.set_phase("forward", step=step, micro=0)
-            optimizer.zero_grad(set_to_none=options.set_to_none)
-            for micro in range(options.grad_accum):
-                ledger.set_phase("forward", micro=micro)
-                _micro_step(workload, module, micro_batch, input_dtype, options.grad_accum, semantics, ledger)
-                for param in params:
-                    if param.grad is not None:
-                        ledger.retag(param.grad, "gradient")
-            ledger.set_phase("optimizer")
-            optimizer.step()
-            for state in optimizer.state.values():
-                for value in state.values():
-                    if isinstance(value, torch.Tensor):
-                        ledger.retag(value, "optimizer_state")
-        ledger.close()
-    return {"checkpointed": wrapped, "micro_batch": micro_batch, "batch_size": batch,
-            "optimizer": type(optimizer).__name__, "kernel_choices": dict(semantics.choices)}
+    state.handles = _retag_hooks(params, ledger)
+    if options.step_in_backward:
+        state.step_in_backward = StepInBackward(options.optimizer, params, workload.optimizer_factory, ledger)
+        return None
+    return build_optimizer(options.optimizer, params, workload.optimizer_factory, ledger)
 
 
-def _micro_step(workload, module, micro_batch, input_dtype, grad_accum, semantics, ledger) -> None:
+def _one_step(workload, module, optimizer, options, micro_batch, ledger, state, step: int) -> None:
+    ledger.set_phase("forward", step=step, micro=0)
+    if optimizer is not None:
+        optimizer.zero_grad(set_to_none=options.set_to_none)
+    for micro in range(options.grad_accum):
+        ledger.set_phase("forward", micro=micro)
+        _micro_step(workload, module, micro_batch, options, ledger)
+        for param in module.parameters():
+            if param.grad is not None:
+                ledger.retag(param.grad, "gradient")
+    ledger.set_phase("optimizer")
+    if optimizer is not None:
+        optimizer.step()
+
+
+def _autocast(precision: str):
+    """The emulated autocast region of the forward: CPU autocast state carries the target's (see autocast.py)."""
+    import contextlib  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
+    return torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+def _make_inputs(workload, micro_batch, ledger, input_dtype):
     import torch  # noqa: PLC0415
 
     from memlint.estimate.handlers import make_cuda_to_meta_mode  # noqa: PLC0415
@@ -227,29 +406,43 @@ def _micro_step(workload, module, micro_batch, input_dtype, grad_accum, semantic
         except (TargetError, UsageError):
             raise
         except Exception as exc:  # noqa: BLE001
-            raise TargetError(f"make_inputs({micro_batch}) of {workload.name!r} raised {type(exc).__name__}: {exc}") from None
+            raise TargetError(f"make_inputs({micro_batch}) of {workload.name!r} raised {one_line(exc)}") from None
     inputs = _cast_inputs(inputs, input_dtype)
     for tensor in _tensors(inputs):
         ledger.track(tensor, "input", op="input")
         ledger.retag(tensor, "input")
-    with semantics:
-        try:
-            output = _call(module, inputs)
-            loss = workload.compute_loss(output, inputs)
-        except (TargetError, UsageError):
-            raise
-        except Exception as exc:  # noqa: BLE001
-            where = f" in {ledger.module!r}" if ledger.module else ""
-            first = (str(exc).strip().splitlines() or [""])[0][:300]
-            raise TargetError(f"forward of {workload.name!r}{where} failed: {type(exc).__name__}: {first}") from None
-        if grad_accum > 1:
-            loss = loss / grad_accum
-        semantics.clear_cast_cache()
-        ledger.tag_forward_survivors()
-        del output
-        ledger.set_phase("backward")
-        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
-            raise TargetError(f"loss of {workload.name!r} does not require grad (is the model frozen?)")
+    return inputs
+
+
+def _micro_step(workload, module, micro_batch, options, ledger) -> None:
+    import contextlib  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+
+    input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(options.precision)
+    inputs = _make_inputs(workload, micro_batch, ledger, input_dtype)
+    offload = host_offload_hooks() if options.offload_activations else contextlib.nullcontext()
+    with offload:
+        with _autocast(options.precision):
+            try:
+                output = _call(module, inputs)
+                loss = workload.compute_loss(output, inputs)
+            except (TargetError, UsageError):
+                raise
+            except Exception as exc:  # noqa: BLE001
+                where = f" in {ledger.module!r}" if ledger.module else ""
+                raise TargetError(f"forward of {workload.name!r}{where} failed: {one_line(exc)}") from None
+        if options.grad_accum > 1:
+            loss = loss / options.grad_accum
+    ledger.tag_forward_survivors()
+    del output
+    ledger.set_phase("backward")
+    if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+        raise TargetError(f"loss of {workload.name!r} does not require grad (is the model frozen?)")
+    try:
         loss.backward()
-        semantics.clear_cast_cache()
+    except (TargetError, UsageError):
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise TargetError(f"backward of {workload.name!r} failed: {one_line(exc)}") from None
     del loss, inputs

@@ -11,7 +11,7 @@ C++ storage) records its death, so the live-bytes timeline is exact.
 Categories: parameter, buffer, gradient, optimizer_state, activation (created
 in a forward pass and still alive when that forward -- loss included -- ends:
 kept by the autograd graph or by the outputs), temporary, input, and
-workspace (library workspaces: cuBLAS, cuDNN).
+workspace (library workspaces and kernel scratch: cuBLAS, attention backward buffers).
 """
 
 from __future__ import annotations
@@ -21,13 +21,10 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from memlint.estimate.messages import first_line
+
 CATEGORIES = ("parameter", "buffer", "gradient", "optimizer_state", "activation",
               "temporary", "input", "workspace")
-MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "_scaled_mm",
-                        "_addmm_activation", "linear"})
-CONV_OPS = frozenset({"convolution", "convolution_backward", "cudnn_convolution",
-                      "cudnn_convolution_transpose"})
-CONV_WORKSPACE_CAP = 256 * 2**20
 
 
 @dataclass
@@ -69,6 +66,10 @@ class Ledger:
     events: list[tuple[int, int, bool]] = field(default_factory=list)
     phases: list[tuple[int, str, int]] = field(default_factory=list)
     unsupported: dict[tuple[str, str], UnsupportedOp] = field(default_factory=dict)
+    unmodelled: dict[tuple[str, str], int] = field(default_factory=dict)
+    scratch_probe: Any = None
+    count_flops: bool = False
+    flops: int = 0
     op_index: int = 0
     phase: str = "setup"
     step: int = 0
@@ -160,6 +161,32 @@ class Ledger:
                     and record.step == self.step and record.micro == self.micro):
                 record.category = "activation"
 
+    def note_unmodelled(self, what: str, module: str | None = None) -> None:
+        """Record that ``module`` (default: the running one) uses a kernel whose memory is not (fully) modelled."""
+        key = (what, (self.module if module is None else module) or "<root>")
+        self.unmodelled[key] = self.unmodelled.get(key, 0) + 1
+
+    def insert_transient(self, op_index: int, position: int, nbytes: int, what: str, module: str = "") -> None:
+        """A buffer alive only during op ``op_index`` (already traced), category workspace.
+
+        position: where its alloc/free events go in :attr:`events` -- right
+        after the op's outputs were recorded (before the frees that follow the
+        op), so the replay counts it on top of them.
+        """
+        sid = next(self._ids)
+        phase, step = self._phase_at(op_index)
+        self.records[sid] = StorageRecord(sid, int(nbytes), "workspace", phase, step, 0, module, what,
+                                          op_index, died=op_index)
+        self.events[position:position] = [(op_index, sid, True), (op_index, sid, False)]
+
+    def _phase_at(self, op_index: int) -> tuple[str, int]:
+        current = ("setup", 0)
+        for first, phase, step in self.phases:
+            if first > op_index:
+                break
+            current = (phase, step)
+        return current
+
     def report_unsupported(self, op: str, fallback: str) -> None:
         key = (op, self.module)
         if key in self.unsupported:
@@ -172,23 +199,56 @@ class Ledger:
         self.closed = True
 
 
-def make_ledger_mode(ledger: Ledger):
-    """A TorchDispatchMode that feeds ``ledger`` (see module docstring)."""
+def make_ledger_mode(ledger: Ledger, target=None):
+    """A TorchDispatchMode that feeds ``ledger`` (see module docstring).
+
+    target: the :class:`memlint.estimate.target.Target`; its
+    :func:`memlint.estimate.handlers.dispatch_rules` add kernel scratch,
+    replace meta placeholders and note unmodelled kernels; on CUDA targets the
+    first cuBLAS op of each thread allocates the cuBLAS workspace.
+    """
     import torch  # noqa: PLC0415
     from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
     from torch.utils._pytree import tree_flatten  # noqa: PLC0415
 
-    from memlint.estimate.handlers import fallback_table  # noqa: PLC0415
+    from memlint.estimate.handlers import MATMUL_OPS, DispatchRules, dispatch_rules, fallback_table  # noqa: PLC0415
 
     fallbacks = fallback_table()
+    flop_formulas = _flop_formulas() if ledger.count_flops else {}
+    rules = dispatch_rules(target) if target is not None else DispatchRules({}, {}, {})
+    cublas_bytes = target.cublas_workspace if target is not None else 0
+    probed = rules.probed if ledger.scratch_probe is not None else {}
 
     class LedgerMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             ledger.op_index += 1
             name = func.overloadpacket.__name__
+            out = self._run(func, name, args, kwargs)
+            if name in rules.outputs:
+                out, note = rules.outputs[name](args, out)
+                if note:
+                    ledger.note_unmodelled(note)
+            if name in rules.unmodelled:
+                ledger.note_unmodelled(rules.unmodelled[name])
+            flat, _ = tree_flatten(out)
+            for value in flat:
+                if isinstance(value, torch.Tensor):
+                    ledger.track(value, op=name)
+            for nbytes, what in rules.scratch.get(name, lambda a: [])(args):
+                ledger.transient(nbytes, what)
+            if name in probed and probed[name](args):
+                ledger.scratch_probe.collect(func, args, kwargs, ledger.op_index, len(ledger.events), ledger.module)
+            if cublas_bytes and name in MATMUL_OPS:
+                self._cublas_workspace(name)
+            formula = flop_formulas.get(func.overloadpacket)
+            if formula is not None:
+                ledger.flops += formula(*args, **kwargs, out_val=out)
+            return out
+
+        def _run(self, func, name, args, kwargs):
             try:
-                out = func(*args, **kwargs)
+                return func(*args, **kwargs)
             except (NotImplementedError, RuntimeError) as exc:
                 handler = fallbacks.get(func.overloadpacket)
                 if handler is None and not isinstance(exc, NotImplementedError):
@@ -197,63 +257,60 @@ def make_ledger_mode(ledger: Ledger):
                     from memlint.errors import TargetError  # noqa: PLC0415
 
                     where = f" in module {ledger.module!r}" if ledger.module else ""
-                    first = (str(exc).strip().splitlines() or [""])[0][:200]
-                    raise TargetError(f"op aten.{name}{where} cannot be traced on meta and has no fallback: {first}") from None
+                    raise TargetError(f"op aten.{name}{where} cannot be traced on meta and has no fallback: "
+                                      f"{first_line(exc)}") from None
                 out, description = handler(args, kwargs)
                 ledger.report_unsupported(f"aten.{name}", description)
-            flat, _ = tree_flatten(out)
-            for value in flat:
-                if isinstance(value, torch.Tensor):
-                    ledger.track(value, op=name)
-            self._workspaces(name, args, flat)
-            return out
+                return out
 
-        def _workspaces(self, name, args, outputs):
-            if name in MATMUL_OPS and ledger.cublas_workspace:
-                # CUDA runs backward on the autograd engine's device thread, which gets its
-                # own cuBLAS handle and workspace; forward and optimizer share the caller's.
-                thread = "backward" if ledger.phase == "backward" else "main"
-                if thread not in ledger.workspace_threads:
-                    ledger.workspace_threads.add(thread)
-                    ledger.persistent(ledger.cublas_workspace, f"cublas workspace ({name})")
-            elif name in CONV_OPS:
-                sizes = [t.untyped_storage().nbytes() for t in list(args[:1]) + outputs[:1]
-                         if isinstance(t, torch.Tensor)]
-                if sizes:
-                    ledger.transient(min(max(sizes), CONV_WORKSPACE_CAP), f"cudnn workspace ({name})")
+        def _cublas_workspace(self, name):
+            # CUDA runs backward on the autograd engine's device thread, which gets its
+            # own cuBLAS handle and workspace; forward and optimizer share the caller's.
+            thread = "backward" if ledger.phase == "backward" else "main"
+            if thread not in ledger.workspace_threads:
+                ledger.workspace_threads.add(thread)
+                ledger.cublas_workspace = cublas_bytes
+                ledger.persistent(cublas_bytes, f"cublas workspace ({name})")
 
     return LedgerMode()
+
+
+def _flop_formulas() -> dict:
+    """FLOP formulas per aten op: ``torch.utils.flop_counter.flop_registry``, the table FlopCounterMode counts with
+    (used directly: FlopCounterMode's own module tracking hooks would keep tensors alive and change the trace)."""
+    from torch.utils.flop_counter import flop_registry  # noqa: PLC0415
+
+    return dict(flop_registry)
 
 
 class ModuleTracker:
     """Keeps ``ledger.module_stack`` equal to the FQNs of the modules whose forward is running.
 
-    Uses the global ``register_module_forward_pre_hook`` / ``register_module_forward_hook``;
-    modules outside ``root`` are ignored.  Use as a context manager.
+    Per-module hooks: a forward pre-hook prepended (it runs before the
+    workload's own pre-hooks) and a forward hook appended (after the
+    workload's own hooks), so what a module's hooks allocate is attributed to
+    that module.  Removed on exit.  Use as a context manager.
     """
 
     def __init__(self, root, ledger: Ledger):
-        self.names = {id(m): name for name, m in root.named_modules()}
+        self.root = root
         self.ledger = ledger
         self.handles: list = []
 
-    def _pre(self, module, args):
-        name = self.names.get(id(module))
-        if name is not None:
-            self.ledger.module_stack.append(name or type(module).__name__)
+    def _pre(self, name: str):
+        def hook(module, args):
+            self.ledger.module_stack.append(name)
+        return hook
 
     def _post(self, module, args, output):
-        if id(module) in self.names and self.ledger.module_stack:
+        if self.ledger.module_stack:
             self.ledger.module_stack.pop()
 
     def __enter__(self):
-        from torch.nn.modules.module import (  # noqa: PLC0415
-            register_module_forward_hook,
-            register_module_forward_pre_hook,
-        )
-
-        self.handles = [register_module_forward_pre_hook(self._pre),
-                        register_module_forward_hook(self._post)]
+        for name, module in self.root.named_modules():
+            label = name or type(module).__name__
+            self.handles.append(module.register_forward_pre_hook(self._pre(label), prepend=True))
+            self.handles.append(module.register_forward_hook(self._post, always_call=True))
         return self
 
     def __exit__(self, *exc):

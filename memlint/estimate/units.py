@@ -14,6 +14,11 @@ KiB = 2**10
 MiB = 2**20
 GiB = 2**30
 
+
+def round_up(value: int, multiple: int) -> int:
+    """``value`` rounded up to a multiple of ``multiple`` (both ints, ``multiple`` > 0)."""
+    return -(-value // multiple) * multiple
+
 _UNITS = {
     "": 1, "b": 1,
     "kib": KiB, "mib": MiB, "gib": GiB, "tib": 2**40,

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memlint.errors import TargetError, UsageError
+from memlint.estimate.messages import one_line
 
 _DTYPES = {
     "float32", "float", "float16", "half", "bfloat16", "float64", "double",
@@ -111,6 +112,10 @@ class Workload:
         (no state) unless ``EstimateOptions.optimizer`` names one.
     default_batch_size: batch size used when the options give none.
     name: a label for reports.
+    factory: ``() -> Workload`` building a fresh copy (new module, hooks and all);
+        :func:`load_workload` sets it, so that each estimate traces its own build.
+        Without it the module is traced in place (state that the workload's own
+        hooks create, e.g. optimizers inside hooks, then persists between estimates).
     """
 
     module: Any
@@ -119,6 +124,13 @@ class Workload:
     optimizer_factory: Callable[[Any], Any] | None = None
     default_batch_size: int = 1
     name: str = ""
+    factory: Callable[[], "Workload"] | None = None
+
+    def fresh(self) -> "Workload":
+        """A new build from :attr:`factory` (TargetError if that fails), or this workload without one."""
+        if self.factory is None:
+            return self
+        return self.factory()
 
     def compute_loss(self, output: Any, inputs: Any):
         """Apply ``loss_fn`` or :func:`default_loss`."""
@@ -151,7 +163,7 @@ def _import_factory(target: str) -> Callable[[], Any]:
     except SystemExit as exc:  # the target module ran `sys.exit()` on import
         raise TargetError(f"cannot import {where!r} for target {target!r}: it called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001 - any import failure is the target's fault
-        raise TargetError(f"cannot import {where!r} for target {target!r}: {_one_line(exc)}") from None
+        raise TargetError(f"cannot import {where!r} for target {target!r}: {one_line(exc)}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise TargetError(f"target {target!r}: {where} has no callable {attr!r}")
@@ -165,11 +177,6 @@ def _importable_from_working_directory() -> None:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.append(cwd)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _resize_batch(example: Any, batch_size: int):
@@ -209,13 +216,25 @@ def load_workload(target: str, inputs: list[str] | tuple[str, ...] = (), batch_s
     batch_size: overrides ``default_batch_size`` when given.
     Raises TargetError (bad target, factory raised, wrong return type, no inputs)
     or UsageError (bad input spec), each with a one-line message naming it.
+    The workload's :attr:`Workload.factory` rebuilds it (the import is not repeated).
     """
+    specs = [parse_input_spec(text) for text in inputs]
+    factory = _import_factory(target)
+
+    def build() -> Workload:
+        workload = _build_on_meta(factory, target, specs, batch_size)
+        workload.factory = build
+        return workload
+
+    return build()
+
+
+def _build_on_meta(factory, target: str, specs: list, batch_size: int | None) -> Workload:
+    """Call ``factory`` on the meta device and wrap the result (see :func:`load_workload`)."""
     import torch  # noqa: PLC0415
 
-    specs = [parse_input_spec(text) for text in inputs]
     from memlint.estimate.handlers import make_cuda_to_meta_mode  # noqa: PLC0415
 
-    factory = _import_factory(target)
     try:
         with torch.device("meta"), make_cuda_to_meta_mode():
             result = factory()
@@ -224,7 +243,7 @@ def load_workload(target: str, inputs: list[str] | tuple[str, ...] = (), batch_s
     except SystemExit as exc:
         raise TargetError(f"factory {target!r} called sys.exit({exc.code!r})") from None
     except Exception as exc:  # noqa: BLE001
-        raise TargetError(f"factory {target!r} raised {_one_line(exc)}") from None
+        raise TargetError(f"factory {target!r} raised {one_line(exc)}") from None
     workload = _to_workload(result, target)
     if specs:
         workload.make_inputs = _spec_inputs(specs)

@@ -286,9 +286,11 @@ def estimate_script(path: str, source: str, settings: EstimateConfig, target: st
 def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dict[str, Value], target: str,
                   advise: bool | None, progress: Callable[[str], None] | None) -> None:
     from memlint.estimate.advisor import advise as run_advisor
+    from memlint.estimate.advisor import with_flops
     from memlint.estimate.api import EstimateOptions, estimate, fits, resolve_capacity
     from memlint.estimate.cli import check_estimate_inputs, reporting
     from memlint.estimate.workload import load_workload
+    from memlint.estimate.search import Probe, largest_fitting
 
     workload = load_workload(target, settings.get("input", []), None)
     if values["batch-size"].value is None:
@@ -319,80 +321,27 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
         if advise:
             outcome.advice = run_advisor(workload, outcome.estimate, None, reserve,
                                          settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE),
-                                         run=reporting(estimate, report))
+                                         run=reporting(with_flops, report), full=True)
         return
     outcome.verdict = fits(outcome.estimate, outcome.capacity_bytes, reserve)
     if not outcome.verdict.fits or advise:
-        def probe(b: int) -> tuple[bool, int, int]:
+        def probe(b: int) -> Probe:
             report(f"largest batch: tracing batch {b}")
             verdict = fits(estimate(workload, replace(options, batch_size=b * accum)), outcome.capacity_bytes, reserve)
-            return verdict.fits, verdict.required_bytes, verdict.usable_bytes
+            return Probe(verdict.fits, verdict.required_bytes, verdict.usable_bytes)
 
         v = outcome.verdict
-        outcome.max_batch = largest_fitting_batch(probe, micro, (v.fits, v.required_bytes, v.usable_bytes),
-                                                  MAX_BATCH_LIMIT // accum)
+        limit = MAX_BATCH_LIMIT // accum
+        outcome.max_batch = largest_fitting(probe, limit, start=micro,
+                                            known={micro: Probe(v.fits, v.required_bytes, v.usable_bytes)} if micro <= limit else None)
         if advise is not False:
             outcome.advice = run_advisor(workload, outcome.estimate, outcome.capacity_bytes, reserve,
                                          settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE),
-                                         run=reporting(estimate, report))
+                                         run=reporting(with_flops, report), full=True)
 
 
 def _source(settings: EstimateConfig, key: str) -> str:
     return f"config: {settings.settings[key].source}" if key in settings else "default"
-
-
-def largest_fitting_batch(probe, start: int, start_result: tuple[bool, int, int], limit: int = MAX_BATCH_LIMIT) -> int:
-    """Largest b in [1, limit] whose estimate fits; 0 if none.  Every answer is a real trace.
-
-    probe(b) -> (fits, required_bytes, usable_bytes); ``start_result`` is probe(start), already known.
-    Memory is close to affine in the batch, so a second point gives a guess of the
-    limit by interpolation; the guess and its neighbour are traced, and plain
-    doubling/bisection over the remaining bracket handles what interpolation
-    missed (allocator rounding).  Assumes memory grows with the batch.
-    """
-    known: dict[int, tuple[bool, int, int]] = {start: start_result}
-
-    def ok(b: int) -> bool:
-        if b not in known:
-            known[b] = probe(b)
-        return known[b][0]
-
-    last = start
-    other = start // 2 if start >= 16 else start * 4  # far enough apart that rounding does not hide the slope
-    if 1 <= other <= limit:
-        ok(other)
-        (b1, (_, r1, usable)), (b2, (_, r2, _)) = sorted(known.items())[:2]
-        if r2 > r1:
-            guess = min(limit, max(1, b1 + int((usable - r1) * (b2 - b1) // (r2 - r1))))
-            last = guess
-            if ok(guess) and guess < limit:
-                last = guess + 1
-                ok(last)
-            elif not ok(guess) and guess > 1:
-                last = guess - 1
-                ok(last)
-    low = max((b for b, r in known.items() if r[0]), default=0)
-    high = min((b for b, r in known.items() if not r[0] and b > low), default=limit + 1)
-    step = 1  # gallop from the side of the last answer: distances 1, 2, 4, ... then bisect
-    if known[last][0]:
-        while (candidate := min(low + step, high - 1)) > low:
-            if not ok(candidate):
-                high = candidate
-                break
-            low, step = candidate, step * 2
-    else:
-        while (candidate := max(high - step, low + 1)) < high:
-            if ok(candidate):
-                low = candidate
-                break
-            high, step = candidate, step * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        if ok(mid):
-            low = mid
-        else:
-            high = mid
-    return low
 
 
 def mem302_diagnostic(outcome: ScriptEstimate, source: str | None = None) -> Diagnostic | None:

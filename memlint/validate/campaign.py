@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from memlint.estimate.messages import one_line
+
 MODELS = "fixtures/models"
 
 
@@ -112,12 +114,11 @@ def _failed_record(case, options, warmup, steps, exc, dry_run) -> dict:
 
     identity = records.workload_identity(case.target, [], options, warmup, steps)
     identity["campaign"] = {"case": case.name}
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
     try:
         env = records.environment("cpu" if dry_run else "cuda")
     except Exception:  # noqa: BLE001
         env = records.environment("cpu")
-    return records.make_record(env, identity, None, None, "failed", note=f"{type(exc).__name__}: {first}")
+    return records.make_record(env, identity, None, None, "failed", note=one_line(exc))
 
 
 def _free_cuda() -> None:
@@ -145,26 +146,14 @@ def runs_without_oom(case: Case, batch: int, warmup: int = 1, steps: int = 1) ->
 
 
 def largest_batch_on_gpu(case: Case, limit: int = 4096, probe=None) -> int:
-    """Largest batch (doubling, then bisection) for which ``probe(batch)`` is True; 0 if batch 1 fails."""
+    """Largest batch for which ``probe(batch)`` is True (default: runs on the GPU without OOM); 0 if batch 1 fails.
+
+    The search is :func:`memlint.estimate.search.largest_fitting` (doubling, then bisection).
+    """
+    from memlint.estimate.search import largest_fitting  # noqa: PLC0415
+
     probe = probe or (lambda batch: runs_without_oom(case, batch))
-    if not probe(1):
-        return 0
-    low, high = 1, None
-    while low * 2 <= limit:
-        if probe(low * 2):
-            low *= 2
-        else:
-            high = low * 2
-            break
-    if high is None:
-        return low
-    while high - low > 1:
-        mid = (low + high) // 2
-        if probe(mid):
-            low = mid
-        else:
-            high = mid
-    return low
+    return largest_fitting(probe, limit)
 
 
 def run_search(case: Case, out: Path, dry_run: bool) -> dict:

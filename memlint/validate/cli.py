@@ -17,11 +17,8 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     """TARGET and the estimator options, plus the validator's own options."""
     from memlint.estimate.cli import add_estimate_arguments  # noqa: PLC0415
 
-    add_estimate_arguments(parser)
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                        help="where to measure: cuda (allocator + NVML) or cpu (profiler ground truth)")
+    add_estimate_arguments(parser)  # --device (where to measure and what to estimate), --steps (measured)
     parser.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up steps before measuring (default 2)")
-    parser.add_argument("--steps", type=int, default=3, metavar="N", help="measured steps (default 3)")
     parser.add_argument("--tolerance", default="10%", help="largest |relative error| accepted (default 10%%)")
     parser.add_argument("--record", default=None, metavar="FILE", help="write a JSON validation record")
 
@@ -59,10 +56,14 @@ def parse_tolerance(text: str) -> float:
     return value
 
 
+#: Measured steps when --steps is not given.
+DEFAULT_MEASURED_STEPS = 3
+
+
 def _check_counts(args) -> None:
     if args.warmup < 0:
         raise UsageError(f"--warmup must be >= 0 (got {args.warmup})")
-    if args.steps < 1:
+    if args.steps is not None and args.steps < 1:
         raise UsageError(f"--steps must be >= 1 (got {args.steps})")
 
 
@@ -72,7 +73,10 @@ def _run(args) -> int:
 
     _check_counts(args)
     tolerance = parse_tolerance(args.tolerance)
+    measured_steps = args.steps if args.steps is not None else DEFAULT_MEASURED_STEPS
+    args.steps = None
     options = options_from_args(args)
+    options.steps = measured_steps + 1  # the estimate traces one warm-up step, then the measured ones
     if args.device == "cuda":
         from memlint.validate.cuda import cuda_available  # noqa: PLC0415
 
@@ -80,7 +84,7 @@ def _run(args) -> int:
             raise UsageError("--device cuda: no CUDA device is available to torch (use --device cpu for the CPU ground truth)")
         if options.gpu is None:
             options.gpu = "auto"
-    outcome = session.validate(args.target, args.input, options, args.device, args.warmup, args.steps)
+    outcome = session.validate(args.target, args.input, options, args.device, args.warmup, measured_steps)
     if args.record:
         from memlint.validate.record import write_record  # noqa: PLC0415
 

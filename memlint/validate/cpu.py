@@ -12,13 +12,14 @@ started").  Warm-up steps run first (so optimizer state exists); each measured
 step is wrapped in a ``record_function`` range and its peak is the largest
 running sum inside the range (or at its start).
 
-The comparable estimate is the estimator's ledger replayed without its
-``workspace`` category (cuBLAS/cuDNN workspaces exist only on CUDA):
-:func:`estimate_tensor_peak`.
+The comparable estimate is the estimate for the CPU target (``--device cpu``:
+CPU kernel choices and the CPU allocator), whose peak_allocated is compared
+with the allocator peak and peak_tensor_bytes with the tensor peak.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import sys
 import tempfile
@@ -26,6 +27,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from memlint.estimate.messages import one_line
 
 MEASURED_RANGE = "memlint::measured_step"
 
@@ -55,37 +58,64 @@ class CpuMeasurement:
         return self.peak_allocator_bytes - self.peak_tensor_bytes
 
 
-def _memory_timeline(events):
-    """[(time_ns, running live bytes)] from the profiler's ``[memory]`` events, time-ordered."""
+class MemoryProfile:
+    """The CPU allocator's running total during one profiler session, and its labelled ranges.
+
+    timeline: [(time_ns, live bytes)] from the profiler's ``[memory]`` events, time-ordered;
+    ranges: {label: (start_ns, end_ns)} of every ``record_function`` range opened inside it.
+    Both are filled when the ``memory_profile()`` block exits.
+    """
+
+    def __init__(self) -> None:
+        self.timeline: list[tuple[int, int]] = []
+        self.ranges: dict[str, tuple[int, int]] = {}
+
+    def window_peak(self, start_ns: int, end_ns: int) -> tuple[int, int]:
+        """(peak, baseline) bytes of the running total over [start_ns, end_ns]; baseline = value at start."""
+        times = [t for t, _ in self.timeline]
+        first = bisect.bisect_left(times, start_ns)
+        last = bisect.bisect_right(times, end_ns)
+        baseline = self.timeline[first - 1][1] if first > 0 else 0
+        inside = [live for _, live in self.timeline[first:last]]
+        return max([baseline, *inside]), baseline
+
+    def total_at(self, when_ns: int) -> int:
+        """Bytes live just after ``when_ns``."""
+        index = bisect.bisect_right([t for t, _ in self.timeline], when_ns)
+        return self.timeline[index - 1][1] if index else 0
+
+
+@contextmanager
+def memory_profile() -> Iterator[MemoryProfile]:
+    """Profile the CPU allocator (torch.profiler, ``profile_memory=True``) around the block, quietly."""
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+
+    result = MemoryProfile()
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False)
+    with _without_profiler_banner():
+        prof.start()
+    try:
+        yield result
+    finally:
+        with _without_profiler_banner():
+            prof.stop()
+    events = prof.profiler.kineto_results.events()
     memory = sorted(((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"), key=lambda t: t[0])
-    timeline, live = [], 0
+    live = 0
     for when, nbytes in memory:
         live += nbytes
-        timeline.append((when, live))
-    return timeline
-
-
-def _window_peak(timeline, start_ns: int, end_ns: int) -> tuple[int, int]:
-    """(peak, baseline) of the running sum over [start_ns, end_ns]; baseline = value at start."""
-    import bisect  # noqa: PLC0415
-
-    times = [t for t, _ in timeline]
-    first = bisect.bisect_left(times, start_ns)
-    last = bisect.bisect_right(times, end_ns)
-    baseline = timeline[first - 1][1] if first > 0 else 0
-    inside = [live for _, live in timeline[first:last]]
-    return max([baseline, *inside]), baseline
+        result.timeline.append((when, live))
+    result.ranges = {e.name(): (e.start_ns(), e.end_ns()) for e in events if e.name() != "[memory]"}
 
 
 def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -> CpuMeasurement:
     """Build ``target`` on CPU, run ``warmup`` + ``steps`` training steps; peak live tensor bytes.
 
-    ``options``: an EstimateOptions (precision amp-* runs under ``torch.autocast("cpu")``).
-    F.dropout is sent to the kernel CUDA uses (see runner.cuda_dropout_mode).
-    Raises TargetError / UsageError (one line).
+    ``options``: an EstimateOptions (precision amp-* runs under ``torch.autocast("cpu")``);
+    PyTorch's own CPU kernels run.  Raises TargetError / UsageError (one line).
     """
     import torch  # noqa: PLC0415
-    from torch.profiler import ProfilerActivity, profile, record_function  # noqa: PLC0415
+    from torch.profiler import record_function  # noqa: PLC0415
 
     from memlint.validate.runner import load_real_workload, prepare_step  # noqa: PLC0415
 
@@ -96,12 +126,9 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
     started = time.perf_counter()
     torch.manual_seed(0)
     tensor_peak = 0
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False)
-    with _without_profiler_banner():
-        prof.start()
-    try:
+    with memory_profile() as profiled:
         workload = load_real_workload(target, inputs, options.batch_size, "cpu")
-        step = prepare_step(workload, options, "cpu", mirror_cuda_dropout=True)
+        step = prepare_step(workload, options, "cpu")
         for _ in range(max(1, warmup)):
             _run_step(step)
         for index in range(steps):
@@ -111,19 +138,10 @@ def measure_cpu(target: str, inputs, options, warmup: int = 1, steps: int = 1) -
                 _run_step(step, ledger)
             tensor_peak = max(tensor_peak, ledger.peak)
         del step, workload
-    finally:
-        with _without_profiler_banner():
-            prof.stop()
-    events = prof.profiler.kineto_results.events()
-    timeline = _memory_timeline(events)
-    ranges = sorted((e.start_ns(), e.end_ns()) for e in events if e.name().startswith(MEASURED_RANGE))
-    peaks, baselines = [], []
-    for start, end in ranges:
-        peak, baseline = _window_peak(timeline, start, end)
-        peaks.append(peak)
-        baselines.append(baseline)
+    windows = [profiled.window_peak(*profiled.ranges[f"{MEASURED_RANGE}_{index}"]) for index in range(steps)]
+    peaks = [peak for peak, _ in windows]
     return CpuMeasurement(peak_allocator_bytes=max(peaks), peak_tensor_bytes=tensor_peak, step_peaks=peaks,
-                          baseline_bytes=baselines[0], memory_events=len(timeline),
+                          baseline_bytes=windows[0][1], memory_events=len(profiled.timeline),
                           seconds=time.perf_counter() - started)
 
 
@@ -159,8 +177,7 @@ def _run_step(step, ledger=None) -> None:
         with ledger.mode() if ledger is not None else contextlib.nullcontext():
             step.run()
     except RuntimeError as exc:
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise TargetError(f"CPU run of {step.workload.name!r} failed: {type(exc).__name__}: {first}") from None
+        raise TargetError(f"CPU run of {step.workload.name!r} failed: {one_line(exc)}") from None
 
 
 class StorageLedger:
@@ -192,7 +209,12 @@ class StorageLedger:
         self.total -= self.live.pop(key, 0)
 
     def track_state(self, step) -> None:
-        """Count what is alive between steps: parameters, gradients, buffers, optimizer state."""
+        """Count what is alive between steps: parameters, gradients, buffers, optimizer state.
+
+        Optimizer state is that of every live ``torch.optim.Optimizer`` (found by
+        ``gc``) that steps one of the module's parameters: the step's own and any
+        a workload's hooks own (optimizer step in backward).
+        """
         import torch  # noqa: PLC0415
 
         for param in step.module.parameters():
@@ -201,10 +223,12 @@ class StorageLedger:
                 self.track(param.grad)
         for buffer in step.module.buffers():
             self.track(buffer)
-        for state in step.optimizer.state.values():
-            for value in state.values():
-                if isinstance(value, torch.Tensor):
-                    self.track(value)
+        own = {id(p) for p in step.module.parameters()}
+        for optimizer in _live_optimizers(own):
+            for state in optimizer.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor) and value.device.type == "cpu":
+                        self.track(value)
 
     def mode(self):
         """A TorchDispatchMode that tracks every tensor output."""
@@ -225,30 +249,17 @@ class StorageLedger:
         return StorageMode()
 
 
-def estimate_tensor_peak(workload, options) -> int:
-    """The estimator's unrounded peak live tensor bytes of the steady step, CUDA workspaces excluded.
+def _live_optimizers(param_ids: set[int]):
+    """Every live ``torch.optim.Optimizer`` stepping a parameter whose id is in ``param_ids``.
 
-    Traces with the estimator (memlint.estimate.step.trace_training) into a Ledger
-    with no cuBLAS workspace and replays its events as ``Estimate.peak_tensor_bytes``
-    is computed, skipping records of category ``workspace`` (cuDNN workspaces).
+    A gc scan: the validator's instrument only, not a hot path.
     """
-    from memlint.estimate.api import DEFAULT_CC, resolve_gpu  # noqa: PLC0415
-    from memlint.estimate.step import trace_training  # noqa: PLC0415
-    from memlint.estimate.tracer import Ledger  # noqa: PLC0415
+    import gc  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
 
-    options.validate()
-    spec = resolve_gpu(options.gpu)
-    ledger = Ledger(cublas_workspace=0)
-    trace_training(workload, options, ledger, spec.compute_capability if spec else DEFAULT_CC)
-    steady_start = next((op for op, _, step in ledger.phases if step == 1), 0)
-    live, peak, started = 0, 0, False
-    for op_index, sid, is_alloc in ledger.events:
-        if not started and op_index >= steady_start:
-            peak, started = live, True
-        record = ledger.records[sid]
-        if record.category == "workspace":
-            continue
-        live += record.nbytes if is_alloc else -record.nbytes
-        if started:
-            peak = max(peak, live)
-    return peak
+    import torch  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on deprecated module proxies warns
+        found = [obj for obj in gc.get_objects() if isinstance(obj, torch.optim.Optimizer)]
+    return [opt for opt in found if any(id(p) in param_ids for g in opt.param_groups for p in g["params"])]

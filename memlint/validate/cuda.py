@@ -23,6 +23,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+from memlint.estimate.messages import first_line
+
 
 @dataclass
 class CudaMeasurement:
@@ -152,7 +154,7 @@ def measure_cuda(target: str, inputs, options, warmup: int = 2, steps: int = 3, 
         oom = {"phase": phase["name"], "step": phase["step"], "measured_phase": measuring,
                "allocated_bytes": int(torch.cuda.memory_allocated()),
                "reserved_bytes": int(torch.cuda.memory_reserved()),
-               "message": (str(exc).strip().splitlines() or [""])[0][:300]}
+               "message": first_line(exc)}
         return _read(sampler, before, oom, started)
     return _read(sampler, before, None, started)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from memlint.errors import UsageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).with_name("record_schema.json")
 NUMBERS = ("peak_allocated", "peak_reserved", "device_used")
 
@@ -58,14 +58,17 @@ def workload_identity(target: str, inputs, options, warmup: int, steps: int, inp
             "options": asdict(options), "warmup": warmup, "steps": steps}
 
 
-def estimated_numbers(result, cpu_tensor_peak: int | None = None) -> dict:
-    """The estimate's numbers for a record (from an ``Estimate``)."""
-    numbers = {"peak_allocated": result.peak_allocated, "peak_reserved": result.peak_reserved,
-               "device_used": result.device_used, "peak_tensor_bytes": result.peak_tensor_bytes,
-               "gpu": result.gpu, "compute_capability": list(result.compute_capability)}
-    if cpu_tensor_peak is not None:
-        numbers["cpu_tensor_peak"] = cpu_tensor_peak
-    return numbers
+def estimated_numbers(result) -> dict:
+    """The estimate's numbers for a record (from an ``Estimate``; bytes).
+
+    On the CPU target peak_allocated is the CPU allocator's peak (compared with
+    the measured cpu_peak) and peak_tensor_bytes the tensors' own (compared
+    with cpu_tensor_peak).
+    """
+    return {"peak_allocated": result.peak_allocated, "peak_reserved": result.peak_reserved,
+            "device_used": result.device_used, "peak_tensor_bytes": result.peak_tensor_bytes,
+            "fragmentation_bytes": result.fragmentation_bytes, "target": result.target, "optimizer": result.optimizer,
+            "gpu": result.gpu, "compute_capability": list(result.compute_capability)}
 
 
 def make_record(env: dict, workload: dict, estimated: dict, measured: dict | None, outcome: str,

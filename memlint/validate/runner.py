@@ -22,14 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from memlint.errors import TargetError, UsageError
+from memlint.estimate.messages import one_line
 
 AUTOCAST_DTYPES = {"amp-fp16": "float16", "amp-bf16": "bfloat16"}
 CAST_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
 def _real_spec_inputs(specs, device) -> Callable[[int], tuple]:
@@ -84,7 +80,7 @@ def load_real_workload(target: str, inputs=(), batch_size: int | None = None, de
     except SystemExit as exc:
         raise TargetError(f"factory {target!r} called sys.exit({exc.code!r}) on device {device!r}") from None
     except Exception as exc:  # noqa: BLE001 - any failure is the factory's
-        raise TargetError(f"factory {target!r} raised {_one_line(exc)} on device {device!r}") from None
+        raise TargetError(f"factory {target!r} raised {one_line(exc)} on device {device!r}") from None
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module):
         example = result[1]
         workload = _to_workload(result, target)
@@ -126,32 +122,6 @@ def _call(module, inputs):
     return module(inputs)
 
 
-def cuda_dropout_mode():
-    """A TorchFunctionMode that sends ``F.dropout`` to ``torch.native_dropout`` (bool mask).
-
-    This is the kernel choice CUDA makes (aten/src/ATen/native/Dropout.cpp,
-    ``is_fused_kernel_acceptable`` is true for CUDA tensors); on CPU ``F.dropout``
-    otherwise keeps a float mask of the input's size.  ``native_dropout`` has a
-    real CPU kernel, so the memory measured is that of real allocations.
-    """
-    import torch  # noqa: PLC0415
-    from torch.overrides import TorchFunctionMode  # noqa: PLC0415
-
-    class CudaDropoutMode(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if getattr(func, "__name__", "") == "dropout" and func is torch.nn.functional.dropout:
-                bound = dict(zip(("input", "p", "training", "inplace"), args))
-                bound.update(kwargs)
-                x, p = bound["input"], bound.get("p", 0.5)
-                if (bound.get("training", True) and not bound.get("inplace", False) and 0.0 < p < 1.0
-                        and isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0):
-                    return torch.native_dropout(x, p, True)[0]
-            return func(*args, **kwargs)
-
-    return CudaDropoutMode()
-
-
 @dataclass
 class PreparedStep:
     """A module, its optimizer and the settings of one training step on a real device."""
@@ -167,7 +137,7 @@ class PreparedStep:
     autocast_dtype: Any
     input_dtype: Any
     checkpointed: list
-    mirror_cuda_dropout: bool = False
+    step_in_backward: object = None  # a StepInBackward when options.step_in_backward
 
     def autocast(self):
         """The autocast context of the forward pass (a null context without AMP)."""
@@ -183,38 +153,41 @@ class PreparedStep:
 
         note = on_phase or (lambda phase: None)
         note("forward")
-        self.optimizer.zero_grad(set_to_none=self.set_to_none)
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=self.set_to_none)
         for _ in range(self.grad_accum):
             note("forward")
             with torch.device(self.device):
                 inputs = self.workload.make_inputs(self.micro_batch)
             inputs = _to_device(inputs, self.device, self.input_dtype)
-            mode = cuda_dropout_mode() if self.mirror_cuda_dropout else contextlib.nullcontext()
-            with mode, self.autocast():
+            with self.autocast():
                 output = _call(self.module, inputs)
                 loss = self.workload.compute_loss(output, inputs)
             if self.grad_accum > 1:
                 loss = loss / self.grad_accum
             del output
             note("backward")
-            with mode:
-                loss.backward()
+            loss.backward()
             del loss, inputs
         note("optimizer")
-        self.optimizer.step()
+        if self.optimizer is not None:
+            self.optimizer.step()
 
 
-def prepare_step(workload, options, device: str, mirror_cuda_dropout: bool = False) -> PreparedStep:
-    """Apply the options (precision casts, checkpointing, optimizer) to a real workload.
+def prepare_step(workload, options, device: str) -> PreparedStep:
+    """Apply the options (precision casts, checkpointing, optimizer or optimizer step in backward) to a real workload.
 
-    Raises UsageError (batch not a multiple of grad_accum) or TargetError (no trainable parameters).
+    Raises UsageError (batch not a multiple of grad_accum; activation offload,
+    which this runner does not apply) or TargetError (no trainable parameters).
     """
     import torch  # noqa: PLC0415
 
-    from memlint.estimate.step import apply_checkpointing, build_optimizer  # noqa: PLC0415
+    from memlint.estimate.step import StepInBackward, apply_checkpointing, build_optimizer  # noqa: PLC0415
     from memlint.estimate.tracer import Ledger  # noqa: PLC0415
 
     options.validate()
+    if options.offload_activations:
+        raise UsageError("activation offload (save_on_cpu) is an advisor remedy; the validator does not run it")
     batch = options.batch_size or workload.default_batch_size
     if batch % options.grad_accum:
         raise UsageError(f"--batch-size {batch} is not a multiple of --grad-accum {options.grad_accum}")
@@ -227,7 +200,11 @@ def prepare_step(workload, options, device: str, mirror_cuda_dropout: bool = Fal
     params = [p for p in module.parameters() if p.requires_grad]
     if not params:
         raise TargetError(f"workload {workload.name!r} has no trainable parameters")
-    optimizer = build_optimizer(options.optimizer, params, workload.optimizer_factory, Ledger())
+    in_backward = optimizer = None
+    if options.step_in_backward:
+        in_backward = StepInBackward(options.optimizer, params, workload.optimizer_factory, Ledger())
+    else:
+        optimizer = build_optimizer(options.optimizer, params, workload.optimizer_factory, Ledger())
     autocast = AUTOCAST_DTYPES.get(options.precision)
     return PreparedStep(
         workload=workload, module=module, optimizer=optimizer, params=params,
@@ -235,5 +212,5 @@ def prepare_step(workload, options, device: str, mirror_cuda_dropout: bool = Fal
         set_to_none=options.set_to_none, device=device,
         autocast_dtype=getattr(torch, autocast) if autocast else None,
         input_dtype=getattr(torch, cast) if cast else None,
-        checkpointed=checkpointed, mirror_cuda_dropout=mirror_cuda_dropout,
+        checkpointed=checkpointed, step_in_backward=in_backward,
     )

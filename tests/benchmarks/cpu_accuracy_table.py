@@ -3,7 +3,7 @@
     python tests/benchmarks/cpu_accuracy_table.py [--only NAME]
 
 For every tiny workload of fixtures/models/validation_tiny.py and both configs
-(fp32 + Adam, amp-bf16 + SGD-momentum) this runs
+(fp32 + Adam, amp-bf16 + SGD-momentum) this runs, for the CPU target,
 
     memlint validate fixtures/models/validation_tiny.py:NAME --device cpu \
         --precision P --optimizer O --warmup 1 --steps 1 --record fixtures/validation/cpu/NAME-P-O.json
@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKLOADS = ("mlp", "cnn_bn", "resnet_like", "unet_like", "lstm_lm", "gpt_decoder", "vit_encoder",
-             "hf_gpt2", "hf_bert", "hf_llama", "hf_llama_gqa")
+WORKLOADS = ("mlp", "cnn_bn", "resnet_like", "unet_like", "lstm_lm", "lstm_lm_2layer", "gpt_decoder", "vit_encoder",
+             "hf_gpt2", "hf_bert", "hf_llama", "hf_llama_gqa", "hf_t5", "step_in_backward", "hooked")
 CONFIGS = (("fp32", "adam"), ("amp-bf16", "sgd-momentum"))
 
 

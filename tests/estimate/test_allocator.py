@@ -74,20 +74,28 @@ def test_peak_reset():
     assert a.peak_allocated == 0 and a.peak_reserved == 30 * MiB
 
 
-def test_random_sequences_keep_invariants():
+def _random_mallocs_and_frees(seed, steps, free_probability, size_ranges):
+    """Yield (allocator, live blocks, requested size or None) after each random malloc or free."""
     import random
 
-    rng = random.Random(0)
+    rng = random.Random(seed)
     a = CachingAllocatorModel()
     live = []
-    for _ in range(2000):
-        if live and rng.random() < 0.45:
+    for _ in range(steps):
+        if live and rng.random() < free_probability:
             a.free(live.pop(rng.randrange(len(live))))
+            yield a, live, None
         else:
-            size = rng.choice([rng.randint(1, 4096), rng.randint(4096, 2 * MiB), rng.randint(2 * MiB, 40 * MiB)])
-            block = a.malloc(size)
-            assert block.size >= round_size(size)
-            live.append(block)
+            size = rng.randint(*rng.choice(size_ranges))
+            live.append(a.malloc(size))
+            yield a, live, size
+
+
+def test_random_sequences_keep_invariants():
+    ranges = [(1, 4096), (4096, 2 * MiB), (2 * MiB, 40 * MiB)]
+    for a, live, size in _random_mallocs_and_frees(0, 2000, 0.45, ranges):
+        if size is not None:
+            assert live[-1].size >= round_size(size)
         assert 0 <= a.allocated <= a.reserved
         assert a.allocated == sum(b.size for b in live)
         assert a.peak_allocated >= a.allocated and a.peak_reserved == a.reserved
@@ -112,3 +120,42 @@ def test_limit_releases_cached_segments_then_raises():
     assert a.reserved == 40 * MiB
     with pytest.raises(AllocatorOOM):
         a.malloc(20 * MiB)
+
+
+def test_inactive_split_bytes_track_free_pieces_of_split_segments():
+    """memory_stats()['inactive_split_bytes']: a free block that shares its segment with an allocated one."""
+    a = CachingAllocatorModel()
+    first = a.malloc(4 * MiB)   # 20 MiB segment: 4 MiB allocated, 16 MiB free remainder (split)
+    assert a.inactive_split == 16 * MiB
+    second = a.malloc(4 * MiB)  # taken from the remainder: 12 MiB left
+    assert a.inactive_split == 12 * MiB
+    a.free(first)               # a free hole before an allocated block: 4 + 12 MiB inactive
+    assert a.inactive_split == 16 * MiB
+    a.free(second)              # everything coalesces into one whole free segment: no fragmentation
+    assert a.inactive_split == 0 and a.peak_inactive_split == 16 * MiB
+    stats = a.memory_stats()
+    assert stats["inactive_split_bytes.all.peak"] == 16 * MiB
+    assert stats["reserved_bytes.all.current"] == 20 * MiB and stats["segment.all.current"] == 1
+
+
+def test_random_sequences_keep_inactive_split_consistent():
+    for a, _, _ in _random_mallocs_and_frees(1, 1500, 0.5, [(1, 4096), (2 * MiB, 9 * MiB)]):
+        free_split = sum(block.size for pool in (True, False) for block in a._pools[pool][1].values()
+                         if block.prev is not None or block.next is not None)
+        assert a.inactive_split == free_split
+
+
+def test_cpu_allocator_counts_exact_bytes():
+    from memlint.estimate.allocator import AllocatorOOM, CpuAllocatorModel
+
+    cpu = CpuAllocatorModel()
+    one = cpu.malloc(1)
+    cpu.malloc(1000)
+    assert cpu.allocated == cpu.reserved == 1001
+    cpu.free(one)
+    assert cpu.allocated == 1000 and cpu.peak_allocated == cpu.peak_reserved == 1001
+    limited = CpuAllocatorModel(limit=10)
+    import pytest
+
+    with pytest.raises(AllocatorOOM):
+        limited.malloc(11)

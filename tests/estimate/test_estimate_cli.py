@@ -43,9 +43,12 @@ def test_advise_ranks_re_estimated_remedies(capsys):
     assert main(["estimate", target("mlp.py") + ":build", "--gpu", "T4", "--advise", "--format", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
     advice = document["advice"]
-    assert {row["remedy"] for row in advice} >= {"amp-bf16", "checkpointing", "sgd"}
+    assert {row["remedy"] for row in advice} >= {"amp-fp16", "sgd", "step-in-backward", "offload"}
+    assert "amp-bf16" not in {row["remedy"] for row in advice}  # a T4 (sm75) has no bf16
+    assert "autocast bf16" in document["not_offered"]
     assert all(row["saved"] == document["device_used"] - row["device_used"] for row in advice)
     assert [row["saved"] for row in advice] == sorted((row["saved"] for row in advice), reverse=True)
+    assert all(row["flops_change"] is not None for row in advice)
 
 
 def test_plot_labels_each_phase_of_a_step_once_and_picks_a_readable_unit():
@@ -60,19 +63,25 @@ def test_plot_labels_each_phase_of_a_step_once_and_picks_a_readable_unit():
     assert plot_unit(0) == ("bytes", 1)
 
 
-def test_advice_table_names_the_remedies_that_save_nothing():
+def test_advice_table_names_the_remedies_that_save_nothing(monkeypatch):
     import io
+
+    monkeypatch.setenv("COLUMNS", "200")  # rich wraps long cells at a non-terminal's 80 columns
 
     from memlint.estimate.advisor import Remedy
     from memlint.estimate.report import render_advice
 
     rows = [Remedy("amp-bf16", "bf16 autocast", None, 3 * 2**30, 2**30, True, "none", saved_allocated=2**30),
-            Remedy("sgd", "plain SGD", None, 4 * 2**30, 0, False, "convergence", saved_allocated=0)]
+            Remedy("sgd", "plain SGD", None, 4 * 2**30, 0, False, "convergence", saved_allocated=0),
+            Remedy("checkpointing", "activation checkpointing", None, 2 * 2**30, 2**31, True, "recompute",
+                   saved_allocated=2**31, flops_change=0.25, checkpointed=["blocks.0", "blocks.1"])]
     out = io.StringIO()
-    render_advice(rows, out)
+    render_advice(rows, out, notes={"8-bit optimizer": "no meta kernel"})
     text = out.getvalue()
     assert "bf16 autocast" in text.split("Save nothing")[0]
     assert "Save nothing for this model (not shown): plain SGD" in text
+    assert "activation checkpointing: blocks.0, blocks.1" in text and "+25%" in text
+    assert "Not offered: 8-bit optimizer -- no meta kernel" in text
 
 
 # --- bounded work (issue 18, item 8) -------------------------------------------

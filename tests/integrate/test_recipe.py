@@ -137,9 +137,10 @@ def test_recipe_to_json_round_trip():
 
 @pytest.mark.parametrize("start", [1, 2, 5, 37, 100, 999])
 @pytest.mark.parametrize("limit_b", [0, 1, 3, 36, 37, 38, 500, 4096])
-def test_largest_fitting_batch_matches_a_linear_scan(start, limit_b):
-    """The interpolating search finds the same limit as scanning every batch (step-shaped memory model)."""
-    from memlint.integrate import largest_fitting_batch
+def test_largest_fitting_matches_a_linear_scan(start, limit_b):
+    """The interpolating search (memlint.estimate.search, which integrate uses)
+    finds the same limit as scanning every batch (step-shaped memory model)."""
+    from memlint.estimate.search import Probe, largest_fitting
 
     def required(b):  # affine with 2 MiB-style rounding steps, like the allocator
         return -(-(1000 + 37 * b) // 64) * 64
@@ -147,12 +148,12 @@ def test_largest_fitting_batch_matches_a_linear_scan(start, limit_b):
     usable = required(limit_b) if limit_b else 999
 
     def probe(b):
-        return required(b) <= usable, required(b), usable
+        return Probe(required(b) <= usable, required(b), usable)
 
-    expected = max((b for b in range(1, 4097) if probe(b)[0]), default=0)
+    expected = max((b for b in range(1, 4097) if probe(b).fits), default=0)
     calls = []
     counted = lambda b: calls.append(b) or probe(b)  # noqa: E731
-    assert largest_fitting_batch(counted, start, probe(start), limit=4096) == expected
+    assert largest_fitting(counted, 4096, start=start, known={start: probe(start)}) == expected
     assert len(calls) <= 2 * 12 + 4  # never worse than doubling + bisection over 4096
     if 16 <= start and 8 <= limit_b < 4000:
         assert len(calls) <= 6  # interpolation lands next to the limit
