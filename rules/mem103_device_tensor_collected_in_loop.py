@@ -61,7 +61,10 @@ class DeviceTensorCollectedInLoop(Rule):
     buffers and `d[k] = v` with a key that does not change per iteration
     are not reported (their size is bounded); nor are one-element tensors
     (a loss, a full reduction) kept per batch of an evaluation loop, 512
-    bytes each in the caching allocator. Whether a value is on the
+    bytes each in the caching allocator. A loop must grow with the run:
+    walk data or steps, or (a `while`) draw batches with `next()` or train;
+    the micro-batches of one step (a list rebuilt every step) and a `while`
+    loop generating up to a length are not reported. Whether a value is on the
     accelerator is inferred from `.cuda()`, `.to(device)`, `device=`, model
     placement and framework hooks that receive device batches, in the same
     file; tensors that arrive on the accelerator from another module are
@@ -111,7 +114,8 @@ class DeviceTensorCollectedInLoop(Rule):
         if not semantic.enclosing_loops(node) and not semantic.may_persist(root_name(_receiver(node)) or "", node):
             return  # cheap check first: the rest interprets the function
         store = store_of(semantic, node)
-        if store is None or semantic.keeper(store.root, node) is None:
+        keeper = semantic.keeper(store.root, node) if store is not None else None
+        if keeper is None or keeper.why == "loop" and not self._grows_with_the_run(keeper.loop):
             return
         if any(semantic.value(value).graph is Tri.YES and not semantic.value(value).leaf for value in store.values):
             return  # attached: MEM102's finding
@@ -121,6 +125,19 @@ class DeviceTensorCollectedInLoop(Rule):
         if not leaves or self._bounded(store.root, node):
             return
         self.report(node, fix=self._fix(leaves))
+
+    def _grows_with_the_run(self, loop: ast.AST) -> bool:
+        """The loop's iterations come with the data or the steps: a ``for``
+        over a loader, a dataset or a range of steps; a ``while`` that draws
+        batches with ``next()`` or trains. A ``while`` that generates up to a
+        length (``while pos < max_len``) makes its output, not a leak."""
+        semantic = self.ctx.semantic
+        if isinstance(loop, FOR_TYPES):
+            walked = semantic.value(loop.iter)
+            return walked.stream is not Tri.NO or _slices_batches(loop)
+        if any(isinstance(call.func, ast.Name) and call.func.id == "next" for call in ast.walk(loop) if isinstance(call, ast.Call)):
+            return True
+        return semantic.trains(loop.body)
 
     def _evaluation_loop(self, node: ast.AST) -> bool:
         """The innermost run loop around ``node`` does no training step: per-batch
@@ -162,6 +179,16 @@ class DeviceTensorCollectedInLoop(Rule):
             return None
         on_host = with_method(self.ctx, leaves[0], "cpu")
         return None if on_host is None else self.replacement(leaves[0], on_host)
+
+
+def _slices_batches(loop: ast.For | ast.AsyncFor) -> bool:
+    """``for i in range(0, n, bs): x[i:i + bs]``: the loop walks data in slices."""
+    index = set(targets_of(loop.target))
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is not None:
+            if names_in(node.slice.lower) & index:
+                return True
+    return False
 
 
 def _receiver(node: ast.AST) -> ast.expr | None:

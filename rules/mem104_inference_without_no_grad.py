@@ -5,7 +5,7 @@ import re
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
-from memlint.lint.semantic.values import Tri
+from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES
 
 #: Function names that say the function evaluates or samples (its intent,
@@ -15,6 +15,10 @@ EVAL_FUNCTION = re.compile(
     r"inference|infer|test_step|test_epoch|run_test|val_step|val_epoch|sample|sampling|generate|rollout)(?:_|s?$)",
     re.IGNORECASE,
 )
+
+#: A model's own method that samples step by step (``DDPM.sample``,
+#: ``Decoder.generate``): its loop of forward passes is inference.
+SAMPLING_METHOD = re.compile(r"(?:^|_)(?:sample|sampling|generate|rollout)(?:_|s?$)", re.IGNORECASE)
 
 
 class InferenceWithoutNoGrad(Rule):
@@ -63,10 +67,13 @@ class InferenceWithoutNoGrad(Rule):
     every caller in the same file runs it under `no_grad` is not reported;
     callers in other files are not seen, so an evaluation helper always
     called under `no_grad` from elsewhere is reported (suppress it with
-    `# noqa: MEM104` or decorate it). Methods of a module (used by
-    training and evaluation alike) and test functions are not reported. A
-    function that returns the output
-    to a caller of the same file that backpropagates it is not reported.
+    `# noqa: MEM104` or decorate it). A module's methods are reported only
+    when their name says they sample or generate (`DDPM.sample`) and they
+    run forward passes in a loop; its `forward`, `predict` and other
+    helpers serve training and evaluation alike. Test
+    functions (pytest's default `test_*.py` files) are not reported. A
+    function that returns the output to a caller of the same file that
+    backpropagates it is not reported.
     `model.eval()` alone does not disable gradients; it only switches
     dropout and batch-norm behaviour.
 
@@ -111,8 +118,12 @@ class InferenceWithoutNoGrad(Rule):
             return  # not an evaluation context: the rest interprets the function
         if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
             return
-        if semantic.is_module_method(node) or semantic.is_test_function(node):
-            return  # a module's own methods serve training and evaluation alike; tests are not inference code
+        if semantic.is_test_function(node):
+            return  # tests are not inference code
+        if semantic.is_module_method(node):
+            if SAMPLING_METHOD.search(node.name):
+                self._check_unit(node, True, None, in_loops_only=True)
+            return  # a module's forward and helpers serve training and evaluation alike
         self._check_unit(node, named, eval_call)
 
     def visit_Module(self, node: ast.Module) -> None:
@@ -121,9 +132,11 @@ class InferenceWithoutNoGrad(Rule):
         if eval_call is not None:
             self._check_unit(node, False, eval_call)
 
-    def _check_unit(self, unit: ast.AST, named: bool, eval_call: ast.Call | None) -> None:
+    def _check_unit(self, unit: ast.AST, named: bool, eval_call: ast.Call | None, in_loops_only: bool = False) -> None:
         semantic = self.ctx.semantic
-        forward = [call for call in semantic.forward_calls(unit) if semantic.grad_mode(call) is Tri.YES]
+        forward = [call for call in semantic.forward_calls(unit)
+                   if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
+                   and not self._frozen_callee(call) and (not in_loops_only or semantic.enclosing_loops(call))]
         if not forward:
             return
         trains = bool(semantic.backward_calls(unit)) or semantic.trains(unit.body)
@@ -138,6 +151,17 @@ class InferenceWithoutNoGrad(Rule):
         if not forward or self._output_trained_by_callers(unit):
             return
         self.report(min(forward, key=lambda call: (call.lineno, call.col_offset)))
+
+    def _frozen_callee(self, call: ast.Call) -> bool:
+        """The module called has every parameter frozen (``requires_grad_(False)``,
+        a loop setting ``p.requires_grad = False``): it records no graph of its own."""
+        semantic = self.ctx.semantic
+        if semantic.value(call.func).frozen:
+            return True  # `model(x)`
+        if not isinstance(call.func, ast.Attribute):
+            return False
+        owner = semantic.value(call.func.value)  # `model.encode(x)`
+        return owner.kind is Kind.MODULE and owner.frozen
 
     def _repeated_or_script(self, call: ast.Call, unit: ast.AST) -> bool:
         """After ``model.eval()`` in a function that does not say it

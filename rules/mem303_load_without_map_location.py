@@ -113,7 +113,7 @@ class LoadWithoutMapLocation(Rule):
         "import torch\nscaler = torch.amp.GradScaler('cuda')\ntorch.save(scaler.state_dict(), 'scaler.pt')\nscaler.load_state_dict(torch.load('scaler.pt'))\n",
         "import torch\nstate = torch.load('ckpt.pt')\n",
         "import torch\nimport torch.nn as nn\nnet = nn.Linear(2, 2)\ntorch.save(net.state_dict(), 'w.pt')\ndevice = 'cuda'\nnet.load_state_dict(torch.load('w.pt'))\n",
-        "import torch\ndef test_resume(tmp_path):\n    torch.save(make_state(), tmp_path / 'c.pt')\n    assert torch.load(tmp_path / 'c.pt')\ndef test_on_gpu():\n    assert torch.ones(1, device='cuda')\n",
+        "import unittest, torch\nclass TestResume(unittest.TestCase):\n    def test_resume(self):\n        torch.save(make_state(), self.path)\n        assert torch.load(self.path)\n    def test_on_gpu(self):\n        assert torch.ones(1, device='cuda')\n",
         "import torch\nfrom torch.utils.data import Dataset\nclass Frames(Dataset):\n    def __init__(self, path):\n        self.x, self.y = torch.load(path)\n    def __getitem__(self, i):\n        return self.x[i].cuda()\n",
         "import io, torch\ndef roundtrip(obj):\n    buffer = io.BytesIO()\n    torch.save(obj.cuda(), buffer)\n    buffer.seek(0)\n    return torch.load(buffer)\n",
     )
@@ -123,7 +123,7 @@ class LoadWithoutMapLocation(Rule):
         "import torch as T\ndevice = T.device('cuda')\nstate = T.load(path, weights_only=True)\n",
         "from torch import load\nimport torch\ncuda = torch.cuda.is_available()\nstate = load(path)\n",
         "import os, torch\ndef save(net, root):\n    torch.save(net.state_dict(), os.path.join(root, 'gen.pth'))\ndef resume(net, root):\n    net.cuda()\n    net.load_state_dict(torch.load(f'{root}/gen.pth'))  # expect: MEM303\n",
-        "import pytest, torch\n@pytest.mark.skipif(not torch.cuda.is_available(), reason='gpu')\ndef test_resume(tmp_path, model):\n    assert torch.load(tmp_path / 'c.pt')  # expect: MEM303\n",
+        "import unittest, torch\nclass TestResume(unittest.TestCase):\n    @unittest.skipUnless(torch.cuda.is_available(), 'gpu')\n    def test_resume(self):\n        assert torch.load(self.path)  # expect: MEM303\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -232,12 +232,9 @@ class LoadWithoutMapLocation(Rule):
         """``receiver`` was built in its function as ``Fabric(strategy=...)`` with a sharding strategy."""
         if not isinstance(receiver, ast.Name):
             return False
-        semantic = self.ctx.semantic
-        for node in semantic.own_nodes(semantic.unit_of(receiver), (ast.Assign,)):
-            if (isinstance(node.value, ast.Call) and self.ctx.qualified(node.value.func) in ENGINE_SAVES
-                    and any(isinstance(t, ast.Name) and t.id == receiver.id for t in node.targets)):
-                return _shards(self.ctx, node.value)
-        return False
+        built = self.ctx.semantic.assignment_before(receiver)
+        return (built is not None and isinstance(built.value, ast.Call)
+                and self.ctx.qualified(built.value.func) in ENGINE_SAVES and _shards(self.ctx, built.value))
 
     def _path_key(self, path: ast.expr) -> str:
         """What identifies a path: its literal, or the code of the expression

@@ -137,7 +137,9 @@ class TfMemoryGrowthNotSet(Rule):
 
     def _in_framework_hook(self) -> bool:
         function = self.ctx.enclosing(*FUNCTION_TYPES)
-        return function is not None and function.name in FRAMEWORK_HOOKS
+        if function is None or function.name not in FRAMEWORK_HOOKS:
+            return False
+        return self.ctx.semantic.class_of_method(function) is not None  # a method a framework calls, not `def train_step()`
 
 
 def _configured(index) -> bool:

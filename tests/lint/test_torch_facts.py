@@ -92,3 +92,10 @@ def test_python_results_are_not_tensors(name):
     function = getattr(torch, name, None) or getattr(torch.Tensor, name)
     result = function(x, x) if name in ("equal", "allclose") else function(x)
     assert not isinstance(result, torch.Tensor)
+
+
+def test_module_own_methods_are_those_nn_module_defines():
+    """The table names exactly nn.Module's public methods (forward aside): a
+    method outside it, called on a model, is the model's own code."""
+    own = {name for name in dir(torch.nn.Module) if not name.startswith("_") and callable(getattr(torch.nn.Module, name))}
+    assert torch_ops.MODULE_OWN_METHODS == own - {"forward"}

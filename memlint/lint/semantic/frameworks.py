@@ -243,6 +243,7 @@ DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_defau
 #: Library callables that build a new model.
 MODEL_FACTORIES = frozenset({
     "timm.create_model", "torch.hub.load", "transformers.AutoModel.from_config",
+    "torch.jit.load",  # a RecursiveScriptModule (torch 2.13 torch/jit/_serialization.py)
 })
 #: ``X.from_pretrained``/``X.from_config`` builds a model unless X is one of these
 #: kinds of object (transformers naming: ``AutoTokenizer``, ``BertConfig``, ...).

@@ -275,6 +275,11 @@ class Interpreter:
             self.assign(node.target, element, None, node)
 
         self._loop(node, header, node.body, node.orelse)
+        frozen = _frozen_module(node)
+        if frozen is not None:
+            owner = self.expr(frozen)  # `.parameters()`: a module, whatever else is known of it
+            kind = owner.kind if owner.kind is Kind.MODULE else Kind.MODULE
+            self.refine(frozen, owner.evolve(kind=kind, frozen=True, framework=owner.framework or "torch"))
 
     stmt_AsyncFor = stmt_For
 
@@ -653,6 +658,31 @@ class Interpreter:
 
     def record_collect(self, receiver: ast.expr, value: Value, node: ast.AST) -> None:
         self._record_persistent_write(receiver, value, node, "collect")
+
+
+def _frozen_module(loop: ast.For | ast.AsyncFor) -> ast.expr | None:
+    """``for p in model.parameters(): p.requires_grad = False`` (or
+    ``p.requires_grad_(False)``; ``named_parameters`` with ``(name, p)``):
+    the module whose every parameter the loop freezes, else None."""
+    call = loop.iter
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("parameters", "named_parameters")
+            and not call.args and not call.keywords):
+        return None
+    target = loop.target.elts[-1] if isinstance(loop.target, ast.Tuple) and loop.target.elts else loop.target
+    if not isinstance(target, ast.Name) or len(loop.body) != 1:
+        return None  # a condition or a selection in the body: only some parameters
+    statement = loop.body[0]
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        assigned = statement.targets[0]
+        if (isinstance(assigned, ast.Attribute) and assigned.attr == "requires_grad" and isinstance(assigned.value, ast.Name)
+                and assigned.value.id == target.id and literal_flag(statement.value) is Tri.NO):
+            return call.func.value
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        inner = statement.value
+        if (isinstance(inner.func, ast.Attribute) and inner.func.attr == "requires_grad_" and isinstance(inner.func.value, ast.Name)
+                and inner.func.value.id == target.id and inner.args and literal_flag(inner.args[0]) is Tri.NO):
+            return call.func.value
+    return None
 
 
 def _handlers(prefix: str) -> dict[type, object]:

@@ -29,6 +29,7 @@ guess.
 from __future__ import annotations
 
 import ast
+import os
 from collections import deque
 from dataclasses import dataclass
 
@@ -214,14 +215,24 @@ class SemanticModel:
         return found
 
     def is_test_function(self, function: ast.AST) -> bool:
-        """A test: pytest's ``test_*`` convention, or a method of a ``Test*`` /
-        ``unittest.TestCase`` class."""
+        """A test as pytest collects one by default (``python_files =
+        test_*.py *_test.py``, ``python_functions = test*``, ``python_classes
+        = Test*``), or a method of a ``unittest.TestCase`` class. A
+        ``test_step`` of a trainer in ``train.py`` is no test."""
         if not isinstance(function, FUNCTION_TYPES):
             return False
-        if function.name.startswith("test"):
-            return True
         klass = self.class_of_method(function)
-        return klass is not None and (klass.name.startswith("Test") or any(b.endswith("TestCase") for b in klass.library_bases))
+        if klass is not None and any(b.endswith("TestCase") for b in klass.library_bases):
+            return True
+        if not self.is_test_file:
+            return False
+        return function.name.startswith("test") or klass is not None and klass.name.startswith("Test")
+
+    @property
+    def is_test_file(self) -> bool:
+        """The file's name is one pytest collects tests from by default, or ``conftest.py``."""
+        name = os.path.basename(str(self.ctx.path))
+        return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
 
     @property
     def is_torch_file(self) -> bool:
@@ -349,29 +360,47 @@ class SemanticModel:
         """The file's calls of ``unit``, each with the arguments its caller
         passes there (callers whose own context led here are left out: a
         cycle of calls)."""
+        return self._sites(unit)[0] or []
+
+    def _sites(self, unit: ast.AST) -> tuple[list[CallSite] | None, bool]:
+        """:meth:`sites_of` and whether the list is complete. None when the
+        context depth is spent (the callers are not known); incomplete when a
+        caller's own context is being worked out (a cycle of calls) or its
+        analysis is running and has not reached the call yet. Only complete
+        lists are memoized, so the answer does not depend on what was asked first."""
         found = self._site_memo.get(unit)
         if found is not None:
-            return found
-        sites: list[CallSite] = []
+            return found, True
         if self._context_depth >= MAX_CONTEXT_DEPTH:
-            return sites  # not memoized: a shallower request may still see them
+            return None, False
+        sites: list[CallSite] = []
+        complete = True
         self._contexting.add(unit)
         self._context_depth += 1
         saved_depth, self._summary_depth = self._summary_depth, 0
         try:
             for call in self._candidate_calls(unit):
                 caller = self.unit_of(call)
-                if caller is unit or caller in self._contexting:
+                if caller is unit:
                     continue
-                site = self.canonical(caller).call_sites.get(call)
+                if caller in self._contexting:
+                    complete = False
+                    continue
+                running = self._active.get(caller)
+                if running:
+                    site = running[-1].analysis.call_sites.get(call)  # the caller is being interpreted: what it has seen
+                    complete = complete and site is not None
+                else:
+                    site = self.canonical(caller).call_sites.get(call)
                 if site is not None and site.callee is unit:
                     sites.append(site)
         finally:
             self._contexting.discard(unit)
             self._context_depth -= 1
             self._summary_depth = saved_depth
-        self._site_memo[unit] = sites
-        return sites
+        if complete:
+            self._site_memo[unit] = sites
+        return sites, complete
 
     def own_nodes(self, unit: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
         """The nodes of ``types`` in ``unit``'s own body (not in nested
@@ -462,22 +491,28 @@ class SemanticModel:
         """The calling context of ``unit``: parameters joined over the file's
         call sites (a method's receiver is always its class's instance),
         grad mode from decorators, framework hooks and callers."""
+        return self._context(unit)[0]
+
+    def _context(self, unit: ast.AST) -> tuple[Context, bool]:
+        """:meth:`context_of` and whether it is complete (False: the callers
+        were beyond the context depth, so parameters and grad are unknown)."""
         if isinstance(unit, ast.Module):
-            return Context((), Tri.YES)
-        sites = self.sites_of(unit)
+            return Context((), Tri.YES), True
+        sites, complete = self._sites(unit)
         receiver = _first_parameter(unit) if self.class_of_method(unit) is not None else None
         params: dict[str, Value] = {}
-        for site in sites:
+        for site in sites or ():
             for name, value in site.bound:
                 if name != receiver:
                     params[name] = value if name not in params else params[name].join(value)
-        grad = self.entry_grad(unit, sites)
-        return Context(tuple(sorted(params.items())), grad)
+        grad = self.entry_grad(unit, sites if complete else None)
+        return Context(tuple(sorted(params.items())), grad), complete
 
-    def entry_grad(self, unit: ast.AST, sites: list[CallSite]) -> Tri:
+    def entry_grad(self, unit: ast.AST, sites: list[CallSite] | None) -> Tri:
         """Grad mode at entry: NO when decorated with ``no_grad`` or driven by a
         framework under it; else the join over the in-file call sites; YES
-        when nothing says otherwise."""
+        when nothing says otherwise; MAYBE when the callers are not known
+        (``sites`` None: beyond the context depth, or a cycle of calls)."""
         if isinstance(unit, FUNCTION_TYPES):
             decorated = self.decorator_grad(unit)
             if decorated is not None:
@@ -487,6 +522,8 @@ class SemanticModel:
                 return Tri.NO
             if hook is not None and hook.grad == "enabled":
                 return Tri.YES
+        if sites is None:
+            return Tri.MAYBE
         if not sites:
             return Tri.YES
         grad = sites[0].grad
@@ -567,9 +604,11 @@ class SemanticModel:
         if found is not None:
             return found
         if unit in self._contexting:  # asked while finding its own context: a cycle of calls
-            return self.analyse(unit, Context((), self.entry_grad(unit, [])))
-        found = self.analyse(unit, self.context_of(unit))
-        self._canonical[unit] = found
+            return self.analyse(unit, Context((), self.entry_grad(unit, None)))
+        context, complete = self._context(unit)
+        found = self.analyse(unit, context)
+        if complete:
+            self._canonical[unit] = found  # else a shallower request, which sees the callers, decides
         return found
 
     def live_env(self, unit: ast.AST) -> dict[str, Value] | None:
@@ -841,7 +880,38 @@ class SemanticModel:
                         head, _, rest = name.partition(".")
                         if receiver is not None and head == receiver and rest and "." not in rest:
                             names.add(f"self.{rest}")
+            if klass.is_module:
+                names |= self._given_and_called(klass)
             found = self._evidence_memo[key] = frozenset(names)
+        return found
+
+    def _given_and_called(self, klass: ClassInfo) -> set[str]:
+        """``self.x`` of a module class that ``__init__`` sets from one of its
+        parameters (``self.eps_model = eps_model``) and a method calls: a
+        submodule handed in, the way modules compose."""
+        init = klass.method("__init__")
+        if init is None:
+            return set()
+        parameters = {a.arg for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)}
+        given = {target.attr for target, value in self._self_assignments(init)
+                 if isinstance(value, ast.Name) and value.id in parameters}
+        called = set()
+        for method in klass.methods.values():
+            receiver = _first_parameter(method)
+            for call in self.own_nodes(method, (ast.Call,)):
+                func = call.func
+                if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver
+                        and func.attr in given and (call.args or call.keywords)):
+                    called.add(f"self.{func.attr}")
+        return called
+
+    def _self_assignments(self, method: Function) -> list[tuple[ast.Attribute, ast.expr]]:
+        receiver = _first_parameter(method)
+        found = []
+        for node in self.own_nodes(method, (ast.Assign,)):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver:
+                    found.append((target, node.value))
         return found
 
     def _evidence(self, kind: str, unit: ast.AST, collect) -> frozenset[str]:

@@ -396,7 +396,20 @@ def module_method(model, receiver: Value, name: str, call: CallInfo, interpreter
         return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE)
     if name in ("log", "log_dict", "print", "save_hyperparameters", "toggle_optimizer", "untoggle_optimizer"):
         return PLAIN
+    if _runs_layers(receiver, name, call):
+        return forward(model, receiver, call, interpreter)
     return Value(Kind.UNKNOWN, Tri.MAYBE, receiver.device)
+
+
+def _runs_layers(receiver: Value, name: str, call: CallInfo) -> bool:
+    """``model.encode(src, mask)``: a method of a model from another file
+    (not one of nn.Module's own) given data: it runs the model's layers,
+    a forward pass as far as autograd is concerned."""
+    if receiver.klass is not None or receiver.framework != "torch" or name in ops.MODULE_OWN_METHODS or name.startswith("_"):
+        return False
+    if receiver.type_name and receiver.type_name.startswith("transformers."):
+        return False  # PreTrainedModel's own API (save_pretrained, resize_token_embeddings, ...)
+    return any(a.kind in (Kind.TENSOR, Kind.CONTAINER) or a.kind is Kind.UNKNOWN and a.device is Tri.YES for a in call.positional)
 
 
 def _named(method: str, element: Value) -> Value:

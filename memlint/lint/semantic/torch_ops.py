@@ -121,6 +121,19 @@ MODULE_DETACHED_METHODS = frozenset({"state_dict", "buffers", "named_buffers", "
 MODULE_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 #: Module methods that return its submodules.
 MODULE_CHILDREN_METHODS = frozenset({"modules", "named_modules", "children", "named_children", "get_submodule", "get_input_embeddings", "get_output_embeddings"})
+#: The public methods ``nn.Module`` itself defines (torch 2.13 ``torch/nn/modules/module.py``),
+#: ``forward`` aside: bookkeeping, moves and hooks. A model's other methods (``encode``,
+#: ``decode``, ``sample``) are its own code, which runs its layers.
+MODULE_OWN_METHODS = frozenset({
+    "add_module", "apply", "bfloat16", "buffers", "children", "compile", "cpu", "cuda", "double", "eval",
+    "extra_repr", "float", "get_buffer", "get_extra_state", "get_parameter", "get_submodule", "half", "ipu",
+    "load_state_dict", "modules", "mtia", "named_buffers", "named_children", "named_modules", "named_parameters",
+    "parameters", "register_backward_hook", "register_buffer", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook", "register_load_state_dict_post_hook",
+    "register_load_state_dict_pre_hook", "register_module", "register_parameter", "register_state_dict_post_hook",
+    "register_state_dict_pre_hook", "requires_grad_", "set_extra_state", "set_submodule", "share_memory",
+    "state_dict", "to", "to_empty", "train", "type", "xpu", "zero_grad",
+})
 #: Methods only modules have: calling one on an unknown value says it is a module.
 MODULE_EVIDENCE_METHODS = frozenset({
     "parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "named_modules", "children",
