@@ -66,7 +66,8 @@ class LossAccumulatedWithGraph(Rule):
     A total that is itself backpropagated (a loss summed over heads,
     chunks or micro-batches for one backward pass) is not reported, nor one
     returned from a function that no call in the same file backpropagates
-    or detaches (its callers decide). Values are followed across functions
+    or detaches (its callers decide) unless that function switches a model
+    to `eval()` (its total is a metric). Values are followed across functions
     and classes defined in the same file; a loss handed to a function of
     another module is not followed.
 
@@ -188,7 +189,7 @@ class LossAccumulatedWithGraph(Rule):
             return False
         calls = semantic.call_sites_of(unit)
         if not calls:
-            return not semantic.trains(unit.body)
+            return not semantic.trains(unit.body) and not _switches_to_eval(semantic, unit)
         return any(semantic.result_backpropagated(call) for call in calls)
 
     def _returned_names(self, function: ast.AST) -> frozenset[str]:
@@ -203,3 +204,8 @@ class LossAccumulatedWithGraph(Rule):
         detached = with_method(self.ctx, added, "detach")
         return None if detached is None else self.replacement(added, detached)
 
+
+def _switches_to_eval(semantic, unit: ast.AST) -> bool:
+    """The function calls ``model.eval()``: it evaluates, its sum is a metric, not a loss to backpropagate."""
+    return any(isinstance(call.func, ast.Attribute) and call.func.attr == "eval" and not call.args and not call.keywords
+               for call in semantic.own_nodes(unit, (ast.Call,)))

@@ -7,7 +7,8 @@ from memlint.lint.patterns import with_method
 from memlint.lint.rule import Rule
 from memlint.lint.names import root_name
 from memlint.lint.semantic.stores import STORING_METHODS, comprehension_store, effect_store, leaf_values, store_of
-from memlint.lint.semantic.values import Kind
+from memlint.lint.semantic.interpreter import Context
+from memlint.lint.semantic.values import UNKNOWN, Kind
 
 
 class TensorCollectedWithGraph(Rule):
@@ -150,9 +151,23 @@ class TensorCollectedWithGraph(Rule):
         attached = [leaf for leaf in leaves if semantic.value(leaf).attached]
         if not attached or self._trained_on_later(store.root, node):
             return
+        if store.via is None and function is not None and self._reported_at_callers(attached, function):
+            return
         message = None if store.via is None else f"{self.MESSAGE} (the call stores it into `{store.via}`)"
         fix = self._fix(attached, store.values) if store.via is None else None
         self.report(node, message=message, fix=fix)
+
+    def _reported_at_callers(self, attached: list[ast.expr], function: ast.AST) -> bool:
+        """The graph comes in through the arguments of a helper that the
+        file calls (``log_stat(key, loss)``, ``pool.push_and_pop(fake)``):
+        interpreted without its callers' arguments, what it stores is not
+        attached. Its call sites are reported; the helper also serves
+        plain numbers."""
+        semantic = self.ctx.semantic
+        if not semantic.call_sites_of(function):
+            return False
+        alone = semantic.analyse(function, Context((), semantic.context_of(function).grad))
+        return not any(alone.values.get(leaf, UNKNOWN).attached for leaf in attached)
 
     def _trained_on_later(self, root: str, node: ast.AST) -> bool:
         """The container feeds a backward pass (losses stacked and summed on purpose)."""

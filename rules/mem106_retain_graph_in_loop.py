@@ -90,9 +90,19 @@ class RetainGraphInLoop(Rule):
             return
         if any(self._later_releasing_backward(loop, node) for loop in loops):
             return
-        if not self._builds_graph_in(loops[0]):
+        building = next((loop for loop in loops if self._builds_graph_in(loop)), None)
+        if building is None:
             return  # one graph built before the loop, backpropagated repeatedly: retaining is required
+        if self._later_backward(building, node):
+            return  # a later retaining call ends the iteration: it is the one reported
         self.report(node)
+
+    def _later_backward(self, loop: ast.For | ast.AsyncFor | ast.While, call: ast.Call) -> bool:
+        """Another backward call (retaining or not) comes after ``call`` in the loop body."""
+        finder = _BackwardCalls(self)
+        walk_visit(loop.body, finder)
+        end = self.ctx.span(call)[1]
+        return any(other is not call and self.ctx.span(other)[0] >= end for other in finder.calls)
 
     def _builds_graph_in(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
         """The loop body runs a forward pass (or creates a grad-requiring tensor);

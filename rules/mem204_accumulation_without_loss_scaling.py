@@ -21,6 +21,8 @@ _SCALING_METHODS = frozenset({"div", "div_", "divide", "true_divide", "mul", "mu
 _BRANCHES = (ast.If, ast.IfExp, *LOOP_TYPES, ast.ExceptHandler)
 
 Loop = ast.For | ast.AsyncFor | ast.While
+#: accelerate's engine, whose ``backward`` divides by its own accumulation setting.
+ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
 
 
 def accumulation_period(test: ast.expr) -> ast.expr | None:
@@ -132,10 +134,35 @@ class AccumulationWithoutLossScaling(Rule):
         if not any(method_name(c) == "step" for c in calls) or not any(is_backward(c, self.ctx) for c in calls):
             return  # cheap check first: the rest interprets the function
         period = next((p for p in (self._step_period(c, loop) for c in calls if is_optimizer_step(c, semantic)) if p is not None), None)
-        if period is None or self._unconditional_clear(loop):
-            return
+        if period is not None and not self._unconditional_clear(loop):
+            self._check_backwards(loop, calls, period)
+        for inner, count in self._micro_step_loops(loop, calls):
+            self._check_backwards(inner, calls_in(inner.body), count)
+
+    def _micro_step_loops(self, loop: Loop, calls: list[ast.Call]) -> list[tuple[ast.For, ast.expr]]:
+        """``for micro in range(k):`` loops directly in ``loop``'s body that
+        run backward passes and no step, while ``loop`` itself steps once
+        after them: accumulation over ``k`` micro-batches (nanoGPT's shape)."""
+        semantic = self.ctx.semantic
+        steps = [c for c in calls if is_optimizer_step(c, semantic) and not self._conditional(c, loop)]
+        found = []
+        for statement in loop.body:
+            if not (isinstance(statement, ast.For) and isinstance(statement.iter, ast.Call)
+                    and dotted_name(statement.iter.func) == "range" and len(statement.iter.args) == 1):
+                continue
+            inner_calls = calls_in(statement.body)
+            if any(is_optimizer_step(c, semantic) for c in inner_calls) or any(clears_grads(n) for n in walk(statement.body)):
+                continue
+            if any(is_backward(c, self.ctx) for c in inner_calls) and any(s.lineno > statement.end_lineno for s in steps):
+                found.append((statement, statement.iter.args[0]))
+        return found
+
+    def _check_backwards(self, loop: Loop, calls: list[ast.Call], period: ast.expr) -> None:
+        semantic = self.ctx.semantic
         for call in calls:
-            if not is_backward(call, self.ctx) or is_delegated_backward(call, semantic) or method_name(call) != "backward":
+            if not is_backward(call, self.ctx) or method_name(call) != "backward":
+                continue
+            if is_delegated_backward(call, semantic) and not self._engine_leaves_loss_unscaled(call):
                 continue
             if self._conditional(call, loop) or self._in_accumulate_context(call):
                 continue
@@ -143,6 +170,19 @@ class AccumulationWithoutLossScaling(Rule):
             if loss is not None and self._raw_loss(loss, loop, call):
                 n = self.ctx.code(period)
                 self.report(call, message=f"gradient accumulation: the optimizer steps every `{n}` iterations but the loss is not divided by `{n}` before `.backward()`")
+
+    def _engine_leaves_loss_unscaled(self, call: ast.Call) -> bool:
+        """``accelerator.backward(loss)`` of an ``Accelerator(...)`` built in
+        this function without ``gradient_accumulation_steps``: accelerate
+        divides the loss by that setting, 1 by default (accelerate 1.15.0
+        ``Accelerator.backward``). An engine built elsewhere is not known."""
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if not isinstance(receiver, ast.Name):
+            return False
+        built = self.ctx.semantic.assignment_before(receiver)
+        if built is None or not isinstance(built.value, ast.Call) or self.ctx.qualified(built.value.func) not in ACCELERATORS:
+            return False
+        return not any(k.arg in ("gradient_accumulation_steps", "gradient_accumulation_plugin", None) for k in built.value.keywords)
 
     def _step_period(self, step: ast.Call, loop: Loop) -> ast.expr | None:
         child: ast.AST = step

@@ -13,7 +13,8 @@ from memlint.lint.walk import Visitor, visit as walk_visit
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
-CONVERSIONS = frozenset({"to", "cuda", "float", "long", "half", "double", "int", "bfloat16", "contiguous", "pin_memory", "clone", "requires_grad_"})
+CONVERSIONS = frozenset({"to", "cuda", "float", "long", "half", "double", "int", "bfloat16", "contiguous", "pin_memory", "clone", "requires_grad_",
+                         "unsqueeze", "squeeze", "view", "reshape", "flatten", "permute", "transpose"})
 
 
 class DatasetOnDevice(Rule):
@@ -102,7 +103,7 @@ class DatasetOnDevice(Rule):
             return
         if "." in name or not self._is_data_on_device(node.value) or semantic.enclosing_loops(node):
             return
-        if self._iterated_in_batches(name, node, semantic.unit_of(node)):
+        if self._iterated_in_batches(name, node, semantic.unit_of(node)) or self._batched_by_callers(name, node):
             self.report(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -150,6 +151,28 @@ class DatasetOnDevice(Rule):
         walk_visit(function, finder)
         return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] and self._in_run_loop(use) for use in finder.uses)
 
+    def _batched_by_callers(self, name: str, node: ast.Assign) -> bool:
+        """``name`` is returned (alone or in a tuple) and a caller of the file
+        walks what it receives in batches (``train_x, train_y = prepare_data(p, d)``)."""
+        semantic = self.ctx.semantic
+        function = semantic.function_of(node)
+        if function is None:
+            return False
+        positions = {index for ret in semantic.own_nodes(function, (ast.Return,)) if ret.value is not None
+                     for index, part in _returned_parts(ret.value) if dotted_name(part) == name}
+        for call in semantic.call_sites_of(function):
+            statement = semantic.parents.get(call)
+            if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+                continue
+            target = statement.targets[0]
+            for index in positions:
+                received = target if index is None else (
+                    target.elts[index] if isinstance(target, ast.Tuple) and index < len(target.elts) else None)
+                received_name = dotted_name(received) if received is not None else None
+                if received_name and self._iterated_in_batches(received_name, statement, semantic.unit_of(statement)):
+                    return True
+        return False
+
     def _in_run_loop(self, use: ast.AST) -> bool:
         """The batches feed a model: the loop trains or evaluates, or passes
         them to a callable that is no torch function (``model(x[i:j])``)."""
@@ -173,6 +196,13 @@ class DatasetOnDevice(Rule):
         qualified = self.ctx.qualified(call.func)
         # None: a local or parameter; an undotted name that is no builtin: a global the file never binds
         return qualified is None or "." not in qualified and not hasattr(builtins, qualified)
+
+
+def _returned_parts(value: ast.expr) -> list[tuple[int | None, ast.expr]]:
+    """``(index, expression)`` of what a ``return`` gives: the elements of a tuple, or the whole value (index None)."""
+    if isinstance(value, ast.Tuple):
+        return list(enumerate(value.elts))
+    return [(None, value)]
 
 
 def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str) -> bool:
@@ -221,7 +251,11 @@ def _converted_from_data(expr: ast.expr, ctx) -> bool:
         if isinstance(parts, (ast.List, ast.Tuple)):
             return all(_converted_from_data(part, ctx) for part in parts.elts)
         return parts is not None and _converted_from_data(parts, ctx)  # `torch.cat([randperm(...) ...])`: indices, not data
-    return qualified in DATA_CONVERSIONS
+    if qualified not in DATA_CONVERSIONS:
+        return False
+    source = expr.args[0] if expr.args else None
+    # `torch.tensor([x * 255 for x in mean])`: a constant built here from settings, not data
+    return not isinstance(source, (ast.ListComp, ast.List, ast.Tuple, ast.GeneratorExp, ast.Constant))
 
 
 def _from_literals(expr: ast.expr, ctx) -> bool:

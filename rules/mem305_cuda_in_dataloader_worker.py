@@ -123,18 +123,33 @@ class CudaInDataloaderWorker(Rule):
                 found.extend(self._functions_passed(transform))
         return found
 
-    def _functions_passed(self, argument: ast.expr) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
-        """The functions a ``collate_fn=``/``worker_init_fn=`` argument makes workers run."""
+    def _functions_passed(self, argument: ast.expr, depth: int = 0) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
+        """The functions a ``collate_fn=``/``worker_init_fn=``/``transform=``
+        argument makes workers run: a function or lambda, ``partial(f, ...)``,
+        an instance of a class of the file (its ``__call__``), the function a
+        local factory returns (``make_collate(tok)``), and the members of a
+        pipeline built from a list (``Compose([..., ToCuda()])``)."""
+        if depth > MAX_HELPER_DEPTH:
+            return []
         target = argument
         if isinstance(target, ast.Call) and (self.ctx.qualified(target.func) or "").endswith("partial") and call_arguments(target):
             target = call_arguments(target)[0]
         if isinstance(target, ast.Lambda):
             return [target]
-        if isinstance(target, ast.Call):  # Collator(...) -> Collator.__call__
+        if isinstance(target, ast.Call):
             klass = self._class_named(dotted_name(target.func))
-            return [] if klass is None else [m for m in _methods(klass) if m.name == "__call__"]
+            if klass is not None:  # Collator(...) -> Collator.__call__
+                return [m for m in _methods(klass) if m.name == "__call__"]
+            factory = _local_definition(self.ctx.semantic, target.func)
+            if isinstance(factory, FUNCTION_TYPES):
+                return [f for returned in _returned(factory) for f in self._functions_passed(returned, depth + 1)]
+            members = [e for a in call_arguments(target) if isinstance(a, (ast.List, ast.Tuple)) for e in a.elts]
+            return [f for member in members for f in self._functions_passed(member, depth + 1)]
         definition = _local_definition(self.ctx.semantic, target)
-        return [definition] if isinstance(definition, FUNCTION_TYPES) else []
+        if isinstance(definition, FUNCTION_TYPES):
+            return [definition]
+        assigned = self.ctx.semantic.assignment_before(target) if isinstance(target, ast.Name) else None
+        return self._functions_passed(assigned.value, depth + 1) if assigned is not None else []
 
     def _class_named(self, name: str | None) -> ast.ClassDef | None:
         if name is None:
@@ -275,6 +290,19 @@ class _DataLoaderCalls(Visitor):
             elif expr is not None and class_name in self.constructed.get(dotted_name(expr) or "", set()):
                 result.append(call)
         return result
+
+
+def _returned(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
+    """What ``function``'s own ``return`` statements return (not those of functions nested in it)."""
+    found = []
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return) and node.value is not None:
+            found.append(node.value)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def _local_definition(semantic, func: ast.expr):

@@ -330,3 +330,105 @@ def test_gates_read_imports_not_text():
     assert not tf_only.is_framework_code("torch") and tf_only.is_framework_code("tensorflow")
     assert torch_file.is_framework_code("torch") and not torch_file.is_framework_code("tensorflow")
     assert plain.is_framework_code("torch") and not plain.is_framework_code("tensorflow")
+
+
+# -- facts added from findings on real code --------------------------------------------------
+def test_a_loop_freezing_every_parameter_freezes_the_module():
+    source = ("import torch\nmodel = build()\nfor p in model.parameters():\n    p.requires_grad = False\n"
+              "model.eval()\ny = model(x)\n")
+    model, module = model_of(source)
+    target = [n for n in ast.walk(module) if isinstance(n, ast.Name) and n.id == "model"][-1]
+    assert model.value(target).frozen
+
+
+def test_a_loop_freezing_some_parameters_does_not():
+    source = ("import torch\nmodel = build()\nfor n, p in model.named_parameters():\n    if 'head' not in n:\n"
+              "        p.requires_grad = False\ny = model(x)\n")
+    model, module = model_of(source)
+    target = [n for n in ast.walk(module) if isinstance(n, ast.Name) and n.id == "model"][-1]
+    assert not model.value(target).frozen
+
+
+def test_a_module_default_argument_is_a_module():
+    source = "import torch.nn as nn\ndef evaluate(m, x, y, crit=nn.CrossEntropyLoss()):\n    return crit(m(x), y)\n"
+    assert value_at(source, 3, ast.Name).kind is Kind.MODULE or value_at(source, 3).graph is not Tri.NO
+    model, module = model_of(source)
+    crit = [n for n in ast.walk(module) if isinstance(n, ast.Name) and n.id == "crit" and isinstance(n.ctx, ast.Load)][0]
+    assert model.value(crit).kind is Kind.MODULE
+
+
+def test_keyword_arguments_gather_into_the_kwargs_parameter():
+    source = """
+        import torch
+        class Buffer:
+            def __init__(self):
+                self.items = []
+            def add(self, **transition):
+                self.items.append(transition)
+        def collect(net, buffer, x):
+            q = net(x)
+            q.sum().backward()
+            buffer.add(obs=x, q=q)
+        """
+    model, module = model_of(source)
+    call = node_at(module, 11)
+    effects = model.call_effects(call)
+    assert effects and any(e.value.graph is Tri.YES for e in effects)
+
+
+def test_a_library_method_name_is_not_taken_for_the_file_s_method_without_matching_keywords():
+    source = """
+        class Seen:
+            def add(self, item):
+                self.items.append(item)
+        def f(net, x, seen):
+            seen.add(net(x))
+        """
+    model, module = model_of(source)
+    assert model.call_effects(node_at(module, 6)) == ()
+
+
+def test_an_engine_built_here_differentiates_its_argument():
+    source = "from accelerate import Accelerator\ndef f(model, batch):\n    accelerator = Accelerator()\n    loss = model(batch)\n    accelerator.backward(loss)\n"
+    model, module = model_of(source)
+    differentiated = model.differentiated(node_at(module, 5))
+    assert isinstance(differentiated, ast.Name) and differentiated.id == "loss"
+
+
+def test_a_training_step_without_callers_repeats():
+    source = "def step(model, opt, x):\n    opt.zero_grad()\n    model(x).sum().backward()\n    opt.step()\n"
+    model, module = model_of(source)
+    repetition = model.repetition(node_at(module, 1, ast.FunctionDef))
+    assert repetition is not None and repetition.reason == "step"
+
+
+def test_micro_batches_of_one_step_do_not_carry_a_list_across_steps():
+    source = """
+        def train(model, opt, loader):
+            for step in range(100):
+                chunks = [next(loader) for _ in range(4)]
+                losses = []
+                for b in chunks:
+                    loss = model(b)
+                    loss.backward()
+                    losses.append(loss.detach())
+                opt.step()
+        """
+    model, module = model_of(source)
+    assert model.carried_loop("losses", node_at(module, 9)) is None
+
+
+def test_callers_beyond_the_context_depth_leave_grad_unknown_not_enabled():
+    source = """
+        import torch
+        @torch.no_grad()
+        def top(m, x):
+            return middle(m, x)
+        def middle(m, x):
+            return inner(m, x)
+        def inner(m, x):
+            return m.eval()(x)
+        """
+    model, module = model_of(source)
+    inner = node_at(module, 8, ast.FunctionDef)
+    assert model.context_of(inner).grad is not Tri.YES

@@ -210,7 +210,9 @@ class Interpreter:
                 env[name] = value.with_sources(frozenset({name})) if value.may_hold_tensor else value
             for extra in (arguments.vararg, arguments.kwarg):
                 if extra is not None:
-                    env[extra.arg] = container(None) if extra is arguments.vararg else UNKNOWN
+                    given = self.context.param(extra.arg)  # what a call of the file passed in `*args`/`**kwargs`
+                    value = given if given is not None else (container(None) if extra is arguments.vararg else UNKNOWN)
+                    env[extra.arg] = value.with_sources(frozenset({extra.arg})) if value.may_hold_tensor else value
         return env
 
     # -- statements ---------------------------------------------------------------------

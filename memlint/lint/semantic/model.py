@@ -56,6 +56,8 @@ MAX_SUMMARY_DEPTH = 2
 MAX_CONTEXT_DEPTH = 2
 
 
+#: Loop statements, for own_nodes queries.
+LOOP_NODE_TYPES = (ast.For, ast.AsyncFor, ast.While)
 #: Builtins that wrap what a loop iterates (their names are not the data).
 _ITERATION_BUILTINS = frozenset({"range", "enumerate", "zip", "len", "reversed", "sorted", "list", "tuple"})
 
@@ -83,9 +85,10 @@ class Keeper:
 class Repetition:
     """Why a function's body runs again and again: ``reason`` is "hook"
     (a framework calls it per batch), "driver" (handed to ``study.optimize``
-    or ``optimizer.step``) or "caller" (called from a loop, or from a
-    repeated function, in this file); ``per_batch`` when it runs once per
-    batch or step."""
+    or ``optimizer.step``), "caller" (called from a loop, or from a
+    repeated function, in this file) or "step" (it takes one training step
+    and no call of the file shows its callers); ``per_batch`` when it runs
+    once per batch or step."""
 
     reason: str
     per_batch: bool
@@ -686,6 +689,10 @@ class SemanticModel:
             from memlint.lint.semantic.interpreter import constant_value
 
             return constant_value(default)
+        if isinstance(default, ast.Call):  # `crit=nn.CrossEntropyLoss()`: a module built once, at definition
+            qualified = self.qualified(default.func)
+            if qualified and fw.MODULE_NAMESPACE.match(qualified) and qualified not in fw.NOT_MODULES:
+                return module(type_name=qualified, output=Kind.TENSOR)
         return UNKNOWN
 
     def instance_of(self, klass: ClassInfo) -> Value:
@@ -1081,7 +1088,17 @@ class SemanticModel:
             if loops or upstream is not None:
                 per_batch = bool(loops and self.trains(loops[0].body)) or bool(upstream and upstream.per_batch)
                 return Repetition("caller", per_batch, getattr(caller, "name", "<module>"))
+        if isinstance(function, FUNCTION_TYPES) and not self.sites_of(function) and self._is_training_step(function):
+            return Repetition("step", True, function.name)
         return None
+
+    def _is_training_step(self, function: Function) -> bool:
+        """The function takes one training step (a backward pass and an
+        optimizer step, with no run loop of its own): whoever calls it, from
+        another file, calls it once per batch."""
+        if not self.trains(function.body):
+            return False
+        return not any(self.is_run_loop(loop) for loop in self.own_nodes(function, LOOP_NODE_TYPES))
 
     def bound_before(self, loop: ast.AST) -> frozenset[str]:
         """Names bound before ``loop`` starts (in its unit)."""
@@ -1152,7 +1169,11 @@ class SemanticModel:
             return effect.target
         from memlint.lint.names import root_name
 
-        return root_name(receiver)
+        root = root_name(receiver)
+        if root is not None and isinstance(unit, FUNCTION_TYPES) and root in _parameter_names(unit):
+            # `pool.push(x)` on an object the caller passed in: its attribute outlives this call
+            return root + effect.target[len("self"):]
+        return root
 
     def result_backpropagated(self, call: ast.Call) -> bool:
         """The value ``call`` returns flows into a backward pass of its unit."""
@@ -1200,6 +1221,11 @@ _BUILTIN_CALLABLES = frozenset({
     "list", "tuple", "dict", "set", "frozenset", "float", "int", "bool", "str", "print", "isinstance", "getattr",
     "setattr", "hasattr", "super", "map", "filter", "open", "type", "repr", "any", "all", "id", "hash", "vars",
 })
+
+
+def _parameter_names(function: Function) -> set[str]:
+    arguments = function.args
+    return {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
 
 
 def _target_names(target: ast.expr) -> list[str]:

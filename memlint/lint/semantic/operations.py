@@ -208,9 +208,17 @@ def bind_arguments(function: ast.AST, call: CallInfo, receiver: Value | None):
         for name, value in zip(positional, call.positional):
             bound[name] = value
     names = set(positional) | {a.arg for a in arguments.kwonlyargs}
+    extra = []
     for name, value in call.keywords.items():
         if name in names:
             bound[name] = value
+        else:
+            extra.append(value)
+    if arguments.kwarg is not None:  # `def add(self, **transition)`: a dict of the other keywords
+        bound[arguments.kwarg.arg] = container(join_all(extra) if extra else None, type_name="dict")
+    if arguments.vararg is not None and not starred:
+        rest = call.positional[len(positional):]
+        bound[arguments.vararg.arg] = container(join_all(rest) if rest else None, items=tuple(rest))
     originals = dict(bound)
     stripped = tuple(sorted((name, value.with_sources(frozenset())) for name, value in bound.items()))
     return stripped, originals
@@ -318,7 +326,9 @@ def method_call(model, receiver: Value, name: str, call: CallInfo, interpreter) 
     if receiver.kind is Kind.OBJECT and receiver.type_name:
         return library_object_method(model, receiver, name, call, interpreter)
     if receiver.kind is Kind.UNKNOWN:
-        owner = model.sole_method_owner(name) if receiver.klass is None and name not in _LIBRARY_METHOD_NAMES else None
+        owner = model.sole_method_owner(name) if receiver.klass is None else None
+        if owner is not None and name in _LIBRARY_METHOD_NAMES and not _takes_these_keywords(owner.method(name), call):
+            owner = None  # `seen.add(x)`, `d.update(...)`: a library method of that name
         if owner is not None:
             return local_call(model, owner.method(name), call, interpreter, receiver=model.instance_of(owner))
         return unknown_receiver_method(model, receiver, name, call, interpreter)
@@ -335,6 +345,17 @@ _LIBRARY_METHOD_NAMES = frozenset({
     "close", "read", "write", "format", "copy", "clear", "sum", "mean", "view", "reshape", "apply", "__init__",
     "__call__", "setup", "prepare", "generate", "encode", "decode", "sample",
 })
+
+
+def _takes_these_keywords(method: ast.AST, call: CallInfo) -> bool:
+    """The call passes keywords and the file's method accepts them
+    (``buffer.add(obs=o, q=q)`` against ``def add(self, **transition)``):
+    ``set.add``/``list.append`` take none."""
+    if not call.keywords or not isinstance(method, FUNCTION_TYPES):
+        return False
+    arguments = method.args
+    accepted = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+    return arguments.kwarg is not None or set(call.keywords) <= accepted
 
 
 def _is_classmethod(model, method: ast.AST) -> bool:
@@ -1078,7 +1099,7 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
             receiver = func.value
             if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr == "scale" and receiver.args:
                 found.append(receiver.args[0])
-            elif positional and _not_assigned_in_unit(model, call, receiver):
+            elif positional and (_not_assigned_in_unit(model, call, receiver) or _engine_built_here(model, receiver)):
                 found.append(positional[0])
             else:
                 found.append(receiver)
@@ -1088,6 +1109,15 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
             first = positional[0]
             found.extend(first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first])
     return found
+
+
+def _engine_built_here(model, receiver: ast.expr) -> bool:
+    """``accelerator = Accelerator(...)`` before ``accelerator.backward(loss)``: an engine, by its construction."""
+    if not isinstance(receiver, ast.Name):
+        return False
+    built = model.assignment_before(receiver)
+    return built is not None and isinstance(built.value, ast.Call) and (
+        model.qualified(built.value.func) in fw.ENGINE_TYPES or model.qualified(built.value.func) in fw.BACKWARD_ENGINES)
 
 
 def _not_assigned_in_unit(model, call: ast.Call, receiver: ast.expr) -> bool:

@@ -1,0 +1,27 @@
+"""Recall on the reproducers of reported bugs in fixtures/recall (see
+tests/lint/recall_score.py for the set and its scoring conventions).
+
+The bound is the measured recall (76/84 = 90.5% when it was set) less two
+marks of slack; the misses still open are listed in docs/accuracy.md."""
+
+from __future__ import annotations
+
+from .recall_score import RECALL, score
+
+#: 74 of the 84 marks: the measured 76 less two.
+MIN_RECALL = 74 / 84
+
+
+def test_recall_on_reported_bugs():
+    result = score()
+    assert len(result.found) + len(result.missed) == 84, "the set changed: re-measure and move the bound"
+    assert result.recall >= MIN_RECALL, f"recall {result.recall:.1%}; missed: {result.missed}"
+
+
+def test_look_alike_correct_code_gets_no_warning():
+    assert score().false_alarms == []
+
+
+def test_every_bug_file_has_a_mark():
+    for path in RECALL.glob("bug_*.py"):
+        assert "# expect:" in path.read_text(encoding="utf-8"), path.name
