@@ -155,14 +155,14 @@ class LossAccumulatedWithGraph(Rule):
         if isinstance(added, _LITERAL_CONTAINERS):
             return  # `hist += [loss]` collects rather than sums: MEM102's finding
         semantic = self.ctx.semantic
-        if semantic.holds_no_graph(added):
-            return
         root = root_name(target)
         if root is None or not (semantic.enclosing_loops(node) or semantic.may_persist(root, node)):
             return  # cheap checks first: the rest interprets the function
         function = semantic.function_of(node)
         if function is not None and semantic.is_module_method(function):
             return  # state kept by a module's forward: MEM108's finding
+        if semantic.holds_no_graph(added):
+            return
         if semantic.grad_disabled(node):
             return
         value = semantic.value(added)

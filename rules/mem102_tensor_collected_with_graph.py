@@ -117,10 +117,14 @@ class TensorCollectedWithGraph(Rule):
                 self._check(store)
 
     def _may_outlive(self, container: ast.expr, node: ast.AST) -> bool:
-        """Cheap, syntactic: the storage is in a loop's reach or is persistent state."""
+        """Cheap, syntactic: the storage is in a loop's reach or is persistent state,
+        outside a module's own methods (see :meth:`_check`)."""
         root = root_name(container)
         semantic = self.ctx.semantic
-        return root is not None and bool(semantic.enclosing_loops(node) or semantic.may_persist(root, node))
+        if root is None or not (semantic.enclosing_loops(node) or semantic.may_persist(root, node)):
+            return False
+        function = semantic.function_of(node)
+        return function is None or not semantic.is_module_method(function)
 
     def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.DictComp) -> None:
         semantic = self.ctx.semantic

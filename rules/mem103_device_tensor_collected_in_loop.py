@@ -113,6 +113,9 @@ class DeviceTensorCollectedInLoop(Rule):
         semantic = self.ctx.semantic
         if not semantic.enclosing_loops(node) and not semantic.may_persist(root_name(_receiver(node)) or "", node):
             return  # cheap check first: the rest interprets the function
+        function = semantic.function_of(node)
+        if function is not None and semantic.is_module_method(function):
+            return  # within one forward pass: no run loop carries it (see SemanticModel.keeper)
         store = store_of(semantic, node)
         keeper = semantic.keeper(store.root, node) if store is not None else None
         if keeper is None or keeper.why == "loop" and not self._grows_with_the_run(keeper.loop):

@@ -89,7 +89,7 @@ class DatasetOnDevice(Rule):
         if len(node.targets) != 1:
             return
         name = dotted_name(node.targets[0])
-        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple)) or not _moves_to_device(node.value):
+        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple)) or not _moves_to_device(node.value, self.ctx.index):
             return  # cheap syntactic checks first: the rest interprets the function
         if not _converted_from_data(node.value, self.ctx):
             return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
@@ -109,7 +109,7 @@ class DatasetOnDevice(Rule):
     def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in TENSOR_DATASETS:
             return
-        if any(_moves_to_device(argument) and self._is_data_on_device(argument) for argument in call_arguments(node)):
+        if any(_moves_to_device(argument, self.ctx.index) and self._is_data_on_device(argument) for argument in call_arguments(node)):
             self.report(node)
 
     def _is_data_on_device(self, expr: ast.expr) -> bool:
@@ -219,14 +219,16 @@ def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDe
     return False
 
 
-def _moves_to_device(expr: ast.expr) -> bool:
-    """``expr`` contains ``.cuda()``, ``.to(...)`` or a ``device=`` argument."""
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to"):
-                return True
-            if keyword_arg(node, "device") is not None:
-                return True
+def _moves_to_device(expr: ast.expr, index) -> bool:
+    """``expr`` contains ``.cuda()``, ``.to(...)`` or a ``device=`` argument (its calls read from the node index)."""
+    position = index.position_of(expr)
+    calls = index.subtree_of_type(position, (ast.Call,)) if position is not None else [n for n in ast.walk(expr) if isinstance(n, ast.Call)]
+    for node in calls:
+        func = node.func
+        if func.__class__ is ast.Attribute and func.attr in ("cuda", "to"):
+            return True
+        if any(keyword.arg == "device" for keyword in node.keywords):
+            return True
     return False
 
 

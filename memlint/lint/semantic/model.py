@@ -108,6 +108,8 @@ class SemanticModel:
         self.library_roots = self._library_roots()
         self._analyses: dict[tuple[ast.AST, Context], Analysis] = {}
         self._active: dict[ast.AST, list[Interpreter]] = {}
+        self._provisional: dict[ast.AST, Analysis] = {}
+        self._unit_memo: dict[ast.AST, ast.AST] = {}
         self._canonical: dict[ast.AST, Analysis] = {}
         self._site_memo: dict[ast.AST, list[CallSite]] = {}
         self._contexting: set[ast.AST] = set()
@@ -282,14 +284,19 @@ class SemanticModel:
 
     def unit_of(self, node: ast.AST) -> ast.AST:
         """The function, lambda or module whose body evaluates ``node``."""
+        found = self._unit_memo.get(node)
+        if found is not None:
+            return found
         if node is self.module:
             return node
         scope = self.scopes.scope_for(node)
         while scope.kind in (ScopeKind.CLASS, ScopeKind.COMPREHENSION):
             if scope.kind is ScopeKind.CLASS:
-                return self.module  # class bodies run at module level (in this model)
+                scope = None
+                break
             scope = scope.parent
-        return scope.node
+        found = self._unit_memo[node] = self.module if scope is None else scope.node  # class bodies run at module level
+        return found
 
     def function_of(self, node: ast.AST) -> Function | None:
         """The ``def`` whose body contains ``node`` (lambdas looked through), or None."""
@@ -608,10 +615,17 @@ class SemanticModel:
             return found
         if unit in self._contexting:  # asked while finding its own context: a cycle of calls
             return self.analyse(unit, Context((), self.entry_grad(unit, None)))
+        nested = bool(self._contexting)
+        if nested and unit in self._provisional:
+            return self._provisional[unit]
         context, complete = self._context(unit)
         found = self.analyse(unit, context)
-        if complete:
-            self._canonical[unit] = found  # else a shallower request, which sees the callers, decides
+        if complete or not nested:
+            self._canonical[unit] = found
+        else:
+            # asked while another unit's context is being worked out, with callers cut off:
+            # good enough for that work, not for a rule's question, which asks again from the top
+            self._provisional[unit] = found
         return found
 
     def live_env(self, unit: ast.AST) -> dict[str, Value] | None:
