@@ -94,6 +94,8 @@ class TensorCollectedWithGraph(Rule):
         semantic = self.ctx.semantic
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in STORING_METHODS:
+            if _plain_arguments(semantic, node):
+                return  # `losses.append(loss.item())`: cheap check first
             if self._may_outlive(func.value, node):
                 store = store_of(semantic, node)
                 if store is not None:
@@ -129,7 +131,7 @@ class TensorCollectedWithGraph(Rule):
     def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.DictComp) -> None:
         semantic = self.ctx.semantic
         element = node.value if isinstance(node, ast.DictComp) else node.elt
-        if not any(isinstance(child, ast.Call) for child in ast.walk(element)):
+        if semantic.holds_no_graph(element) or not any(isinstance(child, ast.Call) for child in ast.walk(element)):
             return  # a forward pass is a call: cheap check first
         function = semantic.function_of(node)
         if function is not None and semantic.is_module_method(function):
@@ -186,6 +188,12 @@ class TensorCollectedWithGraph(Rule):
             return None  # a tuple or model output has no `.detach()`
         detached = with_method(self.ctx, value, "detach")
         return None if detached is None else self.replacement(value, detached)
+
+
+def _plain_arguments(semantic, call: ast.Call) -> bool:
+    """Everything the call stores is, by its syntax alone, a Python value or a detached tensor."""
+    values = [*call.args, *(k.value for k in call.keywords)]
+    return bool(values) and all(not isinstance(v, ast.Starred) and semantic.holds_no_graph(v) for v in values)
 
 
 def _named_local_collector(semantic, call: ast.Call) -> bool:

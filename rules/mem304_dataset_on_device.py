@@ -101,9 +101,10 @@ class DatasetOnDevice(Rule):
             if self._is_data_on_device(node.value) and not semantic.enclosing_loops(node) and not self._used_as_module(name, function):
                 self.report(node)
             return
-        if "." in name or not self._is_data_on_device(node.value) or semantic.enclosing_loops(node):
+        if "." in name or semantic.enclosing_loops(node):
             return
-        if self._iterated_in_batches(name, node, semantic.unit_of(node)) or self._batched_by_callers(name, node):
+        batched = self._iterated_in_batches(name, node, semantic.unit_of(node)) or self._batched_by_callers(name, node)
+        if batched and self._is_data_on_device(node.value):
             self.report(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -160,6 +161,8 @@ class DatasetOnDevice(Rule):
             return False
         positions = {index for ret in semantic.own_nodes(function, (ast.Return,)) if ret.value is not None
                      for index, part in _returned_parts(ret.value) if dotted_name(part) == name}
+        if not positions:
+            return False
         for call in semantic.call_sites_of(function):
             statement = semantic.parents.get(call)
             if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:

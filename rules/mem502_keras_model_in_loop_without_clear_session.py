@@ -159,8 +159,8 @@ class KerasModelInLoopWithoutClearSession(Rule):
         klass = _local_class(semantic, call.func)
         if klass is not None:
             return "keras" in klass.roles and "module" in klass.roles
-        if depth >= MAX_DEPTH:
-            return False
+        if depth >= MAX_DEPTH or not semantic.may_call_local(call):
+            return False  # not a call of the file's functions: nothing to follow
         function = semantic.callee(call)
         if not isinstance(function, FUNCTION_TYPES) or function in seen:
             return False
