@@ -192,8 +192,9 @@ class InferenceWithoutNoGrad(Rule):
         semantic = self.ctx.semantic
         if not isinstance(unit, FUNCTION_TYPES):
             return False
-        return any(semantic.result_backpropagated(call) or semantic.trains(semantic.unit_of(call).body)
-                   for call in semantic.call_sites_of(unit) if semantic.returns(unit).graph is not Tri.NO)
+        if semantic.returns(unit).graph is Tri.NO:
+            return False
+        return any(semantic.result_backpropagated(call) for call in semantic.call_sites_of(unit))
 
 
 def _first_eval_call(semantic, unit: ast.AST) -> ast.Call | None:

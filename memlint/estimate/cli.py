@@ -123,8 +123,9 @@ class Deadline:
         return False
 
 
-def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add TARGET and the estimator options (shared with ``memlint validate``)."""
+def add_estimate_arguments(parser: argparse.ArgumentParser, measuring: bool = False) -> None:
+    """Add TARGET and the estimator options (shared with ``memlint validate``,
+    which passes ``measuring=True``: its ``--steps`` are the steps measured)."""
     parser.add_argument("target", metavar="TARGET", help="path/to/file.py:factory or package.module:factory")
     parser.add_argument("--input", action="append", default=[], metavar="SPEC",
                         help="model input, e.g. float32[B,3,224,224] or int64[B,1024] (B = batch size); repeatable")
@@ -132,7 +133,9 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", default=None,
                         choices=["sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop", "adafactor"],
                         help="optimizer to model (default: the workload's own, else SGD; adafactor: transformers')")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "amp-fp16", "amp-bf16", "bf16", "fp16"])
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "amp-fp16", "amp-bf16", "bf16", "fp16"],
+                        help="fp32; autocast with fp32 weights (amp-fp16 with a GradScaler, amp-bf16); or the "
+                             "whole model in bf16/fp16 (default fp32)")
     parser.add_argument("--checkpointing", action="store_true", help="activation checkpointing of repeated blocks")
     parser.add_argument("--grad-accum", type=int, default=1, metavar="N", help="gradient accumulation steps")
     parser.add_argument("--set-to-none", action=argparse.BooleanOptionalAction, default=True,
@@ -150,8 +153,8 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cuda-context", default=None, metavar="BYTES",
                         help="measured CUDA context, e.g. 1343MiB (replaces the modelled one)")
     parser.add_argument("--steps", type=int, default=None, metavar="N",
-                        help="training steps traced, the first a warm-up (default 3); "
-                             "memlint validate: steps measured after --warmup (default 3)")
+                        help="steps measured after --warmup (default 3)" if measuring
+                        else "training steps traced, the first a warm-up (default 3)")
     parser.add_argument("--reserve", default="10%", help="headroom kept free (default 10%%)")
     parser.add_argument("--max-batch-size", action="store_true", help="search the largest batch size that fits")
     parser.add_argument("--format", default="table", choices=["table", "json"], dest="format")
@@ -241,7 +244,7 @@ def require_torch() -> None:
     import importlib.util  # noqa: PLC0415
 
     if importlib.util.find_spec("torch") is None:
-        raise UsageError("the estimator needs torch, which is not installed: pip install 'memlint[estimate]'")
+        raise UsageError("the estimator needs torch, which is not installed: pip install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu && pip install 'memlint[estimate]'")
 
 
 def check_command_line(args) -> None:

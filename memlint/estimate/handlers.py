@@ -140,7 +140,7 @@ def dispatch_rules(target) -> DispatchRules:
                  "_scaled_dot_product_efficient_attention_backward":
                      lambda args: sdpa.efficient_backward_scratch(args, cc)},
         outputs={},
-        unmodelled={op: "cuDNN convolution workspace not modelled" for op in CONV_OPS})
+        unmodelled={op: "cuDNN convolution workspace" for op in CONV_OPS})
 
 
 # ---------------------------------------------------------------------------

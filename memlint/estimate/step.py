@@ -339,7 +339,7 @@ def trace_training(workload, options, ledger: Ledger, target) -> dict:
         from memlint.estimate.cpu_scratch import add_measured_scratch  # noqa: PLC0415
 
         add_measured_scratch(ledger, ledger.scratch_probe)
-    name = state.step_in_backward.name if state.step_in_backward else type(optimizer).__name__
+    name = state.step_in_backward.name if state.step_in_backward else _optimizer_label(optimizer)
     return {"checkpointed": state.checkpointed, "micro_batch": micro_batch, "batch_size": batch,
             "optimizer": name, "kernel_choices": dict(emulation.choices),
             "unmodelled": [{"kernel": what, "module": fqn, "count": n}
@@ -446,3 +446,11 @@ def _micro_step(workload, module, micro_batch, options, ledger) -> None:
     except Exception as exc:  # noqa: BLE001
         raise TargetError(f"backward of {workload.name!r} failed: {one_line(exc)}") from None
     del loss, inputs
+
+
+def _optimizer_label(optimizer) -> str:
+    """The optimizer's class name, with momentum said for SGD (its state differs: one buffer per parameter)."""
+    name = type(optimizer).__name__
+    if name == "SGD" and getattr(optimizer, "defaults", {}).get("momentum"):
+        return "SGD (momentum)"
+    return name

@@ -50,8 +50,8 @@ MAX_BATCH_LIMIT = 1 << 16
 _RECIPE_KEYS = ("batch-size", "optimizer", "precision", "checkpointing", "grad-accum", "set-to-none")
 
 #: What ``pip`` installs for the estimator, and what a pre-commit hook lists.
-ESTIMATE_EXTRA_HINT = ("install the estimator's dependencies: pip install 'memlint[estimate]' "
-                       "(pre-commit: additional_dependencies: [torch])")
+ESTIMATE_EXTRA_HINT = ("install the estimator's dependencies, the CPU build of torch first: "
+                       "pip install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu && pip install 'memlint[estimate]'")
 
 
 @dataclass

@@ -24,9 +24,10 @@ from typing import Any
 
 from memlint.errors import ConfigError, UsageError
 
-# Same choices as memlint.estimate.step.OPTIMIZER_NAMES / PRECISIONS (kept here so
-# that reading the configuration never imports torch; a test checks they agree).
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop")
+# Same choices as memlint.estimate.step.OPTIMIZER_NAMES + TRANSFORMERS_OPTIMIZERS /
+# PRECISIONS (kept here so that reading the configuration never imports torch; a test
+# checks they agree).
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop", "adafactor")
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16", "bf16", "fp16")
 
 #: Ranks assumed by the advisor's sharding remedies when ``advise-world-size`` is not set.

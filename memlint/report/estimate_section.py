@@ -75,15 +75,27 @@ def render_estimates(run, console) -> None:
             console.print(Text(f"note: {printable(note)}", style="dim"))
         if item.advice:
             console.print(_advice_table(item, Table))
+            idle = _idle_remedies(item)
+            if idle:
+                console.print(Text(f"Save no device memory here (not shown): {printable(', '.join(idle))}", style="dim"))
+
+
+def _helpful_remedies(item) -> list:
+    """The advisor's rows that lower device_used (the verdict's measure), in the advisor's order."""
+    return [row for row in item.advice if row.saved > 0]
+
+
+def _idle_remedies(item) -> list[str]:
+    return [row.title for row in item.advice if row.saved <= 0]
 
 
 def _advice_table(item, table_class):
-    table = table_class(title="Advisor: remedies ranked by memory saved (each re-estimated)", title_justify="left",
+    table = table_class(title="Advisor: remedies, each re-estimated (those that fit first)", title_justify="left",
                         show_edge=False)
     for column, justify in (("#", "right"), ("remedy", "left"), ("device_used", "right"), ("saved", "right"),
                             ("allocated saved", "right"), ("fits", "left"), ("cost", "left")):
         table.add_column(column, justify=justify)
-    for rank, row in enumerate(item.advice, start=1):
+    for rank, row in enumerate(_helpful_remedies(item), start=1):
         fits = "-" if row.fits is None else ("yes" if row.fits else "no")
         table.add_row(str(rank), printable(row.title), _gib(row.device_used), _gib(row.saved),
                       _gib(row.saved_allocated), fits, printable(row.cost))
@@ -99,7 +111,10 @@ def render_estimates_plain(run, stream) -> None:
         print(f"memory: {printable(item.path)}: {verdict_line(item)}", file=stream)
         parts = [f"{key}={_value_text(v.value)} ({printable(v.source)})" for key, v in item.recipe.items()]
         print(f"  recipe: {', '.join(parts)}", file=stream)
-        for rank, row in enumerate(item.advice, start=1):
+        for rank, row in enumerate(_helpful_remedies(item), start=1):
             fits = "" if row.fits is None else (" fits" if row.fits else " does not fit")
             print(f"  remedy {rank}: {printable(row.title)}: {_gib(row.device_used)} (saves {_gib(row.saved)}; "
                   f"peak allocated -{_gib(row.saved_allocated)}){fits}; {printable(row.cost)}", file=stream)
+        idle = _idle_remedies(item)
+        if idle:
+            print(f"  save no device memory here: {printable(', '.join(idle))}", file=stream)

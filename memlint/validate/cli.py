@@ -17,7 +17,7 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     """TARGET and the estimator options, plus the validator's own options."""
     from memlint.estimate.cli import add_estimate_arguments  # noqa: PLC0415
 
-    add_estimate_arguments(parser)  # --device (where to measure and what to estimate), --steps (measured)
+    add_estimate_arguments(parser, measuring=True)  # --device (where to measure and what to estimate), --steps (measured)
     parser.add_argument("--warmup", type=int, default=2, metavar="N", help="warm-up steps before measuring (default 2)")
     parser.add_argument("--tolerance", default="10%", help="largest |relative error| accepted (default 10%%)")
     parser.add_argument("--record", default=None, metavar="FILE", help="write a JSON validation record")

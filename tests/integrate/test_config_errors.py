@@ -11,7 +11,7 @@ SCRIPT = "import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=8)\n
 
 
 def test_choices_agree_with_the_estimator():
-    assert settings.OPTIMIZERS == step.OPTIMIZER_NAMES
+    assert settings.OPTIMIZERS == step.OPTIMIZER_NAMES + step.TRANSFORMERS_OPTIMIZERS
     assert settings.PRECISIONS == step.PRECISIONS
 
 

@@ -32,7 +32,8 @@ def test_check_estimate_without_torch_is_one_line_and_findings_print(no_torch, t
     assert code == 2 and "Traceback" not in err
     [line] = err.strip().splitlines()
     assert line == ("memlint: error: --estimate needs torch, which is not installed: install the estimator's "
-                    "dependencies: pip install 'memlint[estimate]' (pre-commit: additional_dependencies: [torch])")
+                    "dependencies, the CPU build of torch first: pip install 'torch==2.13.0' --index-url "
+                    "https://download.pytorch.org/whl/cpu && pip install 'memlint[estimate]'")
     assert [d["path"] for d in json.loads(out)["diagnostics"]] == ["./buggy.py"]
 
 
@@ -41,7 +42,8 @@ def test_estimate_command_without_torch_is_one_line(no_torch, tmp_path, capsys):
     model.write_text("def build():\n    pass\n")
     assert main(["estimate", f"{model}:build"]) == 2
     err = capsys.readouterr().err
-    assert err == "memlint: error: the estimator needs torch, which is not installed: pip install 'memlint[estimate]'\n"
+    assert err == ("memlint: error: the estimator needs torch, which is not installed: pip install 'torch==2.13.0' "
+                   "--index-url https://download.pytorch.org/whl/cpu && pip install 'memlint[estimate]'\n")
 
 
 def test_plain_check_without_torch_needs_nothing(no_torch, tmp_path, capsys, monkeypatch):
