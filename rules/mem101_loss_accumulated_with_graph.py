@@ -117,8 +117,8 @@ class LossAccumulatedWithGraph(Rule):
     def visit_Call(self, node: ast.Call) -> None:
         semantic = self.ctx.semantic
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
-        if name not in semantic.accumulating_functions():
-            return  # cheap check first: no function of this name adds into state
+        if name not in semantic.accumulating_functions() or not semantic.may_call_local(node):
+            return  # cheap checks first: no function of this name adds into state
         effects = [e for e in semantic.call_effects(node) if e.kind == "accumulate" and e.value.attached]
         if not effects or semantic.grad_disabled(node):
             return

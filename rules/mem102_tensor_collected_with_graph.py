@@ -107,13 +107,15 @@ class TensorCollectedWithGraph(Rule):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         target = node.targets[0]
-        if isinstance(target, ast.Subscript) and self._may_outlive(target.value, node):
+        if isinstance(target, ast.Subscript) and not _plain_values(self.ctx.semantic, (node.value,)) \
+                and self._may_outlive(target.value, node):
             store = store_of(self.ctx.semantic, node)
             if store is not None:
                 self._check(store)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        if isinstance(node.value, (ast.List, ast.Tuple)) and self._may_outlive(node.target, node):
+        if isinstance(node.value, (ast.List, ast.Tuple)) and not _plain_values(self.ctx.semantic, (node.value,)) \
+                and self._may_outlive(node.target, node):
             store = store_of(self.ctx.semantic, node)
             if store is not None:
                 self._check(store)
@@ -194,6 +196,13 @@ def _plain_arguments(semantic, call: ast.Call) -> bool:
     """Everything the call stores is, by its syntax alone, a Python value or a detached tensor."""
     values = [*call.args, *(k.value for k in call.keywords)]
     return bool(values) and all(not isinstance(v, ast.Starred) and semantic.holds_no_graph(v) for v in values)
+
+
+def _plain_values(semantic, values) -> bool:
+    """Every leaf of the stored literals (``{"lr": 0.1}``, ``[x.item()]``) is,
+    by its syntax alone, a Python value or a detached tensor."""
+    leaves = leaf_values(values)
+    return bool(leaves) and all(semantic.holds_no_graph(leaf) for leaf in leaves)
 
 
 def _named_local_collector(semantic, call: ast.Call) -> bool:

@@ -134,6 +134,8 @@ class InferenceWithoutNoGrad(Rule):
 
     def _check_unit(self, unit: ast.AST, named: bool, eval_call: ast.Call | None, in_loops_only: bool = False) -> None:
         semantic = self.ctx.semantic
+        if not semantic.may_run_forward(unit) or (isinstance(unit, FUNCTION_TYPES) and semantic.decorator_grad(unit) is Tri.NO):
+            return  # cheap checks first: the rest interprets the function
         forward = [call for call in semantic.forward_calls(unit)
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
                    and not self._frozen_callee(call) and (not in_loops_only or semantic.enclosing_loops(call))]

@@ -97,9 +97,13 @@ class HiddenStateNotDetached(Rule):
         if len(node.targets) != 1 or not isinstance(node.value, ast.Call):
             return
         carried = self._carried_names(node.targets[0], node.value)
-        if not carried or not (_in_loop(self.ctx.stack) or all(name.startswith("self.") for name in carried)):
+        in_loop = _in_loop(self.ctx.stack)
+        across_calls = all(name.startswith("self.") for name in carried)
+        if not carried or not (in_loop or across_calls):
             return  # cheap syntactic checks first: the rest interprets the function
         semantic = self.ctx.semantic
+        if _module_internal(semantic, node) and (in_loop or not across_calls):
+            return  # a loop within one forward pass (`x = layer(x)` over blocks): one step's graph
         if semantic.grad_disabled(node) or semantic.value(node.value).is_module or not self._produces_graph(node.value):
             return
         carried = [name for name in carried if not semantic.value(_target_named(node.targets[0], name)).is_module]

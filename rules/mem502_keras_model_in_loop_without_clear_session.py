@@ -100,10 +100,8 @@ class KerasModelInLoopWithoutClearSession(Rule):
         function = semantic.function_of(node)
         if not loops and function is None:
             return
-        if not self._builds_model(node, depth=0, seen=set()):
-            return
         repeated = not loops and self._driven(function)
-        if not (loops or repeated):
+        if not (loops or repeated) or not self._builds_model(node, depth=0, seen=set()):
             return
         if loops and self._in_enclosing_builder(node):
             return  # reported where the builder is called in a loop
@@ -143,7 +141,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
 
     def _driven(self, function) -> bool:
         """A function a driver calls once per trial (an Optuna objective)."""
-        repetition = self.ctx.semantic.repetition(function)
+        repetition = self.ctx.semantic.driven_repetition(function)
         return repetition is not None and repetition.reason == "driver"
 
     def _in_enclosing_builder(self, node: ast.Call) -> bool:

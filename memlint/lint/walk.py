@@ -5,8 +5,8 @@ The engine walks each parsed module once, into a :class:`NodeIndex`
 only the nodes of the types they hook, in traversal order
 (:meth:`NodeIndex.events`), instead of walking the tree again per rule.
 
-Children are read from each class's ``_fields`` with one C-level
-``attrgetter`` per class, iteratively (no recursion limit), in source order
+Children are read from the fields each class's ASDL signature (its
+docstring) says may hold nodes, iteratively (no recursion limit), in source order
 (decorators before the ``def``; a dict literal's keys and values
 interleaved). Expression contexts and operators (``ast.Load()``,
 ``ast.Add()``) are not nodes of the walk: CPython shares one instance of
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
-from operator import attrgetter
 from typing import TypeVar
 from weakref import WeakKeyDictionary
 
@@ -59,19 +59,32 @@ def hook_name(node_class: type) -> str:
     return name
 
 
-def _child_getter(cls: type) -> Callable[[ast.AST], tuple] | None:
-    """A function returning the values of ``cls``'s child fields in source
-    order (one ``attrgetter`` call); None when it has none."""
-    names = tuple(n for n in _SOURCE_ORDER.get(cls, cls._fields) if n not in _SKIPPED_FIELDS)
-    if not names:
-        return None
-    if len(names) == 1:
-        name = names[0]
-        return lambda node: (getattr(node, name, None),)
-    return attrgetter(*names)
+#: ASDL types of fields that never hold nodes (``ast`` documents each class's
+#: fields as ``Name(type[*?] field, ...)`` in its docstring, from Parser/Python.asdl).
+_PRIMITIVE_TYPES = frozenset({"identifier", "string", "int", "constant", "expr_context",
+                              "operator", "unaryop", "boolop", "cmpop"})
+_SIGNATURE_FIELD = re.compile(r"(\w+)([*?]?) (\w+)")
+#: A field whose docstring type could not be read: checked for lists and nodes at run time.
+_UNKNOWN = None
 
 
-_GETTERS: dict[type, Callable[[ast.AST], tuple] | None] = {}
+def _child_fields(cls: type) -> tuple[tuple[str, bool | None], ...]:
+    """``cls``'s fields that may hold nodes, in source order, each with
+    whether it holds a list (None: not documented, checked per node)."""
+    doc = cls.__doc__ or ""
+    declared = {name: (kind, mark) for kind, mark, name in _SIGNATURE_FIELD.findall(doc[doc.find("(") + 1:])}
+    fields = []
+    for name in _SOURCE_ORDER.get(cls, cls._fields):
+        if name in _SKIPPED_FIELDS:
+            continue
+        kind, mark = declared.get(name, ("", _UNKNOWN))
+        if kind in _PRIMITIVE_TYPES:
+            continue
+        fields.append((name, mark == "*" if mark is not _UNKNOWN else _UNKNOWN))
+    return tuple(fields)
+
+
+_CHILD_FIELDS: dict[type, tuple[tuple[str, bool | None], ...]] = {}
 _AST = ast.AST
 
 
@@ -80,12 +93,19 @@ def children(node: ast.AST) -> list[ast.AST]:
     kind = node.__class__
     if kind is ast.Dict:
         return [child for pair in zip(node.keys, node.values) for child in pair if child is not None]
-    getter = _GETTERS[kind] if kind in _GETTERS else _GETTERS.setdefault(kind, _child_getter(kind))
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _CHILD_FIELDS[kind] = _child_fields(kind)
     found: list[ast.AST] = []
-    if getter is None:
-        return found
-    for value in getter(node):
-        if value.__class__ is list:
+    for name, many in fields:
+        value = getattr(node, name, None)
+        if value is None:
+            continue
+        if many:
+            found.extend([item for item in value if item is not None])
+        elif many is not _UNKNOWN:
+            found.append(value)
+        elif value.__class__ is list:
             found.extend([item for item in value if isinstance(item, _AST)])
         elif isinstance(value, _AST):
             found.append(value)
@@ -247,16 +267,20 @@ class NodeIndex:
         self.memo: dict[Hashable, object] = {}
         nodes, parent_positions, parents, by_type = self.nodes, self.parent_positions, self.parents, self._positions_by_type
         stack: list[tuple[ast.AST, int]] = [(root, -1)]
+        leaf_fields = ()
         while stack:
             node, parent_position = stack.pop()
             position = len(nodes)
             nodes.append(node)
             parent_positions.append(parent_position)
-            group = by_type.get(node.__class__)
+            kind = node.__class__
+            group = by_type.get(kind)
             if group is None:
-                by_type[node.__class__] = [position]
+                by_type[kind] = [position]
             else:
                 group.append(position)
+            if _CHILD_FIELDS.get(kind) == leaf_fields:  # a name or a constant: most nodes, no children
+                continue
             kids = children(node)
             if kids:
                 for child in kids:

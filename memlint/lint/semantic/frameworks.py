@@ -298,6 +298,12 @@ MODEL_OUTPUT_TENSORS = frozenset({
 #: Module methods of library models that run no autograd: ``GenerationMixin.generate`` is
 #: decorated with ``@torch.no_grad()`` (transformers/generation/utils.py).
 NO_GRAD_MODULE_METHODS = frozenset({"generate"})
+#: Namespaces whose callables never run a model's forward pass (the standard
+#: library and numpy): a function that calls only these and builtins runs none.
+NON_MODEL_NAMESPACES = frozenset({
+    "numpy", "np", "math", "os", "sys", "re", "json", "logging", "time", "random", "itertools", "functools",
+    "collections", "pathlib", "warnings", "typing", "copy", "shutil", "argparse", "pickle", "string", "datetime",
+    "glob", "subprocess", "inspect", "dataclasses", "operator", "contextlib", "textwrap", "io", "csv", "enum"})
 
 #: Context managers and decorators that set the grad mode (torch/autograd/grad_mode.py, torch 2.13).
 GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",

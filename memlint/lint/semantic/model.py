@@ -29,6 +29,7 @@ guess.
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 from collections import deque
 from dataclasses import dataclass
@@ -445,6 +446,8 @@ class SemanticModel:
             return True
         if isinstance(expr, ast.UnaryOp):
             return self.holds_no_graph(expr.operand)
+        if isinstance(expr, ast.IfExp):
+            return self.holds_no_graph(expr.body) and self.holds_no_graph(expr.orelse)
         if isinstance(expr, ast.BinOp):
             return self.holds_no_graph(expr.left) and self.holds_no_graph(expr.right)
         if isinstance(expr, ast.Call):
@@ -483,7 +486,21 @@ class SemanticModel:
                 [f.name for f in self.index.of_type(*FUNCTION_TYPES)] + [c.name for c in self.index.of_type(ast.ClassDef)])
         func = call.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        return name in self._local_names
+        if name not in self._local_names:
+            return False
+        if isinstance(func, ast.Attribute) and _is_super_call(func.value):
+            return self._has_local_base(call)  # `super().__init__()` of a library base class
+        return True
+
+    def _has_local_base(self, node: ast.AST) -> bool:
+        """The class around ``node`` names a base class defined in this file."""
+        current = self.parents.get(node)
+        while current is not None and not isinstance(current, ast.ClassDef):
+            current = self.parents.get(current)
+        if current is None:
+            return True  # `super()` outside a class body: let the full analysis decide
+        local_classes = {klass.name for klass in self.index.of_type(ast.ClassDef)}
+        return any((dotted_name(base) or "").split(".")[-1] in local_classes for base in current.bases)
 
     def may_persist(self, root: str, node: ast.AST) -> bool:
         """Cheap test: ``root`` may be state that outlives a call of ``node``'s
@@ -980,6 +997,18 @@ class SemanticModel:
     def forward_calls(self, unit: ast.AST) -> list[ast.Call]:
         return list(self.canonical(unit).forward_calls)
 
+    def may_run_forward(self, unit: ast.AST) -> bool:
+        """Cheap test before :meth:`forward_calls`: ``unit``'s own body calls
+        something other than builtins and :data:`fw.NON_MODEL_NAMESPACES`."""
+        for call in self.own_nodes(unit, (ast.Call,)):
+            qualified = self.qualified(call.func)
+            if qualified is None:
+                return True
+            head = qualified.partition(".")[0]
+            if head not in fw.NON_MODEL_NAMESPACES and not (head == qualified and head in _BUILTIN_NAMES):
+                return True
+        return False
+
     def callee(self, call: ast.Call) -> ast.AST | None:
         """The in-file function ``call`` runs, or None."""
         site = self.analysis_of(call).call_sites.get(call)
@@ -1087,14 +1116,21 @@ class SemanticModel:
         self._repetition[function] = found
         return found
 
-    def _repetition_of(self, function: ast.AST) -> Repetition | None:
+    def driven_repetition(self, function: ast.AST) -> Repetition | None:
+        """Cheap part of :meth:`repetition`: a framework hook run per batch,
+        or a driver that calls ``function`` (``study.optimize(objective)``),
+        without following the file's call sites."""
         hook = self.hook_of(function)
         if hook is not None and hook.per_batch:
             return Repetition("hook", True, hook.source)
         if self._driven is None:
             self._driven = operations.driven_functions(self)
-        if function in self._driven:
-            return self._driven[function]
+        return self._driven.get(function)
+
+    def _repetition_of(self, function: ast.AST) -> Repetition | None:
+        found = self.driven_repetition(function)
+        if found is not None:
+            return found
         for site in self.sites_of(function):
             loops = self.run_loops(site.call)
             caller = self.unit_of(site.call)
@@ -1271,6 +1307,14 @@ def _comprehension_verdict(node: ast.AST):
     if isinstance(node, (*UNIT_TYPES, ast.ClassDef)):
         return False
     return None
+
+
+#: Builtins, less those that call what they are given (`map(model, batches)` runs forwards).
+_BUILTIN_NAMES = frozenset(dir(builtins)) - {"map", "filter"}
+
+
+def _is_super_call(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
 
 
 def _first_parameter(function: ast.AST) -> str | None:
