@@ -8,11 +8,21 @@ import re
 from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.frameworks import DEVICE_BACKEND_MODULES
 from memlint.lint.semantic.operations import rebound_in
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES
 from memlint.rules._training import has_modulo, is_backward, is_optimizer_step, method_name, walk
 
-EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache"})
+#: Calls that hand the caching allocator's free blocks back to the driver: each
+#: backend's `empty_cache` (torch 2.13.0), and library wrappers of it —
+#: accelerate 1.15.0 utils/memory.py `clear_device_cache` and `release_memory`
+#: (both call `torch.<backend>.empty_cache()`).
+EMPTY_CACHE = frozenset({
+    "torch.cuda.empty_cache", "torch.cuda.memory.empty_cache", "torch.accelerator.empty_cache",
+    "torch.accelerator.memory.empty_cache", "torch.xpu.empty_cache", "torch.mps.empty_cache",
+    "torch.npu.empty_cache", "torch.mlu.empty_cache",
+    "accelerate.utils.clear_device_cache", "accelerate.utils.memory.clear_device_cache",
+    "accelerate.utils.release_memory", "accelerate.utils.memory.release_memory"})
 #: Module methods that run a whole inference step.
 _INFERENCE_METHODS = frozenset({"generate", "predict", "sample", "infer", "encode", "decode", "embed"})
 #: Guards that make a flush occasional or a reaction to memory pressure.
@@ -86,8 +96,8 @@ class EmptyCacheInLoop(Rule):
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Remove the `empty_cache()` call"
     FIX_APPLICABILITY = Applicability.UNSAFE
-    TRIGGERS = ("empty_cache",)
-    NEEDS_NAMES = ("empty_cache",)
+    TRIGGERS = ("empty_cache", "clear_device_cache", "release_memory")
+    NEEDS_NAMES = ("empty_cache", "clear_device_cache", "release_memory")
     FRAMEWORK = "torch"
     VALID = (
         "import torch\ndef train(model, loader, opt):\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n    torch.cuda.empty_cache()\n",
@@ -102,10 +112,12 @@ class EmptyCacheInLoop(Rule):
         "from torch.cuda import empty_cache as ec\ndef infer(model, xs):\n    model.eval()\n    i = 0\n    while i < len(xs):\n        out = model(xs[i])\n        ec()  # expect: MEM401\n        i += 1\n",
         "import torch as T\nimport gc\ndef free():\n    gc.collect()\n    T.cuda.empty_cache()  # expect: MEM401\ndef run(model, batches):\n    model.eval()\n    return [model(b) for b in batches if free() is None]\n",
         "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def training_step(self, batch, idx):\n        loss = self.model(batch)\n        torch.cuda.empty_cache()  # expect: MEM401\n        return loss\n",
+        "import torch\ndef train(model, loader, opt, device='cuda'):\n    backend = getattr(torch, device, torch.cuda)\n    for batch in loader:\n        opt.zero_grad()\n        model(batch).sum().backward()\n        opt.step()\n        backend.empty_cache()  # expect: MEM401\n",
+        "from accelerate.utils import clear_device_cache\ndef train(model, loader, opt):\n    for step, batch in enumerate(loader):\n        model(batch).loss.backward()\n        opt.step()\n        clear_device_cache(garbage_collection=True)  # expect: MEM401\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
-        if self.ctx.qualified(node.func) not in EMPTY_CACHE or self._guarded(node):
+        if not self._flushes(node) or self._guarded(node):
             return
         semantic = self.ctx.semantic
         loops = semantic.enclosing_loops(node)
@@ -121,6 +133,15 @@ class EmptyCacheInLoop(Rule):
         function = semantic.function_of(node)
         if isinstance(function, FUNCTION_TYPES) and self._per_step_function(function):
             self.report(node, message="`torch.cuda.empty_cache()` runs once per step (in a function called per batch): it frees no live tensor and forces slow re-allocation", fix=self._removal(node))
+
+    def _flushes(self, call: ast.Call) -> bool:
+        """``call`` empties the cache: by its import spelling, or through a
+        device module picked at run time (``getattr(torch, device).empty_cache()``)."""
+        if self.ctx.qualified(call.func) in EMPTY_CACHE:
+            return True
+        func = call.func
+        return isinstance(func, ast.Attribute) and func.attr == "empty_cache" and \
+            self.ctx.semantic.value(func.value).type_name in DEVICE_BACKEND_MODULES
 
     # -- where the call runs ---------------------------------------------
     def _guarded(self, node: ast.AST) -> bool:

@@ -22,6 +22,8 @@ SESSIONS = frozenset({"tensorflow.Session", "tensorflow.compat.v1.Session", "ten
                       "tensorflow.compat.v1.train.MonitoredTrainingSession"})
 #: Calls that build or load a Keras model: a ``.fit`` in the file is then Keras training.
 KERAS_BUILDER = re.compile(r"^(?:tensorflow\.)?keras\.(?:(?:models\.)?(?:Sequential|Model|load_model)|applications\.\w+|Input)")
+#: Optimizer methods that build a TF1 update op (``opt.minimize(loss)``): a session then trains.
+TF1_TRAINING_METHODS = frozenset({"minimize", "apply_gradients", "compute_gradients"})
 TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"})
 #: Methods of a Keras ``Model`` subclass that the framework calls: training code defined, not run, here.
 FRAMEWORK_HOOKS = frozenset({"train_step", "test_step", "fit", "compute_loss"})
@@ -30,8 +32,9 @@ FRAMEWORK_HOOKS = frozenset({"train_step", "test_step", "fit", "compute_loss"})
 class TfMemoryGrowthNotSet(Rule):
     """## What it does
     Reports, once per file, a TensorFlow/Keras training script (it imports
-    `tensorflow` or `keras` and calls `.fit(...)`, `.compile(...)` or uses
-    `tf.GradientTape`) that never calls
+    `tensorflow` or `keras` and calls `.fit(...)`, `.compile(...)`, uses
+    `tf.GradientTape`, or opens a TF1 session in a file that builds an
+    optimizer's update op with `.minimize(...)`) that never calls
     `tf.config.experimental.set_memory_growth(gpu, True)`, never sets a
     memory limit with `tf.config.set_logical_device_configuration`, and
     never sets `TF_FORCE_GPU_ALLOW_GROWTH`. The finding is placed on the
@@ -85,6 +88,7 @@ class TfMemoryGrowthNotSet(Rule):
     NEEDS_NAMES = ("tensorflow", "keras")
     FRAMEWORK = "tensorflow"
     VALID = (
+        "import tensorflow as tf\nsess = tf.compat.v1.Session()\nprint(sess.run(tf.constant(2) + tf.constant(3)))\n",
         "import tensorflow as tf\nfor g in tf.config.list_physical_devices('GPU'):\n    tf.config.experimental.set_memory_growth(g, True)\nmodel = tf.keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y)\n",
         "import os\nos.environ['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'\nimport tensorflow as tf\nmodel = tf.keras.Sequential([])\nmodel.fit(x, y)\n",
         "from sklearn.linear_model import LinearRegression\nimport tensorflow as tf\nLinearRegression().fit(x, y)\n",
@@ -94,7 +98,7 @@ class TfMemoryGrowthNotSet(Rule):
     INVALID = (
         "import tensorflow as tf\nmodel = tf.keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y, epochs=3)  # expect: MEM501\n",
         "import keras\nmodel = keras.Sequential([])\nmodel.compile(optimizer='adam', loss='mse')  # expect: MEM501\n",
-        "import tensorflow as tf\nx = tf.compat.v1.placeholder(tf.float32)\nsess = tf.compat.v1.Session()  # expect: MEM501\nsess.run(tf.compat.v1.global_variables_initializer())\n",
+        "import tensorflow as tf\nx = tf.compat.v1.placeholder(tf.float32)\ntrain_op = tf.compat.v1.train.AdamOptimizer(0.1).minimize(tf.reduce_sum(x))\nsess = tf.compat.v1.Session()  # expect: MEM501\nsess.run(tf.compat.v1.global_variables_initializer())\n",
         "import tensorflow as tf\ndef step(model, opt, x, y):\n    with tf.GradientTape() as tape:  # expect: MEM501\n        loss = tf.reduce_mean((model(x) - y) ** 2)\n    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))\n",
     )
 
@@ -103,6 +107,8 @@ class TfMemoryGrowthNotSet(Rule):
         self._fit: ast.Call | None = None
         self._other: ast.Call | None = None
         self._builds_keras = False
+        self._session: ast.Call | None = None
+        self._trains_tf1 = False
 
     def visit_Call(self, node: ast.Call) -> None:
         if self._in_framework_hook():
@@ -111,8 +117,12 @@ class TfMemoryGrowthNotSet(Rule):
         qualified = self.ctx.qualified(node.func)
         if method == "fit" and call_arguments(node):
             self._fit = self._fit or node
-        elif self._other is None and (self._is_keras_compile(node, method) or qualified in TAPES or qualified in SESSIONS):
+        elif self._other is None and (self._is_keras_compile(node, method) or qualified in TAPES):
             self._other = node
+        elif self._session is None and qualified in SESSIONS:
+            self._session = node
+        elif method in TF1_TRAINING_METHODS and call_arguments(node):
+            self._trains_tf1 = True
         elif not self._builds_keras and KERAS_BUILDER.match(self.ctx.qualified(node.func) or ""):
             self._builds_keras = True
 
@@ -127,6 +137,8 @@ class TfMemoryGrowthNotSet(Rule):
         return self.ctx.qualified(call.func) is None  # a library's `compile` (re, torch) resolves by its import
 
     def leave_Module(self, node: ast.Module) -> None:
+        if self._other is None and self._trains_tf1:
+            self._other = self._session  # a TF1 session that runs an optimizer's update op
         evidence = self._other is not None or self._builds_keras
         site = (self._fit or self._other) if evidence else None
         if site is None or not self.ctx.semantic.imports("tensorflow", "keras"):

@@ -432,3 +432,39 @@ def test_callers_beyond_the_context_depth_leave_grad_unknown_not_enabled():
     model, module = model_of(source)
     inner = node_at(module, 8, ast.FunctionDef)
     assert model.context_of(inner).grad is not Tri.YES
+
+
+def test_deepspeed_initialize_returns_an_engine_module_on_the_device_and_an_optimizer():
+    source = ("import deepspeed\nimport torch\n"
+              "engine, optimizer, _, _ = deepspeed.initialize(model=torch.nn.Linear(2, 2), config={})\n"
+              "engine\noptimizer\n")
+    model, module = model_of(source)
+    engine = model.value(node_at(module, 4, ast.Name))
+    optimizer = model.value(node_at(module, 5, ast.Name))
+    assert engine.kind is Kind.MODULE and engine.device is Tri.YES
+    assert optimizer.kind is Kind.OPTIMIZER
+
+
+def test_getattr_of_torch_picks_a_device_module():
+    source = ("import torch\ndef f(device):\n    backend = getattr(torch, device, torch.cuda)\n"
+              "    flush = backend.empty_cache\n    named = getattr(torch, 'xpu')\n")
+    model, module = model_of(source)
+    assert model.value(node_at(module, 3)).type_name == "torch.accelerator"
+    assert model.value(node_at(module, 4, ast.Attribute)).type_name == "torch.accelerator.empty_cache"
+    assert model.value(node_at(module, 5)).type_name == "torch.xpu"
+
+
+def test_a_legacy_tensor_type_is_a_constructor_not_a_module():
+    source = ("import torch\ncuda = True if torch.cuda.is_available() else False\n"
+              "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+              "def step(gen, opt):\n    z = Tensor(4, 2)\n    loss = gen(z).sum()\n    loss.backward()\n    opt.step()\n")
+    model, module = model_of(source)
+    z_call, gen_call = node_at(module, 5), node_at(module, 6).func.value
+    assert not model.is_forward_call(z_call)
+    assert model.is_forward_call(gen_call)
+
+
+def test_an_engine_gather_keeps_the_device_of_what_it_gathers():
+    source = ("import torch\nfrom accelerate import Accelerator\nacc = Accelerator()\n"
+              "x = torch.zeros(2, device='cuda')\ny = acc.gather_for_metrics(x)\n")
+    assert value_at(source, 5).device is Tri.YES

@@ -232,6 +232,11 @@ DEVICE_CONTEXT_METHODS = frozenset({"init_module", "init_tensor", "sharded_model
 ACCELERATOR_ATTRIBUTES = frozenset({"cuda", "is_cuda"})
 #: Modules whose use shows accelerator code: ``torch.accelerator`` (torch >= 2.6),
 #: ``torch.cuda``, FSDP (torch 2.13 ``torch/distributed/fsdp``: sharding for GPUs).
+#: torch's per-backend device modules (each has ``empty_cache``, ``synchronize``, ...;
+#: torch 2.13.0 torch/{cuda,xpu,mps,npu,mlu,accelerator}); ``torch.accelerator`` stands
+#: for the backend a program picks at run time (``getattr(torch, device_type)``).
+DEVICE_BACKEND_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.mps", "torch.npu", "torch.mlu", "torch.accelerator"})
+RUNTIME_DEVICE_MODULE = "torch.accelerator"
 ACCELERATOR_MODULES = ("torch.accelerator", "torch.cuda", "torch.distributed.fsdp")
 #: Keywords of an engine constructor that keep it on the CPU: ``Fabric(accelerator="cpu")``,
 #: ``Accelerator(cpu=True)`` (accelerate 1.15.0).
@@ -276,11 +281,21 @@ STREAM_FACTORIES = frozenset({
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})
+#: ``deepspeed.initialize(model=..., optimizer=...)`` returns ``(engine, optimizer,
+#: training_dataloader, lr_scheduler)``; the engine is an ``nn.Module`` wrapping the
+#: model, moved to the local accelerator (DeepSpeed docs, initialize.html; runtime/engine.py).
+DEEPSPEED_INITIALIZE = "deepspeed.initialize"
 ENGINE_TYPES = {
     "accelerate.Accelerator": "accelerate.Accelerator",
     "lightning.Fabric": "lightning.Fabric",
     "lightning.fabric.Fabric": "lightning.Fabric",
 }
+#: Engine methods that return their first argument gathered or reduced across
+#: processes, on the same device (accelerate 1.15.0 utils/operations.py gather /
+#: reduce / pad_across_processes return the tensor itself in a single process;
+#: lightning 2.6.6 fabric.py all_gather / all_reduce).
+GATHERING_METHODS = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes",
+                               "all_gather", "all_reduce"})
 #: ``engine.prepare(...)``/``fabric.setup(...)`` return their arguments prepared
 #: (modules on the device, loaders yielding device batches) — accelerate/accelerator.py
 #: ``Accelerator.prepare``, lightning/fabric/fabric.py ``Fabric.setup``/``setup_dataloaders``.

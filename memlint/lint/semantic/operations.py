@@ -11,6 +11,7 @@ forward and backward passes, call sites and writes into containers).
 from __future__ import annotations
 
 import ast
+import re
 
 from memlint.lint.names import dotted_name
 from memlint.lint.semantic import frameworks as fw
@@ -478,6 +479,8 @@ def library_object_method(model, receiver: Value, name: str, call: CallInfo, int
             return first if first is not None and first.kind is Kind.MODULE else module()
         if name in ("autocast", "accumulate", "no_sync", "main_process_first", "join_uneven_inputs"):
             return obj(type_name=f"{type_name}.{name}")
+        if name in fw.GATHERING_METHODS and call.argument(0) is not None:
+            return call.argument(0)
         return UNKNOWN
     if could_be_module(receiver) and name in _MODULE_USE_METHODS:
         return module_method(model, as_module(receiver), name, call, interpreter)
@@ -720,6 +723,8 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         return module()
     if qualified in fw.MODEL_FACTORIES or qualified.startswith(("torchvision.models.", "timm.models.")) and last[:1].islower() and "." not in qualified[len("torchvision.models."):]:
         return module(type_name=qualified)
+    if qualified == fw.DEEPSPEED_INITIALIZE:
+        return _deepspeed_initialized(call)
     if qualified in fw.STREAM_FACTORIES:
         return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=DATALOADER)
     if qualified in fw.GRAD_SCALERS:
@@ -788,7 +793,27 @@ def builtin_call(model, name: str, call: CallInfo, interpreter) -> Value | None:
         return first if first.kind is not Kind.PLAIN else PLAIN
     if name in ("map", "filter"):
         return container(None, stream=call.positional[1].stream if len(call.positional) > 1 else Tri.MAYBE)
+    if name == "getattr" and first is not None and first.kind is Kind.OBJECT and first.type_name == "torch":
+        return _torch_attribute_by_name(call)
     return None
+
+
+def _deepspeed_initialized(call: CallInfo) -> Value:
+    """``(engine, optimizer, dataloader, scheduler)`` of ``deepspeed.initialize``."""
+    wrapped = call.argument(1, "model")
+    engine = module(type_name="deepspeed.DeepSpeedEngine", device=Tri.YES,
+                    output=wrapped.output if wrapped is not None and wrapped.kind is Kind.MODULE else None)
+    optimizer = Value(Kind.OPTIMIZER, Tri.NO, Tri.YES, type_name="deepspeed.DeepSpeedEngine.optimizer")
+    return container(None, items=(engine, optimizer, UNKNOWN, obj(type_name=_SCHEDULER)))
+
+
+def _torch_attribute_by_name(call: CallInfo) -> Value | None:
+    """``getattr(torch, "cuda")`` is ``torch.cuda``; ``getattr(torch, device_type)``
+    (with or without a default) is the device module picked at run time."""
+    named = call.argument_node(1)
+    if isinstance(named, ast.Constant) and isinstance(named.value, str):
+        return library_attribute(f"torch.{named.value}")
+    return library_attribute(fw.RUNTIME_DEVICE_MODULE) if named is not None else None
 
 
 def _zip_stream(values: list[Value]) -> Tri:
@@ -923,11 +948,19 @@ def tensorflow_call(qualified: str) -> Value:
 # ======================================================================================
 def library_attribute(qualified: str) -> Value:
     """The value of an imported name or library attribute (``torch.float16``, ``nn``)."""
+    if _LEGACY_TENSOR_TYPE.match(qualified):
+        # `Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`: a tensor
+        # constructor, never a module (what calling it on the way to a loss might suggest)
+        return Value(Kind.FUNCTION, Tri.NO, Tri.NO, type_name=qualified)
     if qualified.startswith("torch.") and qualified.count(".") == 1:
         name = qualified.split(".")[1]
         if name in ops.INTEGER_DTYPES or name in _FLOAT_DTYPES:
             return Value(Kind.OBJECT, Tri.NO, Tri.NO, type_name="torch.dtype")
     return Value(Kind.OBJECT, Tri.NO, Tri.NO, type_name=qualified)
+
+
+#: The legacy typed tensor classes (torch 2.13.0 torch/__init__.py, torch/cuda/__init__.py).
+_LEGACY_TENSOR_TYPE = re.compile(r"^torch\.(?:cuda\.)?(?:Float|Double|Half|BFloat16|Byte|Char|Short|Int|Long|Bool|)Tensor$")
 
 
 def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter) -> Value:
@@ -957,12 +990,15 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         return Value(Kind.UNKNOWN, Tri.MAYBE, base.device)
     if base.kind is Kind.PLAIN:
         return PLAIN
-    if base.kind is Kind.UNKNOWN and base.graph is Tri.YES:
+    if base.kind is Kind.OBJECT and base.type_name in fw.DEVICE_BACKEND_MODULES:
+        return library_attribute(f"{base.type_name}.{attr}")  # `device_module.empty_cache`
+    if base.kind is Kind.UNKNOWN and (base.graph is Tri.YES or base.device is Tri.YES):
+        # a forward pass's output (a tensor, a tuple or a model output): `outputs.loss`
         if attr in ops.METADATA_ATTRIBUTES:
             return PLAIN
         if attr in ops.DETACHED_ATTRIBUTES:
             return tensor(Tri.NO, base.device)
-        return Value(Kind.UNKNOWN, Tri.YES, base.device, sources=base.sources)
+        return Value(Kind.UNKNOWN, base.graph, base.device, sources=base.sources)
     return UNKNOWN
 
 
