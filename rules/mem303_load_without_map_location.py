@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.frameworks import CPU_ENGINE_KEYWORDS
 from memlint.lint.semantic.values import PLAIN, Kind, Tri
 from memlint.rules._call_text import CallText
 
@@ -28,8 +29,14 @@ HOST_WRITERS = {
 #: with ``offload_to_cpu`` for GPU parameters (lightning 2.6.6 ``fabric/strategies/fsdp.py``
 #: ``_get_full_state_dict_context``), its sharded one goes to ``.distcp`` files beside a metadata
 #: ``meta.pt``; ``ModelParallelStrategy`` saves with ``StateDictOptions(cpu_offload=True)``
-#: (``fabric/strategies/model_parallel.py``).
-SHARDING_STRATEGIES = frozenset({"FSDPStrategy", "ModelParallelStrategy"})
+#: (``fabric/strategies/model_parallel.py``); litgpt's ``ThunderFSDPStrategy`` saves with
+#: ``StateDictOptions(..., cpu_offload=True)`` (litgpt ``extensions/thunder/strategies/thunder_fsdp.py``).
+SHARDING_STRATEGIES = frozenset({"FSDPStrategy", "ModelParallelStrategy", "ThunderFSDPStrategy"})
+#: The metadata file of a Lightning distributed checkpoint: loop counters, callbacks' state,
+#: versions and other non-tensor entries; the tensors are in the ``.distcp`` shards beside
+#: it (lightning 2.6.6 ``fabric/utilities/load.py`` ``_METADATA_FILENAME``).
+LIGHTNING_METADATA_FILE = "meta.pt"
+LIGHTNING_PACKAGES = ("lightning", "pytorch_lightning", "lightning_fabric")
 #: Calls that give the same path in another type.
 PATH_CONVERSIONS = frozenset({"str", "os.fspath", "pathlib.Path", "os.path.abspath", "os.path.expanduser"})
 #: Packages of XLA (TPU) code: ``torch_xla`` 2.x.
@@ -82,9 +89,12 @@ class LoadWithoutMapLocation(Rule):
     Not reported: a call with `**kwargs` or `*args` (`map_location` may be
     among them); a load of a path that the file saves only host data to
     (`.cpu()` tensors, numpy arrays, plain Python values, the `state_dict()`
-    of a module built and never moved, a `GradScaler`'s state); a load
+    of a module built and never moved, a `GradScaler`'s state), or of any
+    path when every checkpoint the file writes holds host data only (a
+    checkpoint from elsewhere loaded by such a file is missed); a load
     inside a `Dataset` or `LightningDataModule` (data files); an in-memory
-    `io.BytesIO` round trip; files of XLA code (`torch_xla`), whose
+    `io.BytesIO` round trip; the `meta.pt` metadata file of a Lightning
+    distributed checkpoint; files of XLA code (`torch_xla`), whose
     `xm.save` writes CPU tensors. A file written in another file of the
     repository is not seen.
 
@@ -103,6 +113,9 @@ class LoadWithoutMapLocation(Rule):
     NEEDS_NAMES = ("load",)
     FRAMEWORK = "torch"
     VALID = (
+        "import torch\nimport lightning as L\ndevice = torch.device('cuda')\ndef read_meta(ckpt_dir):\n    return torch.load(ckpt_dir / 'meta.pt')\n",
+        "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType, FullStateDictConfig\npolicy = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)\ndef save(model, path):\n    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, policy):\n        state = model.state_dict()\n    torch.save(state, path)\ndef load(model, path):\n    model.load_state_dict(torch.load(path))\n",
+        "import torch\ndef train(model, loader, opt, out):\n    model.cuda()\n    for x in loader:\n        opt.zero_grad()\n        model(x.cuda()).sum().backward()\n        opt.step()\n    model.eval().cpu()\n    torch.save(model.state_dict(), out)\ndef stylize(args, model):\n    model.load_state_dict(torch.load(args.model))\n",
         "import torch\nmodel = model.cuda()\nstate = torch.load('ckpt.pt', map_location='cpu')\n",
         "import torch\nmodel = model.cuda()\nstate = torch.load('ckpt.pt', 'cpu')\n",
         "import numpy as np\nx = np.load('data.npy')\n",
@@ -118,6 +131,7 @@ class LoadWithoutMapLocation(Rule):
         "import io, torch\ndef roundtrip(obj):\n    buffer = io.BytesIO()\n    torch.save(obj.cuda(), buffer)\n    buffer.seek(0)\n    return torch.load(buffer)\n",
     )
     INVALID = (
+        "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP, StateDictType, FullStateDictConfig\ndef save(model, path):\n    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(rank0_only=True)):\n        state = model.state_dict()\n    torch.save(state, path)\ndef load(model, path):\n    model.load_state_dict(torch.load(path))  # expect: MEM303\n",
         "import torch\nmodel = model.cuda()\nstate = torch.load('ckpt.pt')\n",
         "import torch\ndef save(model, path):\n    torch.save(model.cuda().state_dict(), path)\ndef load(path):\n    return torch.load(path)  # expect: MEM303\n",
         "import torch as T\ndevice = T.device('cuda')\nstate = T.load(path, weights_only=True)\n",
@@ -139,6 +153,8 @@ class LoadWithoutMapLocation(Rule):
         path = _path_argument(node, "f")
         if path is not None and semantic.value(path).type_name in MEMORY_BUFFERS:
             return  # an in-memory round trip restores the tensors where they were, as intended
+        if path is not None and LIGHTNING_METADATA_FILE in _file_names(path) and semantic.imports(*LIGHTNING_PACKAGES):
+            return  # a distributed checkpoint's metadata: no tensors
         origin = self._origin(path)
         if origin is Tri.NO or origin is Tri.MAYBE and not self._runs_on_accelerator(node):
             return
@@ -164,11 +180,18 @@ class LoadWithoutMapLocation(Rule):
             self._path_key(save.path) == key or (
             not in_test and names & _file_names(save.path) and not semantic.is_test_function(semantic.unit_of(save.path))))]
         if not saved:
-            return Tri.MAYBE
-        values = [PLAIN if save.obj is None else semantic.value(save.obj) for save in saved]
+            # no save of this path: when every checkpoint the file writes holds host data
+            # only (a script that saves after `model.cpu()`), what it loads is one of them
+            saved = self._saves()
+            if in_test or not saved or not all(_host_only(self._saved_value(save)) for save in saved):
+                return Tri.MAYBE  # each test writes its own files, some by other means
+        values = [self._saved_value(save) for save in saved]
         if any(v.device is Tri.YES and v.kind is not Kind.PLAIN for v in values):
             return Tri.YES
         return Tri.NO if all(_host_only(v) for v in values) else Tri.MAYBE
+
+    def _saved_value(self, save: "Save"):
+        return PLAIN if save.obj is None else self.ctx.semantic.value(save.obj)
 
     def _same_assignment(self, path: ast.expr, saved: ast.expr) -> bool:
         """A variable path names the same file at both places: no other
@@ -229,12 +252,14 @@ class LoadWithoutMapLocation(Rule):
         return self.ctx.semantic.value(receiver).type_name in ENGINE_SAVES
 
     def _engine_shards(self, receiver: ast.expr) -> bool:
-        """``receiver`` was built in its function as ``Fabric(strategy=...)`` with a sharding strategy."""
+        """``receiver`` was built in its function as ``Fabric(strategy=...)`` with a sharding
+        strategy, or as ``Fabric(accelerator="cpu")``: its saves hold host tensors only."""
         if not isinstance(receiver, ast.Name):
             return False
         built = self.ctx.semantic.assignment_before(receiver)
         return (built is not None and isinstance(built.value, ast.Call)
-                and self.ctx.qualified(built.value.func) in ENGINE_SAVES and _shards(self.ctx, built.value))
+                and self.ctx.qualified(built.value.func) in ENGINE_SAVES
+                and (_shards(self.ctx, built.value) or _on_cpu(built.value)))
 
     def _path_key(self, path: ast.expr) -> str:
         """What identifies a path: its literal, or the code of the expression
@@ -278,6 +303,12 @@ class Save:
 
     path: ast.expr | None
     obj: ast.expr | None
+
+
+def _on_cpu(engine: ast.Call) -> bool:
+    """The engine was built to run on the CPU (``Fabric(accelerator="cpu")``)."""
+    return any(isinstance(k.value, ast.Constant) and CPU_ENGINE_KEYWORDS.get(k.arg, ...) == k.value.value
+               for k in engine.keywords)
 
 
 def _shards(ctx, engine: ast.Call) -> bool:

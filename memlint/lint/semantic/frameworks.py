@@ -284,6 +284,19 @@ BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lig
 #: ``deepspeed.initialize(model=..., optimizer=...)`` returns ``(engine, optimizer,
 #: training_dataloader, lr_scheduler)``; the engine is an ``nn.Module`` wrapping the
 #: model, moved to the local accelerator (DeepSpeed docs, initialize.html; runtime/engine.py).
+#: State-dict getters whose result holds host tensors: by function name, the
+#: qualified names that always offload (FSDP1 ``full_optim_state_dict``
+#: consolidates with ``cpu_offload=True``, torch 2.13.0
+#: distributed/fsdp/fully_sharded_data_parallel.py ``_optim_state_dict_impl``);
+#: the others offload when their ``StateDictOptions`` say ``cpu_offload=True``
+#: (torch 2.13.0 distributed/checkpoint/state_dict.py).
+HOST_STATE_DICTS = {
+    "full_optim_state_dict": frozenset({"torch.distributed.fsdp.FullyShardedDataParallel.full_optim_state_dict",
+                                        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel.full_optim_state_dict"}),
+    "get_model_state_dict": frozenset(),
+    "get_optimizer_state_dict": frozenset(),
+    "get_state_dict": frozenset(),
+}
 DEEPSPEED_INITIALIZE = "deepspeed.initialize"
 ENGINE_TYPES = {
     "accelerate.Accelerator": "accelerate.Accelerator",

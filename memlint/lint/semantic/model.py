@@ -41,7 +41,7 @@ from memlint.lint.semantic.classes import ClassInfo, ClassTable
 from memlint.lint.semantic.interpreter import Analysis, CallSite, Context, Interpreter
 from memlint.lint.semantic.scopes import BindingKind, ScopeKind, ScopeTree
 from memlint.lint.semantic.values import PLAIN, UNKNOWN, Kind, Tri, Value, container, join_all, module, obj
-from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES
+from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES, call_arguments
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 UNIT_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -258,6 +258,35 @@ class SemanticModel:
         while parent is not None:
             yield parent
             parent = self.parents.get(parent)
+
+    def offloads_state_dict(self, call: ast.Call) -> bool:
+        """``model.state_dict()`` taken inside ``with FSDP.state_dict_type(model,
+        kind, config)`` whose config offloads to the CPU
+        (``FullStateDictConfig(offload_to_cpu=True)``): it holds host tensors
+        (torch 2.13.0 torch/distributed/fsdp/api.py, ``offload_to_cpu``)."""
+        for ancestor in self.ancestors(call):
+            if isinstance(ancestor, (ast.With, ast.AsyncWith)):
+                for item in ancestor.items:
+                    context = item.context_expr
+                    if (isinstance(context, ast.Call) and isinstance(context.func, ast.Attribute)
+                            and context.func.attr == "state_dict_type"
+                            and any(self.offloading_options(a, "offload_to_cpu") for a in call_arguments(context))):
+                        return True
+        return False
+
+    def offloading_options(self, expr: ast.expr, flag: str) -> bool:
+        """``expr`` is (or names) a ``*StateDictConfig``/``StateDictOptions`` call
+        with ``flag=True`` (``offload_to_cpu`` for FSDP1, ``cpu_offload`` for
+        ``torch.distributed.checkpoint.state_dict``)."""
+        if isinstance(expr, ast.Name):
+            statement = self.assignment_before(expr)
+            expr = statement.value if statement is not None else expr
+        if not isinstance(expr, ast.Call):
+            return False
+        name = (dotted_name(expr.func) or "").rsplit(".", 1)[-1]
+        return (name.endswith("StateDictConfig") or name == "StateDictOptions") and any(
+            keyword.arg == flag and isinstance(keyword.value, ast.Constant) and keyword.value.value is True
+            for keyword in expr.keywords)
 
     def first_ancestor_verdict(self, node: ast.AST, key: str, decide, default=None):
         """``decide(a)`` for the innermost ancestor ``a`` of ``node`` for

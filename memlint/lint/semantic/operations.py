@@ -396,7 +396,8 @@ def module_method(model, receiver: Value, name: str, call: CallInfo, interpreter
     if name in ops.MODULE_RETURNING_METHODS:
         moved = _moved_module(receiver, name, call)
         if isinstance(call.node.func, ast.Attribute):
-            interpreter.refine(call.node.func.value, moved)  # modules move in place: `model.cuda()` alone moves it
+            # modules move in place: `model.cuda()` alone moves it, and so does `model.eval().cpu()`
+            interpreter.refine(_chain_root(call.node.func.value), moved)
         return moved
     if name in ops.MODULE_PARAMETER_METHODS:
         return _named(name, tensor(Tri.YES, receiver.device, leaf=True))
@@ -406,7 +407,8 @@ def module_method(model, receiver: Value, name: str, call: CallInfo, interpreter
     if name in ("buffers", "named_buffers"):
         return _named(name, tensor(Tri.NO, receiver.device))
     if name == "state_dict":
-        return container(tensor(Tri.NO, receiver.device), type_name="dict")
+        device = Tri.NO if model.offloads_state_dict(call.node) else receiver.device
+        return container(tensor(Tri.NO, device), type_name="dict")
     if name in ops.MODULE_DETACHED_METHODS:
         return PLAIN
     if name in fw.NO_GRAD_MODULE_METHODS:
@@ -439,6 +441,13 @@ def _named(method: str, element: Value) -> Value:
     if method.startswith("named_"):
         element = container(None, items=(PLAIN, element))
     return container(element, stream=Tri.NO)
+
+
+def _chain_root(expr: ast.expr) -> ast.expr:
+    """``model`` in ``model.eval().train()``: the object a chain of module-returning calls starts from."""
+    while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ops.MODULE_RETURNING_METHODS:
+        expr = expr.func.value
+    return expr
 
 
 def _moved_module(receiver: Value, name: str, call: CallInfo) -> Value:
@@ -723,6 +732,8 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         return module()
     if qualified in fw.MODEL_FACTORIES or qualified.startswith(("torchvision.models.", "timm.models.")) and last[:1].islower() and "." not in qualified[len("torchvision.models."):]:
         return module(type_name=qualified)
+    if last in fw.HOST_STATE_DICTS and (qualified in fw.HOST_STATE_DICTS[last] or _offloaded_by_options(model, call)):
+        return container(tensor(Tri.NO, Tri.NO), type_name="dict")
     if qualified == fw.DEEPSPEED_INITIALIZE:
         return _deepspeed_initialized(call)
     if qualified in fw.STREAM_FACTORIES:
@@ -796,6 +807,12 @@ def builtin_call(model, name: str, call: CallInfo, interpreter) -> Value | None:
     if name == "getattr" and first is not None and first.kind is Kind.OBJECT and first.type_name == "torch":
         return _torch_attribute_by_name(call)
     return None
+
+
+def _offloaded_by_options(model, call: CallInfo) -> bool:
+    """``get_model_state_dict(model, options=StateDictOptions(cpu_offload=True))``."""
+    options = call.argument_node(2, "options")
+    return options is not None and model.offloading_options(options, "cpu_offload")
 
 
 def _deepspeed_initialized(call: CallInfo) -> Value:
