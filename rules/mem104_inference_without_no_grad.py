@@ -101,6 +101,7 @@ class InferenceWithoutNoGrad(Rule):
         "import torch.nn as nn\ndef predict_step(net, x, y, opt):\n    out = net(x)\n    loss = nn.functional.mse_loss(out, y)\n    loss.backward()\n    opt.step()\n    return out\n",
     )
     INVALID = (
+        "import torch\ndef decode(model, src):\n    logits = model(src.cuda())\n    return logits.argmax(-1)\ndef inference(model, sentences):\n    model.eval()\n    for src in sentences:\n        print(decode(model, src))  # expect: MEM104\n",
         "def evaluate(model, loader):\n    model.eval()\n    for x in loader:\n        out = model(x)  # expect: MEM104\n",
         "def run(model, loader):\n    model.eval()\n    preds = [model(x) for x in loader]  # expect: MEM104\n",
         "import torch.nn as nn\nclass W:\n    def __init__(self):\n        self.net = nn.Linear(4, 2)\n    def validation_step(self, x):\n        return self.net(x)  # expect: MEM104\n",
@@ -139,6 +140,8 @@ class InferenceWithoutNoGrad(Rule):
         forward = [call for call in semantic.forward_calls(unit)
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
                    and not self._frozen_callee(call) and (not in_loops_only or semantic.enclosing_loops(call))]
+        helpers = [] if in_loops_only else self._helper_forwards(unit)
+        forward += helpers
         if not forward:
             return
         trains = bool(semantic.backward_calls(unit)) or semantic.trains(unit.body)
@@ -152,7 +155,28 @@ class InferenceWithoutNoGrad(Rule):
             forward = [call for call in forward if not self._backpropagated(call, unit)]
         if not forward or self._output_trained_by_callers(unit):
             return
-        self.report(min(forward, key=lambda call: (call.lineno, call.col_offset)))
+        first = min(forward, key=lambda call: (call.lineno, call.col_offset))
+        message = None
+        if first in helpers:
+            message = f"{self.MESSAGE} (the forward passes run in `{self.ctx.semantic.callee(first).name}`)"
+        self.report(first, message=message)
+
+    def _helper_forwards(self, unit: ast.AST) -> list[ast.Call]:
+        """Calls with autograd on of the file's own helpers that run forward
+        passes and no training step (``tokens = greedy_decode(model, src)``);
+        a helper that is an evaluation function by itself is judged on its own."""
+        semantic = self.ctx.semantic
+        found = []
+        for call in semantic.own_nodes(unit, (ast.Call,)):
+            if not semantic.may_call_local(call):
+                continue
+            callee = semantic.callee(call)
+            if not isinstance(callee, FUNCTION_TYPES) or EVAL_FUNCTION.search(callee.name) or semantic.is_module_method(callee):
+                continue
+            analysis = semantic.canonical(callee)
+            if analysis.runs_forward and not analysis.trains and not analysis.backward_calls and semantic.grad_mode(call) is Tri.YES:
+                found.append(call)
+        return found
 
     def _frozen_callee(self, call: ast.Call) -> bool:
         """The module called has every parameter frozen (``requires_grad_(False)``,
