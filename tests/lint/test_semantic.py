@@ -494,3 +494,11 @@ def test_repeating_loops_leave_out_literal_loops():
     loops = model.repeating_loops(node_at(module, 5))
     assert [type(loop).__name__ for loop in loops] == ["While", "For"]
     assert loops[1].lineno == 3
+
+
+def test_arithmetic_on_python_numbers_is_a_python_number():
+    source = "i = 0\nwhile busy:\n    i += 1\n    f(i * 2, i + t)\n"
+    model, module = model_of(source)
+    call = node_at(module, 4)
+    assert model.value(call.args[0]).kind is Kind.PLAIN
+    assert model.value(call.args[1]).kind is not Kind.PLAIN  # `t` is unknown: it may be a tensor
