@@ -488,6 +488,11 @@ def test_sessions_and_tapes_are_objects_of_their_type():
     assert model.value(node_at(module, 4)).type_name == "tensorflow.GradientTape"
 
 
+def test_the_default_session_is_a_session():
+    value = value_at("import tensorflow as tf\ns = tf.compat.v1.get_default_session()\n", 2)
+    assert value.type_name == "tensorflow.Session"
+
+
 def test_repeating_loops_leave_out_literal_loops():
     source = "for a in (1, 2):\n    for b in range(3):\n        for c in files:\n            while busy:\n                f(a, b, c)\n"
     model, module = model_of(source)

@@ -339,6 +339,12 @@ TF_SESSIONS = frozenset({
     "tensorflow.compat.v1.train.MonitoredSession", "tensorflow.train.SingularMonitoredSession",
     "tensorflow.compat.v1.train.SingularMonitoredSession",
 })
+#: Calls that return the session already made (``tensorflow/python/framework/ops.py``
+#: ``get_default_session``; ``tf.keras.backend.get_session`` in TF 1.x/2.x compat).
+TF_SESSION_GETTERS = frozenset({
+    "tensorflow.get_default_session", "tensorflow.compat.v1.get_default_session",
+    "tensorflow.keras.backend.get_session", "tensorflow.compat.v1.keras.backend.get_session", "keras.backend.get_session",
+})
 SESSION = "tensorflow.Session"
 #: ``tf.GradientTape`` (``tensorflow/python/eager/backprop.py``).
 TF_TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"})

@@ -914,6 +914,8 @@ def tensorflow_call(qualified: str, call: CallInfo | None = None) -> Value:
     and gradient tapes are objects of their type; other ops make TensorFlow
     tensors."""
     last = qualified.rsplit(".", 1)[-1]
+    if qualified in fw.TF_SESSION_GETTERS:
+        return obj(type_name=fw.SESSION)
     if ".keras." in f".{qualified}." or qualified.startswith("keras."):
         if last in ("Sequential", "Model", "load_model") or last in fw.KERAS_MODEL_CALLS or (
                 ".layers." in qualified and last[:1].isupper()) or ".applications." in qualified:
