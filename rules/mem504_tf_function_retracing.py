@@ -76,7 +76,9 @@ class TfFunctionRetracing(Rule):
     NAME = "tf-function-retracing"
     MESSAGE = "`tf.function` retraces: a new concrete function is traced and kept for every new Python value or function object"
     SEVERITY = Severity.WARNING
-    TRIGGERS = ("function",)
+    #: "function" is in most files' prose; the TensorFlow/Keras import every file this
+    #: rule reads must have is the narrower necessary token (the identifier is gated after parsing)
+    TRIGGERS = ("tensorflow", "keras")
     NEEDS_NAMES = ("function",)
     FRAMEWORK = "tensorflow"
     VALID = (
