@@ -107,6 +107,7 @@ class KerasPredictInLoop(Rule):
         if not isinstance(function, FUNCTION_TYPES):
             return False
         repetition = semantic.repetition(function)
+        # a framework hook repeats per batch or per epoch (frameworks.HOOKS); one predict per epoch is not reported
         if repetition is not None and (repetition.reason != "hook" or "batch" in function.name):
             return True
         return any(semantic.repeating_loops(site) for site in semantic.call_sites_of(function))
