@@ -468,3 +468,78 @@ def test_an_engine_gather_keeps_the_device_of_what_it_gathers():
     source = ("import torch\nfrom accelerate import Accelerator\nacc = Accelerator()\n"
               "x = torch.zeros(2, device='cuda')\ny = acc.gather_for_metrics(x)\n")
     assert value_at(source, 5).device is Tri.YES
+
+
+# -- TensorFlow / Keras facts (frameworks.py) ----------------------------------------------
+def test_keras_callback_model_attribute_is_a_keras_model():
+    source = (
+        "from tensorflow import keras\nclass Probe(keras.callbacks.Callback):\n"
+        "    def on_epoch_end(self, epoch, logs=None):\n        self.model.predict(x)\n"
+    )
+    model, module = model_of(source)
+    value = model.value(node_at(module, 4).func.value)
+    assert value.kind is Kind.MODULE and value.framework == "keras"
+
+
+def test_a_callback_attribute_named_model_that_the_class_assigns_is_what_it_assigns():
+    source = (
+        "from tensorflow import keras\nimport torch.nn as nn\nclass Probe(keras.callbacks.Callback):\n"
+        "    def __init__(self):\n        self.model = nn.Linear(2, 2)\n"
+        "    def on_epoch_end(self, epoch, logs=None):\n        self.model.predict(x)\n"
+    )
+    model, module = model_of(source)
+    assert model.value(node_at(module, 7).func.value).framework == "torch"
+
+
+@pytest.mark.parametrize("call", ["keras.models.clone_model(m)", "tf.keras.models.model_from_json(s)", "keras.models.load_model('p')"])
+def test_keras_model_builders(call):
+    value = value_at(f"import tensorflow as tf\nimport keras\nm = {call}\n", 3)
+    assert value.kind is Kind.MODULE and value.framework == "keras"
+
+
+def test_tf_function_values_say_whether_they_have_a_signature():
+    source = "import tensorflow as tf\nf = tf.function(step)\ng = tf.function(step, input_signature=[spec])\nh = tf.function(step, [spec])\n"
+    model, module = model_of(source)
+    assert [model.value(node_at(module, line)).type_name for line in (2, 3, 4)] == [
+        "tensorflow.function", "tensorflow.function[input_signature]", "tensorflow.function[input_signature]"]
+    assert model.value(node_at(module, 2)).kind is Kind.FUNCTION
+
+
+def test_tf_function_decorator_any_spelling():
+    source = (
+        "import tensorflow as tf\nfrom tensorflow import function as tff\n@tf.function\ndef a(x):\n    return x\n"
+        "@tff(reduce_retracing=True)\ndef b(x):\n    return x\n@other.function\ndef c(x):\n    return x\n"
+    )
+    model, module = model_of(source)
+    functions = {f.name: f for f in ast.walk(module) if isinstance(f, ast.FunctionDef)}
+    assert model.tf_function(functions["a"]) is not None
+    assert isinstance(model.tf_function(functions["b"]), ast.Call)
+    assert model.tf_function(functions["c"]) is None
+
+
+def test_sessions_and_tapes_are_objects_of_their_type():
+    source = "import tensorflow as tf\nwith tf.compat.v1.Session() as sess:\n    sess.run(op)\ntape = tf.GradientTape(persistent=True)\n"
+    model, module = model_of(source)
+    assert model.value(node_at(module, 3).func.value).type_name == "tensorflow.Session"
+    assert model.value(node_at(module, 4)).type_name == "tensorflow.GradientTape"
+
+
+def test_the_default_session_is_a_session():
+    value = value_at("import tensorflow as tf\ns = tf.compat.v1.get_default_session()\n", 2)
+    assert value.type_name == "tensorflow.Session"
+
+
+def test_repeating_loops_leave_out_literal_loops():
+    source = "for a in (1, 2):\n    for b in range(3):\n        for c in files:\n            while busy:\n                f(a, b, c)\n"
+    model, module = model_of(source)
+    loops = model.repeating_loops(node_at(module, 5))
+    assert [type(loop).__name__ for loop in loops] == ["While", "For"]
+    assert loops[1].lineno == 3
+
+
+def test_arithmetic_on_python_numbers_is_a_python_number():
+    source = "i = 0\nwhile busy:\n    i += 1\n    f(i * 2, i + t)\n"
+    model, module = model_of(source)
+    call = node_at(module, 4)
+    assert model.value(call.args[0]).kind is Kind.PLAIN
+    assert model.value(call.args[1]).kind is not Kind.PLAIN  # `t` is unknown: it may be a tensor

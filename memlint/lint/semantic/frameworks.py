@@ -344,3 +344,43 @@ GRAD_SETTERS = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_ena
 TORCH_PACKAGES = ("torch", "lightning", "pytorch_lightning", "accelerate", "transformers", "deepspeed", "timm",
                   "torchvision", "torchaudio", "fairseq", "peft", "trl", "diffusers", "lightning_fabric", "apex")
 TF_PACKAGES = ("tensorflow", "keras", "tf_keras")
+
+# -- TensorFlow / Keras values ------------------------------------------------------------
+#: Keras calls that return a model besides ``Sequential``/``Model``/``load_model`` and
+#: ``keras.applications.*`` (keras 3.15.1 ``keras/src/models/cloning.py`` ``clone_model``,
+#: ``keras/src/models/model.py`` ``model_from_json``, ``keras/src/saving/saving_api.py``).
+KERAS_MODEL_CALLS = frozenset({"clone_model", "model_from_json", "model_from_config", "model_from_yaml"})
+#: ``self.model`` of a Keras callback is the model being fit (keras 3.15.1
+#: ``keras/src/callbacks/callback.py``: ``set_model`` and the ``model`` property).
+KERAS_CALLBACK_MODEL_ATTRIBUTE = "model"
+#: ``tf.function`` (tensorflow 2.x ``tensorflow/python/eager/polymorphic_function/polymorphic_function.py``
+#: ``function``; exported as ``tf.function`` and ``tf.compat.v1.function``/``v2``).
+TF_FUNCTIONS = frozenset({"tensorflow.function", "tensorflow.compat.v1.function", "tensorflow.compat.v2.function"})
+#: Keywords of ``tf.function`` that fix the traced signature: ``input_signature`` (one
+#: concrete function for all calls). ``reduce_retracing`` (``experimental_relax_shapes``
+#: before TF 2.9) generalises shapes, never Python values, so it does not count.
+TF_FUNCTION_SIGNATURE = "input_signature"
+#: Type names of ``tf.function(f)`` values: without and with an ``input_signature``.
+TF_FUNCTION = "tensorflow.function"
+TF_FUNCTION_SIGNED = "tensorflow.function[input_signature]"
+#: TF1 graph-mode sessions (``tf.Session`` of TF 1.x, ``tf.compat.v1.Session`` in 2.x,
+#: ``tensorflow/python/client/session.py``; ``MonitoredTrainingSession`` in
+#: ``tensorflow/python/training/monitored_session.py``).
+TF_SESSIONS = frozenset({
+    "tensorflow.Session", "tensorflow.compat.v1.Session", "tensorflow.InteractiveSession",
+    "tensorflow.compat.v1.InteractiveSession", "tensorflow.train.MonitoredTrainingSession",
+    "tensorflow.compat.v1.train.MonitoredTrainingSession", "tensorflow.train.MonitoredSession",
+    "tensorflow.compat.v1.train.MonitoredSession", "tensorflow.train.SingularMonitoredSession",
+    "tensorflow.compat.v1.train.SingularMonitoredSession",
+})
+#: Calls that return the session already made (``tensorflow/python/framework/ops.py``
+#: ``get_default_session``; ``tf.keras.backend.get_session`` in TF 1.x/2.x compat).
+TF_SESSION_GETTERS = frozenset({
+    "tensorflow.get_default_session", "tensorflow.compat.v1.get_default_session",
+    "tensorflow.keras.backend.get_session", "tensorflow.compat.v1.keras.backend.get_session", "keras.backend.get_session",
+})
+SESSION = "tensorflow.Session"
+#: ``tf.GradientTape`` (``tensorflow/python/eager/backprop.py``).
+TF_TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"})
+GRADIENT_TAPE = "tensorflow.GradientTape"
+

@@ -364,6 +364,26 @@ class SemanticModel:
             memo[child] = loops
         return list(memo[node])
 
+    def repeating_loops(self, node: ast.AST) -> list[ast.AST]:
+        """The loops around ``node`` (in its unit, innermost first) that may
+        run more than a few times: every ``for``/``while`` but a loop over a
+        tuple/list/set display or a ``range`` of a small integer literal.
+        Wider than :meth:`run_loops` (a loop over files or figures counts)."""
+        return [loop for loop in self.enclosing_loops(node)
+                if not (isinstance(loop, FOR_TYPES) and operations.literal_iterable(loop.iter))]
+
+    def tf_function(self, function: ast.AST) -> ast.expr | None:
+        """The ``@tf.function`` decorator of ``function`` (a bare
+        ``@tf.function`` or a ``@tf.function(...)`` call, any import
+        spelling), or None when it is not one."""
+        if not isinstance(function, FUNCTION_TYPES):
+            return None
+        for decorator in function.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if self.qualified(target) in fw.TF_FUNCTIONS:
+                return decorator
+        return None
+
     def in_except(self, node: ast.AST) -> bool:
         """``node`` runs inside an ``except`` handler of its unit."""
         return self.first_ancestor_verdict(node, "except", _except_verdict, False)
@@ -785,6 +805,8 @@ class SemanticModel:
         if not targets:
             if klass.method(attr) is not None:
                 return Value(Kind.FUNCTION, Tri.NO, Tri.NO)
+            if attr == fw.KERAS_CALLBACK_MODEL_ATTRIBUTE and "keras_callback" in klass.roles:
+                return module("keras")  # set by `fit` before the first hook runs
             return UNKNOWN
         values = []
         for method, target in targets:

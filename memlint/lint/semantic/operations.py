@@ -757,7 +757,7 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     if qualified == "optuna.create_study":
         return obj(type_name="optuna.study.Study")
     if head in fw.TF_PACKAGES:
-        return tensorflow_call(qualified)
+        return tensorflow_call(qualified, call)
     if head == "torch":
         return torch_call(model, qualified, call, interpreter)
     if head == "transformers" and fw.MODULE_NAMESPACE.match(qualified):
@@ -950,13 +950,27 @@ def _factory(qualified: str, call: CallInfo) -> Value:
     return tensor(Tri.NO, device)
 
 
-def tensorflow_call(qualified: str) -> Value:
+def tensorflow_call(qualified: str, call: CallInfo | None = None) -> Value:
     """TensorFlow / Keras calls: Keras models and layers are modules of the
-    ``keras`` framework; other ops make TensorFlow tensors."""
+    ``keras`` framework; ``tf.function(f)`` is a traced function, sessions
+    and gradient tapes are objects of their type; other ops make TensorFlow
+    tensors."""
     last = qualified.rsplit(".", 1)[-1]
+    if qualified in fw.TF_SESSION_GETTERS:
+        return obj(type_name=fw.SESSION)
     if ".keras." in f".{qualified}." or qualified.startswith("keras."):
-        if last in ("Sequential", "Model", "load_model") or (".layers." in qualified and last[:1].isupper()) or ".applications." in qualified:
+        if last in ("Sequential", "Model", "load_model") or last in fw.KERAS_MODEL_CALLS or (
+                ".layers." in qualified and last[:1].isupper()) or ".applications." in qualified:
             return module("keras", type_name=qualified)
+    if qualified in fw.TF_FUNCTIONS:
+        # tf.function(func, input_signature, ...): a fixed signature traces one concrete function
+        fixed = call is not None and (fw.TF_FUNCTION_SIGNATURE in call.keywords or len(call.positional) >= 2)
+        return Value(Kind.FUNCTION, Tri.NO, Tri.NO, framework="tensorflow",
+                     type_name=fw.TF_FUNCTION_SIGNED if fixed else fw.TF_FUNCTION)
+    if qualified in fw.TF_SESSIONS:
+        return obj(type_name=fw.SESSION)
+    if qualified in fw.TF_TAPES:
+        return obj(type_name=fw.GRADIENT_TAPE)
     return Value(Kind.TENSOR, Tri.MAYBE, Tri.MAYBE, framework="tensorflow")
 
 
@@ -1325,7 +1339,7 @@ def is_run_loop(model, loop: ast.AST) -> bool:
     iterable = model.value(loop.iter)
     if iterable.stream is Tri.YES:
         return True
-    if _literal_iterable(loop.iter):
+    if literal_iterable(loop.iter):
         return False  # a literal range of a few steps, a tuple or list display
     if model.trains(loop.body):
         return True  # a training loop, whatever it iterates
@@ -1377,7 +1391,7 @@ def is_run_comprehension(model, node: ast.AST) -> bool:
     return False
 
 
-def _literal_iterable(iterable: ast.expr) -> bool:
+def literal_iterable(iterable: ast.expr) -> bool:
     """A tuple/list/set display, or ``range`` of a small integer literal."""
     if isinstance(iterable, (ast.Tuple, ast.List, ast.Set)):
         return True

@@ -224,7 +224,9 @@ def combine(values, kind: Kind | None = None) -> Value:
     framework = None
     tensor = False
     scalar = None
+    plain = None
     for value in values:
+        plain = value.kind is Kind.PLAIN if plain is None else plain and value.kind is Kind.PLAIN
         if value.kind is not Kind.PLAIN:
             scalar = value.scalar if scalar is None else scalar and value.scalar
         graph = graph.join(value.graph)
@@ -232,6 +234,8 @@ def combine(values, kind: Kind | None = None) -> Value:
         sources |= value.sources
         framework = framework or value.framework
         tensor = tensor or value.kind is Kind.TENSOR
+    if kind is None and plain:
+        return PLAIN  # arithmetic on Python numbers (`step += 1`) is a Python number
     if kind is None:
         kind = Kind.TENSOR if tensor else Kind.UNKNOWN
     return Value(kind=kind, graph=graph, device=device, framework=framework, scalar=bool(scalar), sources=_capped(sources))

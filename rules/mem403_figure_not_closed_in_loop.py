@@ -1,0 +1,242 @@
+"""MEM403 figure-not-closed-in-loop."""
+
+from __future__ import annotations
+
+import ast
+
+from memlint.lint.diagnostic import Severity
+from memlint.lint.rule import Rule
+from memlint.lint.syntax import FUNCTION_TYPES, is_constant
+
+#: pyplot calls that create a figure and register it with pyplot's figure manager
+#: (matplotlib 3.x ``pyplot.py``: ``figure``, ``subplots``, ``subplot_mosaic`` all go
+#: through ``figure()``; the figure stays in ``Gcf`` until ``close``).
+CREATORS = frozenset({"matplotlib.pyplot.figure", "matplotlib.pyplot.subplots", "matplotlib.pyplot.subplot_mosaic"})
+#: pyplot calls after which the loop's figure no longer accumulates: ``close`` (one
+#: figure, the current one, or ``"all"``), ``clf`` (clears the figure's artists),
+#: ``show`` (blocking with a GUI backend until the window is closed: cannot decide).
+CLOSERS = frozenset({"matplotlib.pyplot.close", "matplotlib.pyplot.clf", "matplotlib.pyplot.show"})
+#: ``Figure`` methods that drop what it draws (``Figure.clf``/``clear``).
+CLEARING_METHODS = frozenset({"clf", "clear"})
+#: ``SummaryWriter.add_figure(tag, figure, global_step=None, close=True, walltime=None)``
+#: closes the figure unless ``close=False`` (torch 2.13 ``torch/utils/tensorboard/writer.py``,
+#: line 729; tensorboardX has the same signature).
+ADD_FIGURE = "add_figure"
+ADD_FIGURE_CLOSE_INDEX = 3
+#: Libraries whose functions take a figure and never close it (they render or keep it).
+NON_CLOSING_LIBRARIES = ("matplotlib.", "numpy.", "wandb.", "mlflow.", "PIL.", "io.", "cv2.", "builtins.")
+#: Methods that keep what they are given (the figure stays alive, and in pyplot).
+#: The names of a figure that a called function created: none of the caller's, so only
+#: ``plt.close()``/``plt.close("all")``/``plt.clf()`` of the caller close it.
+ELSEWHERE = frozenset({"<a figure of the called function>"})
+KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "savefig", "tight_layout", "suptitle", "colorbar"})
+
+
+class FigureNotClosedInLoop(Rule):
+    """## What it does
+    Reports a matplotlib figure created with `plt.figure()`,
+    `plt.subplots()` or `plt.subplot_mosaic()` inside a loop that repeats
+    with the run (over batches, a training loop over epochs, a `while`
+    loop), or in a function that such a loop, a driver or a framework hook
+    (once per batch or epoch) calls, when nothing in that loop or function
+    closes it: no `plt.close(fig)`, `plt.close()`, `plt.close("all")`,
+    `fig.clf()`/`plt.clf()`, and no `SummaryWriter.add_figure(...)` with its
+    default `close=True`.
+
+    ## Why is this bad?
+    pyplot keeps a reference to every figure it creates until it is closed,
+    so rebinding `fig` frees nothing: each iteration adds a figure with all
+    its artists and image buffers. Host memory grows per batch or per
+    epoch (matplotlib warns after 20 open figures) until the job is killed.
+
+    ## Example
+    ```python
+    for epoch in range(epochs):
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        fig, ax = plt.subplots()
+        ax.plot(history["loss"])
+        fig.savefig(f"loss_{epoch}.png")
+    ```
+
+    ## Use instead
+    ```python
+    for epoch in range(epochs):
+        ...
+        fig, ax = plt.subplots()
+        ax.plot(history["loss"])
+        fig.savefig(f"loss_{epoch}.png")
+        plt.close(fig)
+    ```
+
+    ## Known problems
+    Only loops the semantic model knows to repeat with the run count: a
+    loop over a few plots (attention heads, metrics, a literal list) is not
+    reported, and neither is a loop over files that does no model work. A
+    figure with an explicit number or label (`plt.figure(1)`,
+    `plt.figure("loss")`) reuses one figure and is not reported, even when
+    the number changes per iteration. A function that returns its figure
+    leaves closing to its caller and is not reported. A figure handed to a
+    function this file cannot see (a logger of another module) may be
+    closed there: not reported. `plt.show()` in the loop counts as closing
+    (with a GUI backend the user closes the window). `Figure(...)` built
+    without pyplot is not tracked by pyplot and is never reported.
+
+    ## References
+    - [matplotlib.pyplot.close](https://matplotlib.org/stable/api/_as_gen/matplotlib.pyplot.close.html)
+    - [rcParams `figure.max_open_warning`](https://matplotlib.org/stable/users/explain/customizing.html)
+    - [torch.utils.tensorboard.SummaryWriter.add_figure](https://pytorch.org/docs/stable/tensorboard.html#torch.utils.tensorboard.writer.SummaryWriter.add_figure)
+    """
+
+    CODE = "MEM403"
+    NAME = "figure-not-closed-in-loop"
+    MESSAGE = "matplotlib figure created in a loop is never closed there: pyplot keeps every figure alive; call `plt.close(fig)`"
+    SEVERITY = Severity.WARNING
+    TRIGGERS = ("pyplot",)
+    NEEDS_NAMES = ("pyplot",)
+    VALID = (
+        "import matplotlib.pyplot as plt\nfrom torch.utils.data import DataLoader\nfor step, batch in enumerate(DataLoader(data)):\n    fig, ax = plt.subplots()\n    ax.imshow(batch[0])\n    fig.savefig(f'{step}.png')\n    plt.close(fig)\n",
+        "from matplotlib import pyplot as plt\nfrom torch.utils.data import DataLoader\nfrom torch.utils.tensorboard import SummaryWriter\nwriter = SummaryWriter()\nfor step, batch in enumerate(DataLoader(data)):\n    fig = plt.figure()\n    plt.imshow(batch[0])\n    writer.add_figure('sample', fig, step)\n",
+        "import matplotlib.pyplot as plt\nwhile not done:\n    done = step()\n    plt.figure('loss')\n    plt.plot(losses)\n    plt.savefig('loss.png')\n",
+        "import matplotlib.pyplot as plt\ndef plot(xs):\n    fig, ax = plt.subplots()\n    ax.plot(xs)\n    return fig\nwhile training:\n    fig = plot(run())\n    fig.savefig('now.png')\n    plt.close('all')\n",
+        "import matplotlib.pyplot as plt\nfor head in range(n_heads):\n    fig = plt.figure()\n    plt.imshow(attention[head])\n    fig.savefig(f'head{head}.png')\n",
+        "from matplotlib.figure import Figure\nwhile training:\n    fig = Figure()\n    fig.subplots().plot(run())\n    fig.savefig('now.png')\n",
+    )
+    INVALID = (
+        "import matplotlib.pyplot as plt\nfrom torch.utils.data import DataLoader\nfor step, batch in enumerate(DataLoader(data)):\n    fig, ax = plt.subplots()  # expect: MEM403\n    ax.imshow(batch[0])\n    fig.savefig(f'{step}.png')\n",
+        "import matplotlib.pyplot as plt\nfrom torch.utils.tensorboard import SummaryWriter\nwriter = SummaryWriter()\nstep = 0\nwhile step < steps:\n    fig = plt.figure()  # expect: MEM403\n    plt.imshow(sample())\n    writer.add_figure('sample', fig, step, close=False)\n    step += 1\n",
+        "import matplotlib.pyplot as plt\ndef save_curve(values, path):\n    plt.figure(figsize=(6, 4))  # expect: MEM403\n    plt.plot(values)\n    plt.savefig(path)\ndef train(model, loader, opt):\n    for epoch in range(100):\n        for x, y in loader:\n            model(x).sum().backward()\n            opt.step()\n        save_curve(losses, f'{epoch}.png')\n",
+        "import matplotlib.pyplot as plt\nimport keras\nclass Plot(keras.callbacks.Callback):\n    def on_epoch_end(self, epoch, logs=None):\n        fig, axes = plt.subplot_mosaic([['a', 'b']])  # expect: MEM403\n        axes['a'].plot(self.losses)\n        fig.savefig(f'{epoch}.png')\n",
+    )
+
+    def visit_Call(self, node: ast.Call) -> None:
+        qualified = self.ctx.qualified(node.func)
+        if qualified not in CREATORS or _numbered(node, qualified):
+            return
+        semantic = self.ctx.semantic
+        names = _figure_names(node, semantic.parents)
+        loops = semantic.run_loops(node)
+        if loops:
+            if not self._closes(loops[0].body, names):
+                self.report(node)
+            return
+        if semantic.enclosing_loops(node):
+            return  # a loop over a few plots (heads, metrics, samples): not one that grows with the run
+        comprehension = semantic.comprehension_of(node)
+        if comprehension is not None:
+            if semantic.is_run_comprehension(comprehension):
+                self.report(node)
+            return
+        function = semantic.function_of(node)
+        if isinstance(function, FUNCTION_TYPES) and self._repeated_without_close(function, node, names):
+            self.report(node, message="matplotlib figure created in a function that runs repeatedly is never closed: pyplot keeps every figure alive; call `plt.close(fig)`")
+
+    # -- a function that makes a figure per call ---------------------------------------
+    def _repeated_without_close(self, function: ast.AST, call: ast.Call, names: frozenset[str]) -> bool:
+        if self._closes(function.body, names) or _returns_figure(function, call, names):
+            return False
+        semantic = self.ctx.semantic
+        repetition = semantic.repetition(function)
+        if repetition is not None and repetition.reason in ("hook", "driver"):
+            return True
+        for site in semantic.call_sites_of(function):
+            loops = semantic.run_loops(site)
+            if loops and not self._closes(loops[0].body, ELSEWHERE):
+                return True
+            if not loops and semantic.repetition(semantic.unit_of(site)) is not None and not self._closes(
+                    semantic.unit_of(site).body, ELSEWHERE):
+                return True
+        return False
+
+    # -- what closes the figure ------------------------------------------------------------
+    def _closes(self, body: list[ast.stmt], names: frozenset[str], depth: int = 0) -> bool:
+        """Something in ``body`` closes or clears the figure (or may: it is handed to code this file cannot see)."""
+        semantic = self.ctx.semantic
+        for statement in body:
+            for node in ast.walk(statement):
+                if not isinstance(node, ast.Call):
+                    continue
+                qualified = self.ctx.qualified(node.func)
+                if qualified in CLOSERS:
+                    if _closes_another(node, names):
+                        continue
+                    return True
+                method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+                if method in CLEARING_METHODS and (not names or _mentions(node.func.value, names)):
+                    return True
+                if method == ADD_FIGURE and (not names or any(_mentions(arg, names) for arg in _arguments(node))):
+                    if _keeps_open(node):
+                        continue
+                    return True
+                if not names or not any(_mentions(arg, names) for arg in _arguments(node)):
+                    continue
+                if method in KEEPING_METHODS or (qualified is not None and qualified.startswith(NON_CLOSING_LIBRARIES)):
+                    continue
+                callee = semantic.callee(node) if semantic.may_call_local(node) else None
+                if isinstance(callee, FUNCTION_TYPES):
+                    if depth < 1 and self._closes(callee.body, frozenset(), depth + 1):
+                        return True
+                    continue
+                return True  # handed to code this file does not show: it may close the figure
+        return False
+
+
+def _numbered(call: ast.Call, qualified: str) -> bool:
+    """``plt.figure(num)`` / ``num=...``: pyplot returns the existing figure of that number or label."""
+    if any(keyword.arg == "num" for keyword in call.keywords):
+        return True
+    return qualified == "matplotlib.pyplot.figure" and bool(call.args)
+
+
+def _closes_another(call: ast.Call, names: frozenset[str]) -> bool:
+    """``plt.close(other)``: a figure named otherwise than the one created (``plt.close()``,
+    ``plt.close("all")`` and a figure reached through an expression may be ours)."""
+    if not call.args or not names:
+        return False
+    target = call.args[0]
+    return isinstance(target, ast.Name) and target.id not in names
+
+
+def _figure_names(call: ast.Call, parents) -> frozenset[str]:
+    """Names the created figure is bound to (``fig = plt.figure()``, ``fig, ax = plt.subplots()``)."""
+    parent = parents.get(call)
+    if not isinstance(parent, ast.Assign):
+        return frozenset()
+    found = set()
+    for target in parent.targets:
+        if isinstance(target, ast.Name):
+            found.add(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)) and target.elts and isinstance(target.elts[0], ast.Name):
+            found.add(target.elts[0].id)
+    return frozenset(found)
+
+
+def _returns_figure(function: ast.AST, call: ast.Call, names: frozenset[str]) -> bool:
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Return, ast.Yield)) and node.value is not None:
+            if any(child is call for child in ast.walk(node.value)) or _mentions(node.value, names):
+                return True
+    return False
+
+
+def _keeps_open(call: ast.Call) -> bool:
+    """``add_figure(..., close=False)``: the writer leaves the figure open."""
+    for keyword in call.keywords:
+        if keyword.arg == "close":
+            return is_constant(keyword.value, False)
+    if len(call.args) > ADD_FIGURE_CLOSE_INDEX:
+        return is_constant(call.args[ADD_FIGURE_CLOSE_INDEX], False)
+    return False
+
+
+def _arguments(call: ast.Call):
+    yield from call.args
+    for keyword in call.keywords:
+        yield keyword.value
+
+
+def _mentions(node: ast.AST, names: frozenset[str]) -> bool:
+    return bool(names) and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))

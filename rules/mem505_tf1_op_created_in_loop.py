@@ -1,0 +1,220 @@
+"""MEM505 tf1-op-created-in-loop."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from memlint.lint.diagnostic import Severity
+from memlint.lint.rule import Rule
+from memlint.lint.semantic import frameworks as fw
+from memlint.lint.syntax import FUNCTION_TYPES
+
+#: ``tensorflow.*`` callables that add no node to the graph: sessions and their
+#: options, protocol buffers, file and logging utilities, graph/collection lookups,
+#: the Keras API (MEM502/MEM503) and Python-side helpers (TF 1.15 / 2.x API).
+NOT_OPS = re.compile(
+    r"^tensorflow\.(?:compat\.v1\.)?(?:"
+    r"Session|InteractiveSession|ConfigProto|GPUOptions|RunOptions|RunMetadata|GraphOptions|OptimizerOptions|"
+    r"Summary|SummaryMetadata|Event|GraphDef|TensorShape|Dimension|DType|as_dtype|TensorSpec|"
+    r"logging\.|gfile\.|io\.gfile\.|app\.|flags\.|test\.|config\.|errors\.|sysconfig\.|nest\.|saved_model\.tag_constants|"
+    r"python_io\.|keras\.|estimator\.|"
+    r"train\.(?:Example|SequenceExample|Features|Feature|FeatureList|FeatureLists|BytesList|FloatList|Int64List|"
+    r"Coordinator|start_queue_runners|latest_checkpoint|get_checkpoint_state|checkpoint_exists|list_variables|"
+    r"load_variable|get_global_step|MonitoredTrainingSession|MonitoredSession|SingularMonitoredSession)$|"
+    r"summary\.FileWriter|summary\.create_file_writer|"
+    r"get_default_graph|get_default_session|reset_default_graph|Graph|executing_eagerly|make_ndarray|"
+    r"get_variable|get_collection|get_collection_ref|trainable_variables|global_variables|local_variables|"
+    r"all_variables|model_variables|variable_scope|name_scope|device|control_dependencies|"
+    r"enable_eager_execution|disable_eager_execution|disable_v2_behavior|enable_v2_behavior|"
+    r"set_random_seed|random\.set_seed|print$"
+    r")"
+)
+#: Calls that give the loop a fresh graph each iteration (or drop the old one).
+FRESH_GRAPH = re.compile(r"^tensorflow\.(?:compat\.v1\.)?(?:reset_default_graph|Graph)$")
+#: Arguments of ``Session.run`` that name what is run or fed.
+RUN_ARGUMENTS = ("fetches", "feed_dict", "options")
+
+
+class Tf1OpCreatedInLoop(Rule):
+    """## What it does
+    In TensorFlow 1.x graph-mode code (`tf.Session`, `tf.compat.v1.Session`,
+    `MonitoredTrainingSession`, the default session), reports a `tf.*` op
+    (`tf.assign`, `tf.reduce_mean`, `tf.placeholder`, an initializer, a
+    `tf.train.Saver`, ...) constructed inside a loop, or inside a function
+    that a loop calls per step, when what it builds is run or fed by a
+    `sess.run(...)` in the same iteration.
+
+    ## Why is this bad?
+    In graph mode a `tf.*` call does not compute anything: it adds nodes to
+    the default graph, and the graph keeps them forever. Built once per
+    step, the graph grows every step — host memory grows, `sess.run` gets
+    slower as the graph is re-partitioned, and the process eventually runs
+    out of memory. `graph.finalize()` before the loop turns the mistake
+    into an immediate error.
+
+    ## Example
+    ```python
+    with tf.compat.v1.Session() as sess:
+        sess.run(init)
+        for step in range(num_steps):
+            sess.run(tf.compat.v1.assign(learning_rate, base_lr * 0.99 ** step))
+            sess.run(train_op, feed_dict={x: batch_x, y: batch_y})
+    ```
+
+    ## Use instead
+    ```python
+    new_lr = tf.compat.v1.placeholder(tf.float32, [])
+    update_lr = tf.compat.v1.assign(learning_rate, new_lr)
+    with tf.compat.v1.Session() as sess:
+        sess.run(init)
+        sess.graph.finalize()
+        for step in range(num_steps):
+            sess.run(update_lr, feed_dict={new_lr: base_lr * 0.99 ** step})
+            sess.run(train_op, feed_dict={x: batch_x, y: batch_y})
+    ```
+
+    ## Known problems
+    The session must be known to the semantic model (made or fetched in
+    this file, or passed from a call of this file), and the op must reach
+    the `sess.run` of the same iteration directly or through names assigned
+    in it; ops built in a helper of another module are not seen. A loop
+    that resets the default graph or builds a new `tf.Graph()` per
+    iteration is not reported. Loops that build the graph (layers in a
+    `for` loop) and run nothing are never reported. Loops over a literal
+    tuple/list or a small literal `range` are not reported. A `sess.run`
+    that runs several ops built in the step is reported once, at the first.
+
+    ## References
+    - [tf.compat.v1.Graph.finalize](https://www.tensorflow.org/api_docs/python/tf/compat/v1/Graph#finalize)
+    - [TensorFlow 1.x performance guide: "building the graph in a loop"](https://github.com/tensorflow/docs/blob/master/site/en/r1/guide/performance/overview.md)
+    """
+
+    CODE = "MEM505"
+    NAME = "tf1-op-created-in-loop"
+    MESSAGE = "TF1 op created in a loop and run with `sess.run`: every iteration adds nodes to the default graph, which grows forever; build it once before the loop"
+    SEVERITY = Severity.ERROR
+    #: the session must be made or fetched in this file for the semantic model to know it
+    TRIGGERS = ("Session", "_session")
+    NEEDS_NAMES = ("Session", "InteractiveSession", "MonitoredTrainingSession", "MonitoredSession",
+                   "SingularMonitoredSession", "get_default_session", "get_session")
+    FRAMEWORK = "tensorflow"
+    VALID = (
+        "import tensorflow as tf\nx = tf.placeholder(tf.float32)\ny = tf.square(x)\nwith tf.Session() as sess:\n    for step in range(steps):\n        sess.run(y, feed_dict={x: step})\n",
+        "import tensorflow as tf\nh = x\nfor width in widths:\n    h = tf.layers.dense(h, width)\nwith tf.Session() as sess:\n    sess.run(h)\n",
+        "import tensorflow as tf\nfor config in configs:\n    tf.reset_default_graph()\n    loss = tf.reduce_mean(build(config))\n    with tf.Session() as sess:\n        sess.run(loss)\n",
+        "import tensorflow as tf\nwith tf.Session() as sess:\n    for step in range(steps):\n        loss = sess.run(loss_op)\n        tf.logging.info('step %d loss %f', step, loss)\n",
+        "import tensorflow as tf\nfor step in range(steps):\n    y = tf.square(tf.constant(step))\n    runner.run(y)\n",
+    )
+    INVALID = (
+        "import tensorflow as tf\nwith tf.Session() as sess:\n    for step in range(steps):\n        sess.run(tf.assign(lr, 0.1 * 0.9 ** step))  # expect: MEM505\n",
+        "import tensorflow as tf\nsess = tf.compat.v1.Session()\nfor batch in batches:\n    x = tf.compat.v1.placeholder(tf.float32)  # expect: MEM505\n    y = x * 2\n    sess.run(y, feed_dict={x: batch})\n",
+        "import tensorflow as tf\ndef evaluate(sess, images):\n    acc = tf.reduce_mean(tf.cast(correct, tf.float32))  # expect: MEM505\n    return sess.run(acc, feed_dict={inp: images})\nwith tf.Session() as sess:\n    for epoch in range(epochs):\n        evaluate(sess, test_images)\n",
+        "import tensorflow as tf\nwith tf.Session() as sess:\n    step = 0\n    while step < steps:\n        saver = tf.train.Saver()  # expect: MEM505\n        saver.save(sess, 'ckpt', global_step=step)\n        sess.run(train_op)\n        step += 1\n",
+    )
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self._reported: set[ast.AST] = set()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if not isinstance(func, ast.Attribute):
+            return
+        semantic = self.ctx.semantic
+        if func.attr == "run" and semantic.value(func.value).type_name == fw.SESSION:
+            arguments = [*node.args, *(k.value for k in node.keywords if k.arg in RUN_ARGUMENTS)]
+        elif any(semantic.value(a).type_name == fw.SESSION for a in [*node.args, *(k.value for k in node.keywords)]):
+            arguments = [func.value]  # `saver.save(sess, ...)`, `op.eval(session=sess)`: runs its receiver
+        else:
+            return
+        region = self._per_step_region(node)
+        if region is None or self._fresh_graph(region):
+            return
+        ops = [op for op in self._ops_run_by(node, arguments, region) if op not in self._reported]
+        if ops:  # one finding per run: the first op the step builds for it
+            first = min(ops, key=lambda op: (op.lineno, op.col_offset))
+            self._reported.update(ops)
+            self.report(first)
+
+    # -- where one step's code is ----------------------------------------------------------
+    def _per_step_region(self, run: ast.Call) -> list[ast.stmt] | None:
+        """The statements that run once per step around ``run``: the body of
+        the innermost repeating loop, or of a function called once per step."""
+        semantic = self.ctx.semantic
+        loops = semantic.repeating_loops(run)
+        if loops:
+            return loops[0].body
+        function = semantic.function_of(run)
+        if not isinstance(function, FUNCTION_TYPES):
+            return None
+        repetition = semantic.repetition(function)
+        if repetition is not None or any(semantic.repeating_loops(site) for site in semantic.call_sites_of(function)):
+            return function.body
+        return None
+
+    def _fresh_graph(self, region: list[ast.stmt]) -> bool:
+        """The step resets the default graph or builds in a new ``tf.Graph()``."""
+        for node in _own_nodes(region):
+            if isinstance(node, ast.Call) and FRESH_GRAPH.match(self.ctx.qualified(node.func) or ""):
+                return True
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "as_default":
+                return True
+        return False
+
+    # -- what the run call runs ---------------------------------------------------------------
+    def _ops_run_by(self, run: ast.Call, arguments: list[ast.expr], region: list[ast.stmt]) -> list[ast.Call]:
+        """Op constructions of ``region`` whose results ``run`` fetches or feeds (its ``arguments``)."""
+        found = [op for argument in arguments for op in self._ops_in(argument)]
+        wanted = {n.id for argument in arguments for n in ast.walk(argument) if isinstance(n, ast.Name)}
+        assignments = [n for n in _own_nodes(region) if isinstance(n, ast.Assign) and n.lineno <= run.lineno]
+        changed = True
+        while changed:  # names the fetched values are computed from, within the step
+            changed = False
+            for assignment in assignments:
+                if _binds(assignment) & wanted:
+                    more = {n.id for n in ast.walk(assignment.value) if isinstance(n, ast.Name)} - wanted
+                    if more:
+                        wanted |= more
+                        changed = True
+        for assignment in assignments:
+            if _binds(assignment) & wanted:
+                found.extend(self._ops_in(assignment.value))
+        return found
+
+    def _ops_in(self, expr: ast.AST) -> list[ast.Call]:
+        """The outermost ``tf.*`` op constructions in ``expr``."""
+        found = []
+        pending = [expr]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.Call) and self._is_op(node):
+                found.append(node)
+                continue
+            if isinstance(node, (ast.Lambda, *FUNCTION_TYPES)):
+                continue
+            pending.extend(ast.iter_child_nodes(node))
+        return found
+
+    def _is_op(self, call: ast.Call) -> bool:
+        qualified = self.ctx.qualified(call.func) or ""
+        if not qualified.startswith("tensorflow.") or NOT_OPS.match(qualified) or qualified in fw.TF_SESSIONS:
+            return False
+        parent = self.ctx.semantic.parents.get(call)
+        return not isinstance(parent, ast.withitem)  # a `with tf.device(...)`-style context
+
+
+def _binds(assignment: ast.Assign) -> set[str]:
+    return {n.id for target in assignment.targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def _own_nodes(region: list[ast.stmt]):
+    """Every node of ``region`` but those inside nested function definitions."""
+    pending = list(region)
+    while pending:
+        node = pending.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
+                pending.append(child)
+
