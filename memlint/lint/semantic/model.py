@@ -1062,6 +1062,104 @@ class SemanticModel:
             return False
         return self.hook_of(function) is None
 
+    def forward_pass_methods(self, klass: ClassInfo) -> frozenset[Function]:
+        """The methods of the module class ``klass`` that run within its
+        forward pass: ``forward`` (as ``self.forward`` resolves it through
+        the file's bases) and the methods it calls on ``self``
+        (``self._attend(x)``), transitively. Empty for a class that is no
+        module. Hooks a framework drives (``training_step``) are not forward
+        passes."""
+        memo = self.__dict__.setdefault("_forward_methods", {})
+        found = memo.get(klass)
+        if found is not None:
+            return found
+        methods: list[Function] = []
+        start = klass.method("forward") if klass.is_module else None
+        pending = [start] if start is not None else []
+        while pending:
+            method = pending.pop()
+            if method in methods or self.hook_of(method) is not None:
+                continue
+            methods.append(method)
+            receiver = _first_parameter(method)
+            for call in self._calls_of_unit(method):
+                func = call.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver:
+                    callee = klass.method(func.attr)
+                    if callee is not None and callee.name != "__init__":
+                        pending.append(callee)
+        found = memo[klass] = frozenset(methods)
+        return found
+
+    def in_forward_pass(self, function: ast.AST) -> ClassInfo | None:
+        """The module class whose forward pass runs ``function`` (see
+        :meth:`forward_pass_methods`), or None. A method of an in-file base
+        class counts when a subclass's forward calls it."""
+        owner = self.class_of_method(function)
+        if owner is None or not owner.is_module:
+            return None
+        for klass in self.classes.by_node.values():
+            if klass.is_module and owner in klass.mro() and function in self.forward_pass_methods(klass):
+                return klass
+        return None
+
+    def input_derived(self, function: Function) -> frozenset[str]:
+        """The names of ``function`` that hold what its callers give it: its
+        parameters other than the receiver of a method, and the locals assigned
+        from an expression that mentions one of them (``h = result.hidden[-1]``),
+        to a fixed point over its own assignments. A value whose
+        :attr:`~.values.Value.sources` meet these depends on the call's inputs;
+        one computed from ``self.`` state alone (weights derived from
+        parameters) does not."""
+        memo = self.__dict__.setdefault("_input_derived", {})
+        found = memo.get(function)
+        if found is not None:
+            return found
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        if self.class_of_method(function) is not None and not any(
+                isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
+            positional = positional[1:]
+        names = {a.arg for a in (*positional, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a is not None}
+        assignments = []
+        for node in self.own_nodes(function, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+            if isinstance(node, ast.For):
+                targets, value = [node.target], node.iter
+            elif isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            else:
+                targets, value = [node.target], node.value
+            if value is None:
+                continue
+            bound = {name for target in targets for name in _target_names(target) if "." not in name}
+            used = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+            if isinstance(node, ast.AugAssign):
+                used |= bound
+            assignments.append((bound, used))
+        changed = True
+        while changed:
+            changed = False
+            for bound, used in assignments:
+                if used & names and not bound <= names:
+                    names |= bound
+                    changed = True
+        found = memo[function] = frozenset(names)
+        return found
+
+    def walks_data(self, loop: ast.AST) -> bool:
+        """``loop``'s iterations come with the data or the steps of the run:
+        a ``for`` over a loader, a dataset or another stream, or over slices
+        of the data (``for i in range(0, n, bs): x[i:i + bs]``); a ``while``
+        that draws batches with ``next()`` or trains. A ``while`` that
+        generates up to a length (``while pos < max_len``) and a ``for`` over
+        ``range(steps)`` of sampling make an output of a bounded size."""
+        if isinstance(loop, FOR_TYPES):
+            walked = self.value(loop.iter)
+            return walked.stream is not Tri.NO or _slices_batches(loop)
+        if any(isinstance(call.func, ast.Name) and call.func.id == "next" for call in ast.walk(loop) if isinstance(call, ast.Call)):
+            return True
+        return self.trains(loop.body)
+
     def is_run_loop(self, loop: ast.AST) -> bool:
         found = self._run_loop_memo.get(loop)
         if found is None:
@@ -1235,6 +1333,16 @@ _BUILTIN_CALLABLES = frozenset({
     "list", "tuple", "dict", "set", "frozenset", "float", "int", "bool", "str", "print", "isinstance", "getattr",
     "setattr", "hasattr", "super", "map", "filter", "open", "type", "repr", "any", "all", "id", "hash", "vars",
 })
+
+
+def _slices_batches(loop: ast.For | ast.AsyncFor) -> bool:
+    """``for i in range(0, n, bs): x[i:i + bs]``: the loop walks data in slices."""
+    index = set(_target_names(loop.target))
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is not None:
+            if {n.id for n in ast.walk(node.slice.lower) if isinstance(n, ast.Name)} & index:
+                return True
+    return False
 
 
 def _parameter_names(function: Function) -> set[str]:
