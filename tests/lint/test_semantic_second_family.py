@@ -89,3 +89,17 @@ def test_walks_data_loops():
     loops = [n for n in ast.walk(module) if isinstance(n, (ast.For, ast.While))]
     loops.sort(key=lambda n: n.lineno)
     assert [model.walks_data(loop) for loop in loops] == [True, True, False, False]
+
+
+def test_counted_range_walks_data_only_when_it_trains():
+    model, module = model_of("""
+        def f(model, x, opt, n):
+            for i in range(n):
+                x = model(x)
+            for i in range(n):
+                model(x).sum().backward()
+                opt.step()
+    """)
+    loops = sorted((n for n in ast.walk(module) if isinstance(n, ast.For)), key=lambda n: n.lineno)
+    assert [model.walks_data(loop, counted=False) for loop in loops] == [False, True]
+    assert model.walks_data(loops[0]) is True

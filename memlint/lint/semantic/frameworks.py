@@ -273,6 +273,14 @@ STREAM_FACTORIES = frozenset({
     "tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_generator",
     "datasets.load_dataset", "torch.utils.data.random_split",
 })
+#: Methods of a stream of batches that return the stream transformed (still
+#: a stream): ``tf.data.Dataset`` (tensorflow/python/data/ops/dataset_ops.py:
+#: batch, padded_batch, prefetch, shuffle, repeat, cache, take, skip, unbatch,
+#: shard, map, filter) and ``datasets.Dataset`` (arrow_dataset.py: map,
+#: filter, shuffle, take, skip, shard).
+STREAM_PIPELINE_METHODS = frozenset({
+    "batch", "padded_batch", "prefetch", "shuffle", "repeat", "cache", "take", "skip", "unbatch", "shard", "map", "filter",
+})
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})

@@ -1146,16 +1146,25 @@ class SemanticModel:
         found = memo[function] = frozenset(names)
         return found
 
-    def walks_data(self, loop: ast.AST) -> bool:
+    def walks_data(self, loop: ast.AST, counted: bool = True) -> bool:
         """``loop``'s iterations come with the data or the steps of the run:
         a ``for`` over a loader, a dataset or another stream, or over slices
         of the data (``for i in range(0, n, bs): x[i:i + bs]``); a ``while``
         that draws batches with ``next()`` or trains. A ``while`` that
         generates up to a length (``while pos < max_len``) and a ``for`` over
-        ``range(steps)`` of sampling make an output of a bounded size."""
+        ``range(steps)`` of sampling make an output of a bounded size.
+
+        With ``counted=False`` a ``for`` over ``range(n)`` (of a count the
+        file does not fix) walks the data only when it trains or slices the
+        data: a loop that samples ``n`` tokens or ``n`` images makes an
+        output of the size asked for."""
         if isinstance(loop, FOR_TYPES):
             walked = self.value(loop.iter)
-            return walked.stream is not Tri.NO or _slices_batches(loop)
+            if _slices_batches(loop):
+                return True
+            if not counted and walked.type_name == "range":
+                return self.trains(loop.body)
+            return walked.stream is not Tri.NO
         if any(isinstance(call.func, ast.Name) and call.func.id == "next" for call in ast.walk(loop) if isinstance(call, ast.Call)):
             return True
         return self.trains(loop.body)
