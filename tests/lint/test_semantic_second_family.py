@@ -103,3 +103,28 @@ def test_counted_range_walks_data_only_when_it_trains():
     loops = sorted((n for n in ast.walk(module) if isinstance(n, ast.For)), key=lambda n: n.lineno)
     assert [model.walks_data(loop, counted=False) for loop in loops] == [False, True]
     assert model.walks_data(loops[0]) is True
+
+
+def test_callable_definition_resolves_references():
+    model, module = model_of("""
+        import functools
+        def plain(m, i, o):
+            pass
+        def factory(name):
+            def inner(m, i, o):
+                pass
+            return inner
+        class Probe:
+            def save(self, m, i, o):
+                pass
+            def install(self, layer):
+                layer.register_forward_hook(self.save)
+        hooks = [plain, lambda m, i, o: None, functools.partial(plain, 1), factory("x"), unknown]
+    """)
+    listed = next(n for n in ast.walk(module) if isinstance(n, ast.List))
+    found = [model.callable_definition(e) for e in listed.elts]
+    assert [(getattr(f[0], "name", "lambda"), f[1]) if f else None for f in found] == [
+        ("plain", 0), ("lambda", 0), ("plain", 1), ("inner", 0), None]
+    install = node_at(module, 13)
+    method, bound = model.callable_definition(install.args[0])
+    assert (method.name, bound) == ("save", 1)

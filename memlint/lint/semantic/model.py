@@ -1146,6 +1146,47 @@ class SemanticModel:
         found = memo[function] = frozenset(names)
         return found
 
+    def callable_definition(self, expr: ast.expr, depth: int = 0) -> tuple[ast.AST, int] | None:
+        """The function of this file that the callable ``expr`` denotes, and
+        how many of its leading parameters are already bound, or None: a name
+        bound to a ``def`` (0), a lambda (0), ``self.method`` in a method of
+        the class (1: the receiver), ``functools.partial(f, a, b)`` (f's,
+        plus 2), and a call of a function of the file that returns a
+        ``def`` or lambda it defines (``register_forward_hook(save(name))``:
+        the inner function, 0)."""
+        if depth > 2:
+            return None
+        if isinstance(expr, ast.Lambda):
+            return expr, 0
+        if isinstance(expr, ast.Name):
+            target = operations._local_target(self, expr)
+            return (target, 0) if isinstance(target, FUNCTION_TYPES) else None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            unit = self.function_of(expr)
+            klass = self.class_of_method(unit) if unit is not None else None
+            if klass is not None and expr.value.id == _first_parameter(unit):
+                method = klass.method(expr.attr)
+                if method is not None and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in method.decorator_list):
+                    return method, 1
+            return None
+        if isinstance(expr, ast.Call):
+            if self.qualified(expr.func) == "functools.partial" and expr.args and not any(isinstance(a, ast.Starred) for a in expr.args):
+                inner = self.callable_definition(expr.args[0], depth + 1)
+                return None if inner is None else (inner[0], inner[1] + len(expr.args) - 1)
+            factory = self.callable_definition(expr.func, depth + 1)
+            if factory is None or not isinstance(factory[0], FUNCTION_TYPES):
+                return None
+            returned = [r.value for r in self.own_nodes(factory[0], (ast.Return,)) if r.value is not None]
+            if len(returned) == 1:
+                value = returned[0]
+                if isinstance(value, ast.Lambda):
+                    return value, 0
+                if isinstance(value, ast.Name):
+                    nested = [n for n in factory[0].body if isinstance(n, FUNCTION_TYPES) and n.name == value.id]
+                    if len(nested) == 1:
+                        return nested[0], 0
+        return None
+
     def walks_data(self, loop: ast.AST, counted: bool = True) -> bool:
         """``loop``'s iterations come with the data or the steps of the run:
         a ``for`` over a loader, a dataset or another stream, or over slices
