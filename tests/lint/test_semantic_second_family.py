@@ -128,3 +128,35 @@ def test_callable_definition_resolves_references():
     install = node_at(module, 13)
     method, bound = model.callable_definition(install.args[0])
     assert (method.name, bound) == ("save", 1)
+
+
+def test_oom_branch_of_handlers():
+    model, module = model_of("""
+        import torch
+        def oom_text(e):
+            return "out of memory" in str(e)
+        def f(step):
+            try:
+                step()
+            except torch.cuda.OutOfMemoryError:
+                a = 1
+            try:
+                step()
+            except RuntimeError as e:
+                if oom_text(e):
+                    b = 2
+                raise
+            try:
+                step()
+            except KeyError:
+                if "out of memory":
+                    c = 3
+            try:
+                step()
+            except RuntimeError as e:
+                if "shape" in str(e):
+                    d = 4
+    """)
+    handlers = sorted((n for n in ast.walk(module) if isinstance(n, ast.ExceptHandler)), key=lambda n: n.lineno)
+    branches = [model.oom_branch(h) for h in handlers]
+    assert [b[0].targets[0].id if b else None for b in branches] == ["a", "b", None, None]

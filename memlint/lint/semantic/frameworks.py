@@ -281,6 +281,20 @@ STREAM_FACTORIES = frozenset({
 STREAM_PIPELINE_METHODS = frozenset({
     "batch", "padded_batch", "prefetch", "shuffle", "repeat", "cache", "take", "skip", "unbatch", "shard", "map", "filter",
 })
+#: Exceptions raised when the accelerator runs out of memory (torch 2.13:
+#: torch/cuda/__init__.py ``OutOfMemoryError = torch._C.OutOfMemoryError``,
+#: re-exported as ``torch.OutOfMemoryError``; torch/cuda/memory.py imports it).
+OOM_ERRORS = frozenset({"torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "torch.cuda.memory.OutOfMemoryError"})
+#: Library predicates that tell an out-of-memory error from another exception:
+#: lightning/pytorch/utilities/memory.py ``is_oom_error``,
+#: lightning/fabric/utilities (same), accelerate/utils/memory.py ``should_reduce_batch_size``.
+OOM_TESTS = frozenset({
+    "lightning.pytorch.utilities.memory.is_oom_error", "pytorch_lightning.utilities.memory.is_oom_error",
+    "accelerate.utils.memory.should_reduce_batch_size", "accelerate.utils.should_reduce_batch_size",
+})
+#: Text of the message of an out-of-memory RuntimeError (c10/cuda/CUDACachingAllocator.cpp:
+#: "CUDA out of memory. Tried to allocate ..."; HIP and XPU say "out of memory" too).
+OOM_MESSAGE = "out of memory"
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})

@@ -338,6 +338,40 @@ class SemanticModel:
         """``node`` runs inside an ``except`` handler of its unit."""
         return self.first_ancestor_verdict(node, "except", _except_verdict, False)
 
+    def oom_branch(self, handler: ast.ExceptHandler) -> list[ast.stmt] | None:
+        """The statements of ``handler`` that run when it catches an
+        out-of-memory error, or None when it does not catch one: the whole
+        body for ``except torch.cuda.OutOfMemoryError`` (a tuple naming it
+        too), the body of an ``if`` that tests the caught exception for it
+        (``"out of memory" in str(e)``, ``is_oom_error(e)``, a function of
+        this file that does) in an ``except RuntimeError``/``Exception``/bare
+        ``except``."""
+        caught = handler.type
+        names = caught.elts if isinstance(caught, ast.Tuple) else [caught] if caught is not None else []
+        qualified = {self.qualified(name) for name in names}
+        if qualified & fw.OOM_ERRORS:
+            return handler.body
+        if caught is not None and not any(isinstance(n, ast.Name) and n.id in ("RuntimeError", "Exception", "BaseException")
+                                          for n in names):
+            return None
+        for node in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+            if isinstance(node, ast.If) and self._tests_oom(node.test, 0):
+                return node.body
+        return None
+
+    def _tests_oom(self, test: ast.expr, depth: int) -> bool:
+        for node in ast.walk(test):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and fw.OOM_MESSAGE in node.value.lower():
+                return True
+            if isinstance(node, ast.Call):
+                if self.qualified(node.func) in fw.OOM_TESTS:
+                    return True
+                target = operations._local_target(self, node.func) if depth < 2 else None
+                if isinstance(target, FUNCTION_TYPES):
+                    if any(self._tests_oom(r.value, depth + 1) for r in self.own_nodes(target, (ast.Return,)) if r.value is not None):
+                        return True
+        return False
+
     def comprehension_of(self, node: ast.AST) -> ast.AST | None:
         """The innermost comprehension around ``node`` within its unit."""
         return self.first_ancestor_verdict(node, "comprehension", _comprehension_verdict, None) or None
