@@ -295,6 +295,18 @@ OOM_TESTS = frozenset({
 #: Text of the message of an out-of-memory RuntimeError (c10/cuda/CUDACachingAllocator.cpp:
 #: "CUDA out of memory. Tried to allocate ..."; HIP and XPU say "out of memory" too).
 OOM_MESSAGE = "out of memory"
+#: Switches of autograd's anomaly mode (torch 2.13 torch/autograd/anomaly_mode.py:
+#: ``detect_anomaly`` is a context manager, ``set_detect_anomaly(mode)`` a
+#: function that also works as one).
+ANOMALY_CONTEXTS = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
+ANOMALY_SETTERS = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
+#: Trainers whose keyword turns anomaly mode on for the whole fit
+#: (lightning/pytorch/trainer/trainer.py ``Trainer(detect_anomaly=...)``, run
+#: as ``torch.autograd.set_detect_anomaly(self._detect_anomaly)`` around the loop).
+ANOMALY_TRAINER_KEYWORDS = {
+    "lightning.Trainer": "detect_anomaly", "lightning.pytorch.Trainer": "detect_anomaly",
+    "pytorch_lightning.Trainer": "detect_anomaly", "lightning.pytorch.trainer.trainer.Trainer": "detect_anomaly",
+}
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})
