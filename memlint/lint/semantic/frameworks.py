@@ -307,6 +307,17 @@ ANOMALY_TRAINER_KEYWORDS = {
     "lightning.Trainer": "detect_anomaly", "lightning.pytorch.Trainer": "detect_anomaly",
     "pytorch_lightning.Trainer": "detect_anomaly", "lightning.pytorch.trainer.trainer.Trainer": "detect_anomaly",
 }
+#: Readers that return Python object trees (dicts, lists, strings): json,
+#: pickle, PyYAML, ujson, orjson. Each element is a refcounted Python object.
+PYTHON_OBJECT_READERS = frozenset({
+    "json.load", "json.loads", "pickle.load", "pickle.loads", "yaml.load", "yaml.safe_load", "yaml.full_load",
+    "yaml.unsafe_load", "ujson.load", "ujson.loads", "orjson.loads", "_pickle.load", "dill.load",
+})
+#: Methods of text files (io) and strings that return a list of lines.
+LINE_READING_METHODS = frozenset({"readlines", "splitlines"})
+#: DataLoader constructors and the keyword that forks worker processes
+#: (torch/utils/data/dataloader.py ``DataLoader(num_workers=0)``: 0 = in process).
+DATALOADER_WORKERS = {"torch.utils.data.DataLoader": "num_workers", "torch.utils.data.dataloader.DataLoader": "num_workers"}
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})
