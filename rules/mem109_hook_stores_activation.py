@@ -127,6 +127,9 @@ class HookStoresActivation(Rule):
                 return  # `register_hook` of another library
             kind = "register_hook"
         else:
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if not last.startswith("register_module_"):
+                return  # cheap check first: the global hooks' names (aliases keep a trigger in the import)
             qualified = self.ctx.qualified(func)
             kind = GLOBAL_HOOKS.get(qualified) if qualified else None
         if kind is None or not self.ctx.semantic.uses_accelerator(self.ctx.module):

@@ -73,7 +73,7 @@ class TensorGrownByCatInLoop(Rule):
     NAME = "tensor-grown-by-cat-in-loop"
     MESSAGE = "a tensor is grown by concatenation on every iteration of a loop over the data: memory and copy time grow quadratically"
     SEVERITY = Severity.WARNING
-    TRIGGERS = ("cat", "stack", "concat")
+    TRIGGERS = ("cat(", "stack(", "concat", "cat as", "stack as")
     NEEDS_NAMES = ("cat", "stack", "vstack", "hstack", "concat", "concatenate", "row_stack", "dstack", "column_stack")
     VALID = (
         "import torch\ndef f(model, loader):\n    preds = []\n    for x in loader:\n        preds.append(model(x.cuda()).detach().cpu())\n    return torch.cat(preds)\n",

@@ -86,12 +86,27 @@ class ModelCopyOnDevice(Rule):
     )
 
     def visit_Call(self, node: ast.Call) -> None:
-        if len(node.args) != 1 or node.keywords or self.ctx.qualified(node.func) not in DEEPCOPY:
+        if len(node.args) != 1 or node.keywords:
+            return
+        if isinstance(node.func, ast.Attribute) and node.func.attr != "deepcopy" or not isinstance(node.func, (ast.Attribute, ast.Name)):
+            return  # cheap check first: `copy.deepcopy(...)`, `deepcopy(...)` or an imported alias
+        if isinstance(node.func, ast.Name) and node.func.id != "deepcopy" and node.func.id not in self._aliases():
+            return
+        if self.ctx.qualified(node.func) not in DEEPCOPY:
             return
         if not self._copies_device_weights(node.args[0]) or self._taken_to_host(node):
             return
         if self._repeats(node):
             self.report(node)
+
+    def _aliases(self) -> frozenset[str]:
+        """Local names that ``from copy import deepcopy as <name>`` binds."""
+        found = self.__dict__.get("_alias_names")
+        if found is None:
+            found = self._alias_names = frozenset(
+                alias.asname for node in self.ctx.index.of_type(ast.ImportFrom) if node.module == "copy"
+                for alias in node.names if alias.name == "deepcopy" and alias.asname)
+        return found
 
     def _copies_device_weights(self, copied: ast.expr) -> bool:
         """``copied`` is a module on the accelerator, or such a module's ``state_dict()``."""

@@ -1132,10 +1132,15 @@ class SemanticModel:
         owner = self.class_of_method(function)
         if owner is None or not owner.is_module:
             return None
-        for klass in self.classes.by_node.values():
-            if klass.is_module and owner in klass.mro() and function in self.forward_pass_methods(klass):
-                return klass
-        return None
+        runs = self.__dict__.get("_forward_pass_owner")
+        if runs is None:
+            runs = {}
+            for klass in self.classes.by_node.values():
+                if klass.is_module:
+                    for method in self.forward_pass_methods(klass):
+                        runs.setdefault(method, klass)
+            self._forward_pass_owner = runs
+        return runs.get(function)
 
     def input_derived(self, function: Function) -> frozenset[str]:
         """The names of ``function`` that hold what its callers give it: its
