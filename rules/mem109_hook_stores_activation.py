@@ -94,7 +94,9 @@ class HookStoresActivation(Rule):
     MESSAGE = "a hook appends the tensor it receives to a container that outlives the call, on the device: memory grows with every pass"
     SEVERITY = Severity.WARNING
     TRIGGERS = ("register_",)
-    NEEDS_NAMES = (*MODULE_HOOKS, "register_hook", "register_module_forward_hook", "register_module_forward_pre_hook",
+    NEEDS_NAMES = ("register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+                   "register_backward_hook", "register_full_backward_pre_hook", "register_hook",
+                   "register_module_forward_hook", "register_module_forward_pre_hook",
                    "register_module_full_backward_hook")
     FRAMEWORK = "torch"
     VALID = (

@@ -73,3 +73,9 @@ def test_cleared_container_is_bounded():
             m(x)
             outs.clear()
     """) == []
+
+
+def test_needs_names_cover_every_registration():
+    from memlint.rules.mem109_hook_stores_activation import GLOBAL_HOOKS, MODULE_HOOKS, HookStoresActivation
+    wanted = {*MODULE_HOOKS, "register_hook", *(q.rsplit(".", 1)[1] for q in GLOBAL_HOOKS)}
+    assert wanted == set(HookStoresActivation.NEEDS_NAMES)
