@@ -125,7 +125,7 @@ class TensorGrownByCatInLoop(Rule):
         if not loops:
             return None
         loop = loops[0]
-        if not semantic.walks_data(loop, counted=False) or semantic._bounded_by_enclosing_iteration(loop):
+        if not semantic.walks_data(loop, counted=False) or semantic.bounded_by_enclosing_iteration(loop):
             return None
         if semantic.carried_loop(name, node) is loop:
             return loop

@@ -1319,6 +1319,11 @@ class SemanticModel:
                 return loop
         return None
 
+    def bounded_by_enclosing_iteration(self, loop: ast.AST) -> bool:
+        """``loop`` walks what the loop around it makes afresh each iteration
+        (the micro-batches of one step): its length does not grow with the run."""
+        return self._bounded_by_enclosing_iteration(loop)
+
     def _bounded_by_enclosing_iteration(self, loop: ast.AST) -> bool:
         """``loop`` walks something the loop around it makes afresh each
         iteration and that is no data stream: the micro-batches of one step
