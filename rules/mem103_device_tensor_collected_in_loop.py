@@ -130,17 +130,9 @@ class DeviceTensorCollectedInLoop(Rule):
         self.report(node, fix=self._fix(leaves))
 
     def _grows_with_the_run(self, loop: ast.AST) -> bool:
-        """The loop's iterations come with the data or the steps: a ``for``
-        over a loader, a dataset or a range of steps; a ``while`` that draws
-        batches with ``next()`` or trains. A ``while`` that generates up to a
-        length (``while pos < max_len``) makes its output, not a leak."""
-        semantic = self.ctx.semantic
-        if isinstance(loop, FOR_TYPES):
-            walked = semantic.value(loop.iter)
-            return walked.stream is not Tri.NO or _slices_batches(loop)
-        if any(isinstance(call.func, ast.Name) and call.func.id == "next" for call in ast.walk(loop) if isinstance(call, ast.Call)):
-            return True
-        return semantic.trains(loop.body)
+        """The loop's iterations come with the data or the steps (see
+        :meth:`SemanticModel.walks_data`)."""
+        return self.ctx.semantic.walks_data(loop)
 
     def _evaluation_loop(self, node: ast.AST) -> bool:
         """The innermost run loop around ``node`` does no training step: per-batch
@@ -182,16 +174,6 @@ class DeviceTensorCollectedInLoop(Rule):
             return None
         on_host = with_method(self.ctx, leaves[0], "cpu")
         return None if on_host is None else self.replacement(leaves[0], on_host)
-
-
-def _slices_batches(loop: ast.For | ast.AsyncFor) -> bool:
-    """``for i in range(0, n, bs): x[i:i + bs]``: the loop walks data in slices."""
-    index = set(targets_of(loop.target))
-    for node in ast.walk(loop):
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is not None:
-            if names_in(node.slice.lower) & index:
-                return True
-    return False
 
 
 def _receiver(node: ast.AST) -> ast.expr | None:

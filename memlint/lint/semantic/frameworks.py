@@ -278,6 +278,51 @@ STREAM_FACTORIES = frozenset({
     "tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_generator",
     "datasets.load_dataset", "torch.utils.data.random_split",
 })
+#: Methods of a stream of batches that return the stream transformed (still
+#: a stream): ``tf.data.Dataset`` (tensorflow/python/data/ops/dataset_ops.py:
+#: batch, padded_batch, prefetch, shuffle, repeat, cache, take, skip, unbatch,
+#: shard, map, filter) and ``datasets.Dataset`` (arrow_dataset.py: map,
+#: filter, shuffle, take, skip, shard).
+STREAM_PIPELINE_METHODS = frozenset({
+    "batch", "padded_batch", "prefetch", "shuffle", "repeat", "cache", "take", "skip", "unbatch", "shard", "map", "filter",
+})
+#: Exceptions raised when the accelerator runs out of memory (torch 2.13:
+#: torch/cuda/__init__.py ``OutOfMemoryError = torch._C.OutOfMemoryError``,
+#: re-exported as ``torch.OutOfMemoryError``; torch/cuda/memory.py imports it).
+OOM_ERRORS = frozenset({"torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "torch.cuda.memory.OutOfMemoryError"})
+#: Library predicates that tell an out-of-memory error from another exception:
+#: lightning/pytorch/utilities/memory.py ``is_oom_error``,
+#: lightning/fabric/utilities (same), accelerate/utils/memory.py ``should_reduce_batch_size``.
+OOM_TESTS = frozenset({
+    "lightning.pytorch.utilities.memory.is_oom_error", "pytorch_lightning.utilities.memory.is_oom_error",
+    "accelerate.utils.memory.should_reduce_batch_size", "accelerate.utils.should_reduce_batch_size",
+})
+#: Text of the message of an out-of-memory RuntimeError (c10/cuda/CUDACachingAllocator.cpp:
+#: "CUDA out of memory. Tried to allocate ..."; HIP and XPU say "out of memory" too).
+OOM_MESSAGE = "out of memory"
+#: Switches of autograd's anomaly mode (torch 2.13 torch/autograd/anomaly_mode.py:
+#: ``detect_anomaly`` is a context manager, ``set_detect_anomaly(mode)`` a
+#: function that also works as one).
+ANOMALY_CONTEXTS = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
+ANOMALY_SETTERS = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
+#: Trainers whose keyword turns anomaly mode on for the whole fit
+#: (lightning/pytorch/trainer/trainer.py ``Trainer(detect_anomaly=...)``, run
+#: as ``torch.autograd.set_detect_anomaly(self._detect_anomaly)`` around the loop).
+ANOMALY_TRAINER_KEYWORDS = {
+    "lightning.Trainer": "detect_anomaly", "lightning.pytorch.Trainer": "detect_anomaly",
+    "pytorch_lightning.Trainer": "detect_anomaly", "lightning.pytorch.trainer.trainer.Trainer": "detect_anomaly",
+}
+#: Readers that return Python object trees (dicts, lists, strings): json,
+#: pickle, PyYAML, ujson, orjson. Each element is a refcounted Python object.
+PYTHON_OBJECT_READERS = frozenset({
+    "json.load", "json.loads", "pickle.load", "pickle.loads", "yaml.load", "yaml.safe_load", "yaml.full_load",
+    "yaml.unsafe_load", "ujson.load", "ujson.loads", "orjson.loads", "_pickle.load", "dill.load",
+})
+#: Methods of text files (io) and strings that return a list of lines.
+LINE_READING_METHODS = frozenset({"readlines", "splitlines"})
+#: DataLoader constructors and the keyword that forks worker processes
+#: (torch/utils/data/dataloader.py ``DataLoader(num_workers=0)``: 0 = in process).
+DATALOADER_WORKERS = {"torch.utils.data.DataLoader": "num_workers", "torch.utils.data.dataloader.DataLoader": "num_workers"}
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})

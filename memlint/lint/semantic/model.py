@@ -388,6 +388,40 @@ class SemanticModel:
         """``node`` runs inside an ``except`` handler of its unit."""
         return self.first_ancestor_verdict(node, "except", _except_verdict, False)
 
+    def oom_branch(self, handler: ast.ExceptHandler) -> list[ast.stmt] | None:
+        """The statements of ``handler`` that run when it catches an
+        out-of-memory error, or None when it does not catch one: the whole
+        body for ``except torch.cuda.OutOfMemoryError`` (a tuple naming it
+        too), the body of an ``if`` that tests the caught exception for it
+        (``"out of memory" in str(e)``, ``is_oom_error(e)``, a function of
+        this file that does) in an ``except RuntimeError``/``Exception``/bare
+        ``except``."""
+        caught = handler.type
+        names = caught.elts if isinstance(caught, ast.Tuple) else [caught] if caught is not None else []
+        qualified = {self.qualified(name) for name in names}
+        if qualified & fw.OOM_ERRORS:
+            return handler.body
+        if caught is not None and not any(isinstance(n, ast.Name) and n.id in ("RuntimeError", "Exception", "BaseException")
+                                          for n in names):
+            return None
+        for node in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
+            if isinstance(node, ast.If) and self._tests_oom(node.test, 0):
+                return node.body
+        return None
+
+    def _tests_oom(self, test: ast.expr, depth: int) -> bool:
+        for node in ast.walk(test):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and fw.OOM_MESSAGE in node.value.lower():
+                return True
+            if isinstance(node, ast.Call):
+                if self.qualified(node.func) in fw.OOM_TESTS:
+                    return True
+                target = operations._local_target(self, node.func) if depth < 2 else None
+                if isinstance(target, FUNCTION_TYPES):
+                    if any(self._tests_oom(r.value, depth + 1) for r in self.own_nodes(target, (ast.Return,)) if r.value is not None):
+                        return True
+        return False
+
     def comprehension_of(self, node: ast.AST) -> ast.AST | None:
         """The innermost comprehension around ``node`` within its unit."""
         return self.first_ancestor_verdict(node, "comprehension", _comprehension_verdict, None) or None
@@ -1142,6 +1176,159 @@ class SemanticModel:
             return False
         return self.hook_of(function) is None
 
+    def forward_pass_methods(self, klass: ClassInfo) -> frozenset[Function]:
+        """The methods of the module class ``klass`` that run within its
+        forward pass: ``forward`` (as ``self.forward`` resolves it through
+        the file's bases) and the methods it calls on ``self``
+        (``self._attend(x)``), transitively. Empty for a class that is no
+        module. Hooks a framework drives (``training_step``) are not forward
+        passes."""
+        memo = self.__dict__.setdefault("_forward_methods", {})
+        found = memo.get(klass)
+        if found is not None:
+            return found
+        methods: list[Function] = []
+        start = klass.method("forward") if klass.is_module else None
+        pending = [start] if start is not None else []
+        while pending:
+            method = pending.pop()
+            if method in methods or self.hook_of(method) is not None:
+                continue
+            methods.append(method)
+            receiver = _first_parameter(method)
+            for call in self._calls_of_unit(method):
+                func = call.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver:
+                    callee = klass.method(func.attr)
+                    if callee is not None and callee.name != "__init__":
+                        pending.append(callee)
+        found = memo[klass] = frozenset(methods)
+        return found
+
+    def in_forward_pass(self, function: ast.AST) -> ClassInfo | None:
+        """The module class whose forward pass runs ``function`` (see
+        :meth:`forward_pass_methods`), or None. A method of an in-file base
+        class counts when a subclass's forward calls it."""
+        owner = self.class_of_method(function)
+        if owner is None or not owner.is_module:
+            return None
+        runs = self.__dict__.get("_forward_pass_owner")
+        if runs is None:
+            runs = {}
+            for klass in self.classes.by_node.values():
+                if klass.is_module:
+                    for method in self.forward_pass_methods(klass):
+                        runs.setdefault(method, klass)
+            self._forward_pass_owner = runs
+        return runs.get(function)
+
+    def input_derived(self, function: Function) -> frozenset[str]:
+        """The names of ``function`` that hold what its callers give it: its
+        parameters other than the receiver of a method, and the locals assigned
+        from an expression that mentions one of them (``h = result.hidden[-1]``),
+        to a fixed point over its own assignments. A value whose
+        :attr:`~.values.Value.sources` meet these depends on the call's inputs;
+        one computed from ``self.`` state alone (weights derived from
+        parameters) does not."""
+        memo = self.__dict__.setdefault("_input_derived", {})
+        found = memo.get(function)
+        if found is not None:
+            return found
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        if self.class_of_method(function) is not None and not any(
+                isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
+            positional = positional[1:]
+        names = {a.arg for a in (*positional, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a is not None}
+        assignments = []
+        for node in self.own_nodes(function, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+            if isinstance(node, ast.For):
+                targets, value = [node.target], node.iter
+            elif isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            else:
+                targets, value = [node.target], node.value
+            if value is None:
+                continue
+            bound = {name for target in targets for name in _target_names(target) if "." not in name}
+            used = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+            if isinstance(node, ast.AugAssign):
+                used |= bound
+            assignments.append((bound, used))
+        changed = True
+        while changed:
+            changed = False
+            for bound, used in assignments:
+                if used & names and not bound <= names:
+                    names |= bound
+                    changed = True
+        found = memo[function] = frozenset(names)
+        return found
+
+    def callable_definition(self, expr: ast.expr, depth: int = 0) -> tuple[ast.AST, int] | None:
+        """The function of this file that the callable ``expr`` denotes, and
+        how many of its leading parameters are already bound, or None: a name
+        bound to a ``def`` (0), a lambda (0), ``self.method`` in a method of
+        the class (1: the receiver), ``functools.partial(f, a, b)`` (f's,
+        plus 2), and a call of a function of the file that returns a
+        ``def`` or lambda it defines (``register_forward_hook(save(name))``:
+        the inner function, 0)."""
+        if depth > 2:
+            return None
+        if isinstance(expr, ast.Lambda):
+            return expr, 0
+        if isinstance(expr, ast.Name):
+            target = operations._local_target(self, expr)
+            return (target, 0) if isinstance(target, FUNCTION_TYPES) else None
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            unit = self.function_of(expr)
+            klass = self.class_of_method(unit) if unit is not None else None
+            if klass is not None and expr.value.id == _first_parameter(unit):
+                method = klass.method(expr.attr)
+                if method is not None and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in method.decorator_list):
+                    return method, 1
+            return None
+        if isinstance(expr, ast.Call):
+            if self.qualified(expr.func) == "functools.partial" and expr.args and not any(isinstance(a, ast.Starred) for a in expr.args):
+                inner = self.callable_definition(expr.args[0], depth + 1)
+                return None if inner is None else (inner[0], inner[1] + len(expr.args) - 1)
+            factory = self.callable_definition(expr.func, depth + 1)
+            if factory is None or not isinstance(factory[0], FUNCTION_TYPES):
+                return None
+            returned = [r.value for r in self.own_nodes(factory[0], (ast.Return,)) if r.value is not None]
+            if len(returned) == 1:
+                value = returned[0]
+                if isinstance(value, ast.Lambda):
+                    return value, 0
+                if isinstance(value, ast.Name):
+                    nested = [n for n in factory[0].body if isinstance(n, FUNCTION_TYPES) and n.name == value.id]
+                    if len(nested) == 1:
+                        return nested[0], 0
+        return None
+
+    def walks_data(self, loop: ast.AST, counted: bool = True) -> bool:
+        """``loop``'s iterations come with the data or the steps of the run:
+        a ``for`` over a loader, a dataset or another stream, or over slices
+        of the data (``for i in range(0, n, bs): x[i:i + bs]``); a ``while``
+        that draws batches with ``next()`` or trains. A ``while`` that
+        generates up to a length (``while pos < max_len``) and a ``for`` over
+        ``range(steps)`` of sampling make an output of a bounded size.
+
+        With ``counted=False`` a ``for`` over ``range(n)`` (of a count the
+        file does not fix) walks the data only when it trains or slices the
+        data: a loop that samples ``n`` tokens or ``n`` images makes an
+        output of the size asked for."""
+        if isinstance(loop, FOR_TYPES):
+            walked = self.value(loop.iter)
+            if _slices_batches(loop):
+                return True
+            if not counted and walked.type_name == "range":
+                return self.trains(loop.body)
+            return walked.stream is not Tri.NO
+        if any(isinstance(call.func, ast.Name) and call.func.id == "next" for call in ast.walk(loop) if isinstance(call, ast.Call)):
+            return True
+        return self.trains(loop.body)
+
     def is_run_loop(self, loop: ast.AST) -> bool:
         found = self._run_loop_memo.get(loop)
         if found is None:
@@ -1218,6 +1405,11 @@ class SemanticModel:
                     continue  # the micro-batches of one step: the step's loop decides
                 return loop
         return None
+
+    def bounded_by_enclosing_iteration(self, loop: ast.AST) -> bool:
+        """``loop`` walks what the loop around it makes afresh each iteration
+        (the micro-batches of one step): its length does not grow with the run."""
+        return self._bounded_by_enclosing_iteration(loop)
 
     def _bounded_by_enclosing_iteration(self, loop: ast.AST) -> bool:
         """``loop`` walks something the loop around it makes afresh each
@@ -1322,6 +1514,16 @@ _BUILTIN_CALLABLES = frozenset({
     "list", "tuple", "dict", "set", "frozenset", "float", "int", "bool", "str", "print", "isinstance", "getattr",
     "setattr", "hasattr", "super", "map", "filter", "open", "type", "repr", "any", "all", "id", "hash", "vars",
 })
+
+
+def _slices_batches(loop: ast.For | ast.AsyncFor) -> bool:
+    """``for i in range(0, n, bs): x[i:i + bs]``: the loop walks data in slices."""
+    index = set(_target_names(loop.target))
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is not None:
+            if {n.id for n in ast.walk(node.slice.lower) if isinstance(n, ast.Name)} & index:
+                return True
+    return False
 
 
 def _parameter_names(function: Function) -> set[str]:

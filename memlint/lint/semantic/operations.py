@@ -632,6 +632,8 @@ def container_method(model, receiver: Value, name: str, call: CallInfo, interpre
             interpreter.update_container(receiver_node, stored)
             interpreter.record_collect(receiver_node, stored, call.node)
         return receiver.element or UNKNOWN if name == "setdefault" else PLAIN
+    if receiver.stream is Tri.YES and name in fw.STREAM_PIPELINE_METHODS:
+        return receiver  # `ds.shuffle(1000).batch(32)`: still the stream of batches
     element = receiver.element or UNKNOWN
     if name in ("pop", "get", "popleft", "__getitem__", "popitem"):
         return element

@@ -1,0 +1,152 @@
+"""MEM306 model-copy-on-device."""
+
+from __future__ import annotations
+
+import ast
+
+from memlint.lint.diagnostic import Severity
+from memlint.lint.rule import Rule
+from memlint.lint.semantic.values import Kind, Tri
+
+DEEPCOPY = frozenset({"copy.deepcopy"})
+#: Methods that take the copy to the host at once (``deepcopy(m).cpu()``).
+_TO_HOST = frozenset({"cpu", "numpy", "tolist"})
+
+
+class ModelCopyOnDevice(Rule):
+    """## What it does
+    Reports `copy.deepcopy` of a module, or of its `state_dict()`, while the
+    module is on the accelerator, in code that runs again and again: inside
+    a loop of the run (over epochs or batches), or in a function that runs
+    once per batch or epoch (a framework hook such as Lightning's
+    `on_train_epoch_end`, a function called from such a loop). Typical
+    cases: a "best model" snapshot after each validation, an EMA or teacher
+    model re-created every epoch, a copy per fold or trial that is kept.
+
+    ## Why is this bad?
+    A deep copy of a module on the GPU allocates a second full set of its
+    parameters and buffers on the GPU (a `state_dict()` copy clones every
+    tensor where it lives). The copy stays until it is replaced, and while
+    it is replaced two copies exist: a model that fills most of the device
+    runs out of memory at the first snapshot, and copies kept in a list grow
+    without bound.
+
+    ## Example
+    ```python
+    model = Net().to("cuda")
+    for epoch in range(epochs):
+        train_one_epoch(model, loader, optimizer)
+        if evaluate(model) > best_acc:
+            best_model = copy.deepcopy(model)
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().to("cuda")
+    for epoch in range(epochs):
+        train_one_epoch(model, loader, optimizer)
+        if evaluate(model) > best_acc:
+            best_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    ```
+
+    ## Known problems
+    Whether the module is on the accelerator comes from the same file
+    (`.cuda()`, `.to(device)`, `device=`, a framework hook's module); a
+    module that arrives from another file is not known to be there, and the
+    rule stays silent. A copy that is moved to the host in the same
+    expression (`copy.deepcopy(model).cpu()`) is not reported, although the
+    copy exists on the device for a moment. One copy made before the loop
+    (an EMA model, a frozen teacher) is the intended pattern and is not
+    reported; nor is a copy in a test function, or in a function that
+    takes one training step but that no loop of the file is seen to call.
+
+    ## References
+    - [Saving and loading models: save the best model's state_dict](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
+    - [copy.deepcopy](https://docs.python.org/3/library/copy.html#copy.deepcopy)
+    """
+
+    CODE = "MEM306"
+    NAME = "model-copy-on-device"
+    MESSAGE = "`copy.deepcopy` of a module on the accelerator runs every iteration: each copy is another full set of weights on the device"
+    SEVERITY = Severity.WARNING
+    TRIGGERS = ("deepcopy",)
+    NEEDS_NAMES = ("deepcopy",)
+    FRAMEWORK = "torch"
+    VALID = (
+        "import copy\nimport torch.nn as nn\ndef fit(loader, opt, epochs):\n    model = nn.Linear(4, 2).cuda()\n    ema = copy.deepcopy(model)\n    for epoch in range(epochs):\n        for x in loader:\n            model(x).sum().backward()\n            opt.step()\n",
+        "import copy\nimport torch.nn as nn\ndef fit(loader, opt, epochs):\n    model = nn.Linear(4, 2).cuda()\n    for epoch in range(epochs):\n        for x in loader:\n            model(x).sum().backward()\n            opt.step()\n        best = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}\n",
+        "import copy\nimport torch.nn as nn\ndef fit(loader, opt, epochs):\n    model = nn.Linear(4, 2)\n    for epoch in range(epochs):\n        for x in loader:\n            model(x).sum().backward()\n            opt.step()\n        best = copy.deepcopy(model)\n",
+        "import copy\nimport torch.nn as nn\ndef fit(loader, opt, epochs):\n    model = nn.Linear(4, 2).cuda()\n    for epoch in range(epochs):\n        for x in loader:\n            model(x).sum().backward()\n            opt.step()\n        best = copy.deepcopy(model).cpu()\n",
+        "import copy\ndef fit(configs, epochs):\n    for cfg in configs:\n        cfg = copy.deepcopy(cfg)\n        cfg['lr'] = 0.1\n",
+    )
+    INVALID = (
+        "import copy\nimport torch.nn as nn\ndef fit(loader, opt, epochs):\n    model = nn.Linear(4, 2).cuda()\n    for epoch in range(epochs):\n        for x in loader:\n            model(x).sum().backward()\n            opt.step()\n        best = copy.deepcopy(model)  # expect: MEM306\n",
+        "from copy import deepcopy\nimport torch\ndef fit(model, loader, opt, device):\n    model.to(device)\n    for x in loader:\n        model(x.to(device)).sum().backward()\n        opt.step()\n        snapshot = deepcopy(model.state_dict())  # expect: MEM306\n",
+        "import copy\nimport lightning as L\nclass EMA(L.Callback):\n    def on_train_epoch_end(self, trainer, pl_module):\n        self.teacher = copy.deepcopy(pl_module)  # expect: MEM306\n",
+    )
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if len(node.args) != 1 or node.keywords:
+            return
+        if isinstance(node.func, ast.Attribute) and node.func.attr != "deepcopy" or not isinstance(node.func, (ast.Attribute, ast.Name)):
+            return  # cheap check first: `copy.deepcopy(...)`, `deepcopy(...)` or an imported alias
+        if isinstance(node.func, ast.Name) and node.func.id != "deepcopy" and node.func.id not in self._aliases():
+            return
+        if self.ctx.qualified(node.func) not in DEEPCOPY:
+            return
+        if not self._copies_device_weights(node.args[0]) or self._taken_to_host(node):
+            return
+        if self._repeats(node):
+            self.report(node)
+
+    def _aliases(self) -> frozenset[str]:
+        """Local names that ``from copy import deepcopy as <name>`` binds."""
+        found = self.__dict__.get("_alias_names")
+        if found is None:
+            found = self._alias_names = frozenset(
+                alias.asname for node in self.ctx.index.of_type(ast.ImportFrom) if node.module == "copy"
+                for alias in node.names if alias.name == "deepcopy" and alias.asname)
+        return found
+
+    def _copies_device_weights(self, copied: ast.expr) -> bool:
+        """``copied`` is a module on the accelerator, or such a module's ``state_dict()``."""
+        semantic = self.ctx.semantic
+        value = semantic.value(copied)
+        if value.kind is Kind.MODULE:
+            return value.device is Tri.YES
+        if isinstance(copied, ast.Call) and isinstance(copied.func, ast.Attribute) and copied.func.attr == "state_dict":
+            owner = semantic.value(copied.func.value)
+            return owner.kind is Kind.MODULE and owner.device is Tri.YES
+        return False
+
+    def _taken_to_host(self, node: ast.Call) -> bool:
+        """``copy.deepcopy(m).cpu()`` / ``.to("cpu")``: the copy leaves the device at once."""
+        parent = self.ctx.semantic.parents.get(node)
+        call = self.ctx.semantic.parents.get(parent) if isinstance(parent, ast.Attribute) else None
+        if not isinstance(call, ast.Call) or call.func is not parent:
+            return False
+        if parent.attr in _TO_HOST:
+            return True
+        if parent.attr == "to" and call.args:
+            target = call.args[0]
+            return isinstance(target, ast.Constant) and target.value == "cpu"
+        return False
+
+    def _repeats(self, node: ast.Call) -> bool:
+        """The copy is made again and again: in a run loop, or in a function
+        that repeats (a framework hook, a function called from a run loop)."""
+        semantic = self.ctx.semantic
+        function = semantic.function_of(node)
+        if function is not None and (semantic.is_test_function(function) or semantic.is_module_method(function)):
+            return False
+        if semantic.run_loops(node):
+            return True
+        if function is None or semantic.enclosing_loops(node) or semantic.comprehension_of(node) is not None:
+            return False  # a loop over a fixed structure
+        repetition = semantic.repetition(function)
+        if repetition is None:
+            return False
+        if repetition.reason in ("hook", "driver"):
+            return True
+        # called from a run loop of this file; not a guess that a training step repeats
+        return repetition.reason == "caller" and any(semantic.run_loops(site.call) for site in semantic.sites_of(function))
