@@ -28,6 +28,36 @@ def dotted_name(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+class DottedNames:
+    """:func:`dotted_name` of the nodes of one tree, memoized along each
+    chain: the ``n`` attributes of ``a.b. ... .z`` cost O(n) together, not
+    O(n²) (a rule asking about every attribute of a long chain)."""
+
+    def __init__(self) -> None:
+        self._memo: dict[ast.AST, str | None] = {}
+
+    def of(self, node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        memo = self._memo
+        found = memo.get(node, memo)
+        if found is not memo:
+            return found
+        chain = []
+        current = node
+        while isinstance(current, ast.Attribute) and current not in memo:
+            chain.append(current)
+            current = current.value
+        if isinstance(current, ast.Attribute):
+            base = memo[current]
+        else:
+            base = current.id if isinstance(current, ast.Name) else None
+        for attribute in reversed(chain):
+            base = None if base is None else f"{base}.{attribute.attr}"
+            memo[attribute] = base
+        return base if chain else None
+
+
 class ImportMap:
     """Alias map of one module: local name -> fully qualified dotted name."""
 

@@ -11,13 +11,15 @@ N squared too. The third shape nests N training loops (an analysis that
 re-interprets a loop body per iteration of the loop around it is
 exponential in N), and the fourth is a dense file of N small training
 functions (about 1 MiB at N = 3700, near the largest file memlint lints), for
-growth in the size of a whole file. This prints the wall time of
+growth in the size of a whole file. The fifth sums, in a training loop, ten
+attribute chains N attributes long (``out.grad.grad...``): an analysis that
+spells each attribute's dotted name from scratch is N squared. This prints the wall time of
 ``memlint check --no-cache --jobs 1`` for a few N.
 
 Run::
 
     python tests/benchmarks/bench_long_function.py [--blocks 50 150 300] [--branches 300 1000 2500]
-        [--depths 5 10 20] [--functions 1000 2000 3700]
+        [--depths 5 10 20] [--functions 1000 2000 3700] [--chains 700 1400 2800]
 """
 
 from __future__ import annotations
@@ -76,6 +78,13 @@ def dense_source(functions: int) -> str:
     return "import torch\n" + "".join(FUNCTION.format(i=i, previous=max(i - 1, 0)) for i in range(functions))
 
 
+def chain_source(length: int) -> str:
+    """A training loop adding ten ``length``-attribute chains into totals."""
+    chain = "out" + ".grad" * length
+    sums = "".join(f"    total{i} = total{i} + {chain}\n" for i in range(10))
+    return "import torch\nfor x in loader:\n    out = model(x)\n" + sums
+
+
 def source(blocks: int) -> str:
     """The training loop with ``blocks`` repeated blocks (6 lines each)."""
     return HEAD + "".join(BLOCK.format(i=i) for i in range(blocks)) + "        opt.step()\n"
@@ -100,9 +109,11 @@ def main() -> int:
     parser.add_argument("--branches", type=int, nargs="+", default=[300, 1000, 2500])
     parser.add_argument("--depths", type=int, nargs="+", default=[5, 10, 20])
     parser.add_argument("--functions", type=int, nargs="+", default=[1000, 2000, 3700])
+    parser.add_argument("--chains", type=int, nargs="+", default=[700, 1400, 2800])
     args = parser.parse_args()
     shapes = (("blocks", args.blocks, source), ("elif branches", args.branches, elif_source),
-              ("nested loops", args.depths, nested_source), ("dense file: functions", args.functions, dense_source))
+              ("nested loops", args.depths, nested_source), ("dense file: functions", args.functions, dense_source),
+              ("attribute chain length", args.chains, chain_source))
     with tempfile.TemporaryDirectory() as work:
         for title, sizes, make in shapes:
             print(f"| {title} | lines | wall |\n|---:|---:|---:|")

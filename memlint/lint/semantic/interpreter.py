@@ -476,7 +476,7 @@ class Interpreter:
         return self.model.with_module_evidence(self.unit, node.id, self.model.name_value(node, self))
 
     def expr_Attribute(self, node: ast.Attribute) -> Value:
-        dotted = dotted_name(node)
+        dotted = self.model.scopes.dotted.of(node)
         if dotted is not None and dotted in self.state.env:
             return self.state.env[dotted]
         qualified = self.model.scopes.qualified(node) if dotted is not None else None

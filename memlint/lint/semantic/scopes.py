@@ -25,7 +25,7 @@ import builtins
 import enum
 from dataclasses import dataclass, field
 
-from memlint.lint.names import dotted_name
+from memlint.lint.names import DottedNames
 from memlint.lint.syntax import COMPREHENSION_TYPES, FUNCTION_TYPES
 
 BUILTIN_NAMES = frozenset(dir(builtins))
@@ -145,6 +145,8 @@ class ScopeTree:
         self.scopes: dict[ast.AST, Scope] = {module: self.module_scope}
         self._scope_of: dict[ast.AST, Scope] = {}
         self._qualified_memo: dict[ast.AST, str | None] = {}
+        #: dotted names of this tree's chains, shared with the interpreter
+        self.dotted = DottedNames()
         for node in index.of_type(*_SCOPE_OPENERS):
             self._open(node, _opens_scope(node), self.scope_for(node))
         for node in index.of_type(ast.Name):
@@ -264,14 +266,11 @@ class ScopeTree:
         return found
 
     def _qualify(self, node: ast.AST) -> str | None:
-        dotted = dotted_name(node)
+        dotted = self.dotted.of(node)
         if dotted is None:
             return None
         head, _, rest = dotted.partition(".")
-        head_node = node
-        while isinstance(head_node, ast.Attribute):
-            head_node = head_node.value
-        bindings = self.bindings_of(head, self.scope_for(head_node))
+        bindings = self.bindings_of(head, self.scope_for(node))  # a chain's head is evaluated in the chain's scope
         if not bindings:
             return dotted
         imported = next((b.qualified for b in bindings if b.kind is BindingKind.IMPORT), None)
