@@ -172,7 +172,7 @@ def run_estimates(plan: EstimatePlan, config, options: RunOptions) -> EstimateRe
         if outcome.error:
             report.errors.append(f"{planned.path}: estimate (target {outcome.target}) failed: {outcome.error}")
             continue
-        diagnostic = mem302_diagnostic(outcome, planned.source)
+        diagnostic = mem302_diagnostic(outcome, planned.source, _configuration_line(planned.settings))
         if diagnostic is not None and planned.report_mem302 and not _suppressed(diagnostic, planned.source):
             report.diagnostics.append(diagnostic)
         elif options.verbose and outcome.fits is None:
@@ -344,21 +344,35 @@ def _source(settings: EstimateConfig, key: str) -> str:
     return f"config: {settings.settings[key].source}" if key in settings else "default"
 
 
-def mem302_diagnostic(outcome: ScriptEstimate, source: str | None = None) -> Diagnostic | None:
+def _configuration_line(settings) -> int:
+    """The script line of the estimate comment (its ``target=``), else 1."""
+    setting = settings.settings.get("target") if settings is not None else None
+    where = setting.source if setting is not None else ""
+    return int(where.rsplit(" ", 1)[-1]) if where.startswith("comment line ") else 1
+
+
+def mem302_diagnostic(outcome: ScriptEstimate, source: str | None = None, anchor_line: int = 1) -> Diagnostic | None:
     """MEM302 at the batch-size literal (or the comment line) when the estimate
-    does not fit; else None. With ``source``, a position outside it is not
+    does not fit; else None. A script whose batch size is not visible gets it
+    at ``anchor_line`` (the estimate comment, else line 1): a step that does
+    not fit is always a finding. With ``source``, a position outside it is not
     reported (the result came from another process or the cache)."""
     if outcome.verdict is None or outcome.verdict.fits:
         return None
     batch = outcome.recipe.get("batch-size")
     found = _batch_position(outcome, batch) if batch is not None else None
-    if found is None or (source is not None and found[2] > len(LINE_BREAK.split(source))):
+    lines = len(LINE_BREAK.split(source)) if source is not None else None
+    if found is None:
+        anchor = anchor_line if lines is None or anchor_line <= lines else 1
+        found = (anchor, 1, anchor, 1)
+    if lines is not None and found[2] > lines:
         return None
     line, col, end_line, end_col = found
     verdict = outcome.verdict
     largest = (f"the largest batch that fits is {outcome.max_batch}" if outcome.max_batch
                else "even batch size 1 does not fit")
-    message = (f"batch size {batch.value} does not fit {outcome.gpu or 'the target'}: the estimate needs "
+    what = f"batch size {batch.value}" if batch is not None else "the estimated training step (the workload's own batch)"
+    message = (f"{what} does not fit {outcome.gpu or 'the target'}: the estimate needs "
                f"{outcome.estimate.device_used / GiB:.2f} GiB of {verdict.capacity_bytes / GiB:.2f} GiB "
                f"({verdict.usable_bytes / GiB:.2f} GiB usable with {verdict.reserve:.0%} reserve); {largest}")
     return Diagnostic(MEM302, MEM302_NAME, Severity.ERROR, message, outcome.path, line, col, end_line, end_col)

@@ -259,3 +259,22 @@ def test_needs_estimate_rule_examples(project, memlint_run, code, source, invali
         assert [d["start_line"] for d in found] == marked, (out, err)
     else:
         assert not found, out
+
+
+def test_a_step_that_does_not_fit_is_a_finding_even_without_a_batch_size_in_the_script(project, memlint_run):
+    """No batch-size literal in the script: MEM302 goes on the estimate comment and the exit code is 1."""
+    script = project / "train.py"
+    script.write_text(textwrap.dedent(f"""\
+        import torch
+        # memlint: estimate target={PROJECT_MLP} capacity=1MiB reserve=0% advise=false
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+        """))
+    code, out, err = memlint_run("--estimate", str(script), "--format", "json", "--select", "MEM302")
+    assert code == 1, err
+    [diagnostic] = _mem302(out)
+    assert diagnostic["start_line"] == 2
+    assert "does not fit" in diagnostic["message"]
