@@ -566,3 +566,52 @@ def _check_still_valid(original: str, rewritten: str) -> None:
     found = problem(rewritten)
     if found is not None and problem(original) is None:
         raise ValueError(f"the fixed notebook would not be valid nbformat ({found})")
+
+
+# ---------------------------------------------------------------------------------
+# percent-format cells (rule examples, tests)
+# ---------------------------------------------------------------------------------
+_PERCENT_MARKER = re.compile(r"^# %%")
+
+
+def percent_cells(text: str) -> list[tuple[int, str]]:
+    """The cells of ``text`` in the percent format of Jupytext and VS Code:
+    a line starting with ``# %%`` starts a cell (the marker line belongs to
+    none); text before the first marker is a cell when it is not blank.
+    Returns (line in ``text`` of the cell's first line, cell source) pairs."""
+    cells: list[tuple[int, list[str]]] = []
+    current: list[str] | None = None
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if _PERCENT_MARKER.match(line):
+            current = []
+            cells.append((number + 1, current))
+            continue
+        if current is None:
+            current = []
+            cells.append((number, current))
+        current.append(line)
+    result = []
+    for first, lines in cells:
+        source = "".join(lines)
+        if first == 1 and not source.strip() and len(cells) > 1:
+            continue
+        result.append((first, source.rstrip("\n")))
+    return result
+
+
+def notebook_from_cells(sources: list[str]) -> str:
+    """An nbformat 4.5 notebook (JSON text, as Jupyter writes it) whose code
+    cells are ``sources``, a markdown cell first (so that cell numbers count
+    it, as they count every cell)."""
+    cells = [{"cell_type": "markdown", "id": "cell-0", "metadata": {}, "source": ["Example"]}]
+    for number, source in enumerate(sources, start=1):
+        cells.append({"cell_type": "code", "execution_count": None, "id": f"cell-{number}", "metadata": {},
+                      "outputs": [], "source": source.splitlines(keepends=True)})
+    document = {
+        "cells": cells,
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                     "language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,127 @@
+"""Notebook facts shared by the notebook rules (MEM113, MEM114, MEM404).
+
+Not a rule module (the leading underscore keeps the registry away). In a
+notebook, ``ctx.notebook`` is the :class:`~memlint.lint.notebook.NotebookLayout`
+of the module the linter built from the code cells; these helpers answer
+which cell a statement is in, which statement ends a cell, whether a cell's
+output is silenced with ``;``, and which top-level names hold tensor memory
+(as the semantic model knows values, never from names).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+
+from memlint.lint.semantic.values import Kind, Value
+
+#: Scopes whose names are not the kernel's top-level names.
+_OWN_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+               ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def cell_statements(ctx) -> dict[int, list[ast.stmt]]:
+    """The module's top-level statements grouped by cell number, in order."""
+    layout = ctx.notebook
+    grouped: dict[int, list[ast.stmt]] = {}
+    for statement in ctx.module.body:
+        cell = layout.cell_of(statement.lineno)
+        if cell is not None:
+            grouped.setdefault(cell.number, []).append(statement)
+    return grouped
+
+
+def cell_span(ctx, number: int):
+    """The :class:`~memlint.lint.notebook.CellSpan` of cell ``number``."""
+    return next(cell for cell in ctx.notebook.cells if cell.number == number)
+
+
+def ends_with_semicolon(ctx, cell) -> bool:
+    """True when the cell's last token (comments aside) is ``;``: IPython then
+    neither displays nor caches its last expression's value."""
+    text = "".join(ctx.line(number) + "\n" for number in range(cell.start, cell.end + 1))
+    last = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                                  tokenize.DEDENT, tokenize.ENDMARKER):
+                last = token
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return last is not None and last.type == tokenize.OP and last.string == ";"
+
+
+#: Kinds that may be tensor memory: a tensor, a container of tensors, and a
+#: value of unknown structure that the model knows to hold a graph or to be
+#: on the device (the output of a module whose output type is not known).
+_TENSOR_KINDS = (Kind.TENSOR, Kind.CONTAINER, Kind.UNKNOWN)
+
+
+def holds_tensor_memory(value: Value) -> bool:
+    """A tensor, or a container of tensors (a model output), known to keep an
+    autograd graph or to be on the accelerator. Modules, optimizers, objects,
+    plain values, and values of which neither is known are not (the model
+    cannot decide: stay silent)."""
+    if value.kind not in _TENSOR_KINDS:
+        return False
+    return value.attached or value.on_accelerator
+
+
+def what_it_keeps(value: Value) -> str:
+    """``"its autograd graph"`` or ``"GPU memory"``: the cost, for messages."""
+    return "its autograd graph" if value.attached else "GPU memory"
+
+
+def top_level_names(nodes) -> list[ast.Name]:
+    """The ``Name`` nodes bound or deleted at the kernel's top level in
+    ``nodes`` (statements or one node), in source order: not inside
+    functions, classes, lambdas or comprehensions."""
+    found: list[ast.Name] = []
+    stack = list(reversed(nodes if isinstance(nodes, list) else [nodes]))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            found.append(node)
+            continue
+        if isinstance(node, _OWN_SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return found
+
+
+def names_held(ctx, nodes) -> dict[str, ast.Name]:
+    """The top-level names that ``nodes`` leave holding tensor memory: for
+    each name bound there, its last binding or ``del`` decides; the
+    ``Name`` node of the binding that holds it."""
+    semantic = ctx.semantic
+    held: dict[str, ast.Name] = {}
+    for name in top_level_names(nodes):
+        if isinstance(name.ctx, ast.Del) or not holds_tensor_memory(semantic.value(name)):
+            held.pop(name.id, None)
+        else:
+            held[name.id] = name
+    return held
+
+
+def released_after(ctx, names: set[str], statements: list[ast.stmt]) -> set[str]:
+    """The ``names`` that ``statements`` delete or rebind to a value holding
+    no tensor memory (``del loss``, ``loss = None``)."""
+    semantic = ctx.semantic
+    released: set[str] = set()
+    for name in top_level_names(statements):
+        if name.id not in names:
+            continue
+        if isinstance(name.ctx, ast.Del) or not holds_tensor_memory(semantic.value(name)):
+            released.add(name.id)
+        else:
+            released.discard(name.id)
+    return released
+
+
+def quoted(names) -> str:
+    """```a`, `b` and `c``` for messages (at most five names)."""
+    items = [f"`{name}`" for name in sorted(names)]
+    if len(items) > 5:
+        items = items[:5] + ["..."]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
