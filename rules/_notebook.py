@@ -120,8 +120,8 @@ def released_after(ctx, names: set[str], statements: list[ast.stmt]) -> set[str]
 
 
 def quoted(names) -> str:
-    """```a`, `b` and `c``` for messages (at most five names)."""
+    """```a`, `b` and `c``` for messages; past five names, ``... and N more``."""
     items = [f"`{name}`" for name in sorted(names)]
     if len(items) > 5:
-        items = items[:5] + ["..."]
+        items = items[:4] + [f"{len(items) - 4} more"]
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -128,8 +128,8 @@ class TopLevelLoopKeepsState(Rule):
         kept = set(held) - released_after(ctx, set(held), later)
         if not kept:
             return
-        kind = "training" if semantic.trains(loop) else "evaluation"
-        message = (f"a {kind} loop at the cell's top level leaves {quoted(kept)} alive in the kernel after the cell "
+        kind = "a training" if semantic.trains(loop) else "an evaluation"
+        message = (f"{kind} loop at the cell's top level leaves {quoted(kept)} alive in the kernel after the cell "
                    "ends (the last iteration's tensors, graphs and GPU memory); wrap the loop in a function or "
                    "`del` them at the end of the cell")
         self._report_header(loop, message)
