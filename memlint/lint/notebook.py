@@ -615,3 +615,46 @@ def notebook_from_cells(sources: list[str]) -> str:
         "nbformat_minor": 5,
     }
     return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def notebook_from_cell_sources(path: str, cells: list[tuple[str, str]]) -> Notebook:
+    """A :class:`Notebook` of an editor's cells, (cell type, text) in order
+    (the language server's notebook documents); it has no JSON text."""
+    raw = [{"cell_type": kind, "source": text} for kind, text in cells]
+    sources = {index: text for index, (kind, text) in enumerate(cells) if kind == "code"}
+    layout, module = build_module(raw, sources)
+    return Notebook(path, "", {"cells": raw, "nbformat": 4}, raw, sources, layout, module)
+
+
+def source_line_numbers(text: str) -> dict[tuple[int, int], int]:
+    """(cell number, line in the cell) -> 0-based line of the notebook's JSON
+    ``text`` that holds it: the line of its element in a list-of-lines
+    ``source``, or of the string for a one-string ``source``.
+
+    Raises:
+        ValueError: ``text`` is not a notebook's JSON.
+    """
+    decoder = json.JSONDecoder()
+    found: dict[tuple[int, int], int] = {}
+    for index, (start, end) in source_spans(text).items():
+        number = index + 1
+        if text[start] != "[":
+            value, _ = decoder.raw_decode(text, start)
+            json_line = text.count("\n", 0, start)
+            for line in range(1, len(split_lines(value if isinstance(value, str) else "")) + 1):
+                found[(number, line)] = json_line
+            continue
+        i, line = start + 1, 1
+        while True:
+            i = _WHITESPACE.match(text, i).end()
+            if i >= end or text[i] == "]":
+                break
+            value, after = decoder.raw_decode(text, i)
+            json_line = text.count("\n", 0, i)
+            for _ in range(max(1, len(LINE_BREAK.findall(value)) if isinstance(value, str) else 1)):
+                found[(number, line)] = json_line
+                line += 1
+            i = _WHITESPACE.match(text, after).end()
+            if text[i:i + 1] == ",":
+                i += 1
+    return found
