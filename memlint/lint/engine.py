@@ -59,6 +59,17 @@ SYNTAX_ERROR_CODE = "MEM001"
 #: embedded data), not training code; the largest hand-written transformers
 #: modeling files are ~0.3 MB.
 MAX_SOURCE_BYTES = 2**20
+#: A notebook's file holds its outputs too (plots as base64 images: tens of
+#: MiB are common); the limit above applies to its code cells, this one to
+#: the file that is read.
+MAX_NOTEBOOK_BYTES = 64 * 2**20
+
+
+def size_limit(path: str) -> int:
+    """The most bytes of ``path`` that are read for linting."""
+    from memlint.lint.notebook import is_notebook_path
+
+    return MAX_NOTEBOOK_BYTES if is_notebook_path(path) else MAX_SOURCE_BYTES
 
 
 @dataclass(frozen=True)
@@ -107,9 +118,8 @@ def precheck(path: str, data: bytes, options: LintOptions) -> tuple[FileResult, 
     the text, the :class:`Pending` parse; without one the result is final.
     """
     result = FileResult(path=path)
-    if len(data) > MAX_SOURCE_BYTES:
-        size, limit = len(data) / 2**20, MAX_SOURCE_BYTES / 2**20
-        result.note = f"{path}: skipped: {size:.1f} MiB is over the {limit:.0f} MiB limit for linting (generated code?)"
+    if len(data) > size_limit(path):
+        result.note = too_large_note(path, len(data))
         return result, None
     layout = None
     from memlint.lint.notebook import is_notebook_path
@@ -119,6 +129,12 @@ def precheck(path: str, data: bytes, options: LintOptions) -> tuple[FileResult, 
         if notebook is None:
             return result, None
         source, layout = notebook.module, notebook.layout
+        if len(source) > MAX_SOURCE_BYTES:
+            size = len(source.encode("utf-8", errors="surrogatepass")) / 2**20
+            if size * 2**20 > MAX_SOURCE_BYTES:
+                result.note = (f"{path}: skipped: its code cells hold {size:.1f} MiB, over the "
+                               f"{MAX_SOURCE_BYTES / 2**20:.0f} MiB limit for linting (generated code?)")
+                return result, None
     else:
         source = _decode(path, data, result)
     if source is None or skips_file(source):
@@ -134,6 +150,12 @@ def lint_notebook(notebook, options: LintOptions) -> FileResult:
         return result
     pending = pending_for(notebook.path, notebook.module, options, notebook.layout)
     return result if pending is None else lint_pending(pending)
+
+
+def too_large_note(path: str, size: int) -> str:
+    """The note of a file skipped for its size."""
+    return (f"{path}: skipped: {size / 2**20:.1f} MiB is over the {size_limit(path) / 2**20:.0f} MiB limit "
+            "for linting (generated code?)")
 
 
 def read_notebook(path: str, data: bytes, result: FileResult):

@@ -314,3 +314,13 @@ def test_fix_never_touches_a_masked_line(tmp_path):
     run_memlint("--no-cache", "--fix", str(path))
     source = "".join(json.loads(path.read_text())["cells"][2]["source"])
     assert "%time pass" in source and "total += loss.detach()" in source
+
+
+def test_large_outputs_do_not_stop_linting(tmp_path):
+    document = json.loads(notebook_from_cells(list(LEAK_CELLS)))
+    document["cells"][1]["outputs"] = [{"output_type": "display_data", "metadata": {},
+                                        "data": {"image/png": "A" * (3 * 2**20)}}]
+    path = tmp_path / "plots.ipynb"
+    path.write_text(json.dumps(document))
+    proc = run_memlint("--no-cache", "--format", "concise", str(path))
+    assert f"{path}:cell 3:7:5: MEM101" in proc.stdout, proc.stderr
