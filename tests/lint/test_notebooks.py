@@ -269,6 +269,13 @@ def test_fix_rewrites_only_the_changed_cell_byte_for_byte(tmp_path):
         pieces_new.append(after[last_new:new_spans[index][0]])
         last_old, last_new = old_spans[index][1], new_spans[index][1]
     assert pieces_old == pieces_new and before[last_old:] == after[last_new:]
+    # inside the changed values too, the file is as Jupyter (nbformat) writes it, as it was before
+    import nbformat
+
+    def canonical(text: str) -> str:
+        return nbformat.writes(nbformat.reads(text, as_version=4)).rstrip("\n")
+
+    assert canonical(before) == before.rstrip("\n") and canonical(after) == after.rstrip("\n")
     # fixed once, nothing left to fix
     again = run_memlint("--no-cache", "--fix", "--unsafe-fixes", str(path))
     assert "Fixed" not in again.stderr and path.read_text(encoding="utf-8") == after
@@ -276,7 +283,7 @@ def test_fix_rewrites_only_the_changed_cell_byte_for_byte(tmp_path):
 
 def test_fix_keeps_other_json_styles(tmp_path):
     document = json.loads(notebook_from_cells(list(LEAK_CELLS)))
-    document["cells"][2]["source"] = "".join(document["cells"][2]["source"])  # one string, not lines
+    document["cells"][2]["source"] = "# étape 2\n" + "".join(document["cells"][2]["source"])  # one string
     document["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["état ✓\n"]}]
     text = json.dumps(document, indent=4, ensure_ascii=True) + "\n"
     path = tmp_path / "styled.ipynb"
@@ -324,3 +331,30 @@ def test_large_outputs_do_not_stop_linting(tmp_path):
     path.write_text(json.dumps(document))
     proc = run_memlint("--no-cache", "--format", "concise", str(path))
     assert f"{path}:cell 3:7:5: MEM101" in proc.stdout, proc.stderr
+
+
+def test_stdin_notebook_is_linted_and_fixed_to_stdout(tmp_path):
+    text = notebook_from_cells(list(LEAK_CELLS))
+    proc = run_memlint("--no-cache", "--format", "concise", "--stdin-filename", "nb.ipynb", "-", stdin=text.encode())
+    assert "nb.ipynb:cell 3:7:5: MEM101" in proc.stdout
+    fixed = run_memlint("--fix", "--stdin-filename", "nb.ipynb", "-", stdin=text.encode())
+    assert json.loads(fixed.stdout)["cells"][2]["source"][-1] == "    total += loss.detach()"
+    assert fixed.stdout.replace("loss.detach()", "loss") == text
+
+
+def test_empty_and_markdown_cells_keep_the_numbering():
+    text = notebook_from_cells(["", LEAK_CELLS[0], "", "# just a comment", LEAK_CELLS[1], ""])
+    result = lint_nb("nb.ipynb", text)
+    assert [(d.cell, d.line) for d in result.diagnostics if d.code == "MEM101"] == [(6, 7)]
+
+
+def test_percent_cells():
+    from memlint.lint.notebook import percent_cells
+
+    assert percent_cells("# %%\na = 1\n# %% [markdown]\nb\n") == [(2, "a = 1"), (4, "b")]
+    assert percent_cells("x = 1\n# %%\ny\n") == [(1, "x = 1"), (3, "y")]
+
+
+def test_rules_json_marks_notebook_only_rules():
+    records = {r["code"]: r for r in json.loads(run_memlint("rules", "--format", "json").stdout)}
+    assert {code for code, r in records.items() if r["notebook_only"]} == {"MEM113", "MEM114", "MEM404"}
