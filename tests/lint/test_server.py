@@ -164,6 +164,17 @@ def test_notebook_document_cells_get_their_diagnostics(client, tmp_path):
         "context": {"diagnostics": published[cell_uris[3]]}})
     assert actions and actions[0]["kind"] == "quickfix.unsafe" and "(unsafe)" in actions[0]["title"]
     assert actions[0]["edit"]["changes"][cell_uris[3]][0]["newText"] == ";"
+    # an edit of one cell re-lints the notebook: the fixed accumulation is gone
+    old = cells[2][1]
+    line = old.splitlines().index("    total += loss")
+    client.notify("notebookDocument/didChange", {
+        "notebookDocument": {"uri": notebook_uri, "version": 2},
+        "change": {"cells": {"textContent": [{
+            "document": {"uri": cell_uris[2], "version": 2},
+            "changes": [{"range": {"start": {"line": line, "character": 17}, "end": {"line": line, "character": 17}},
+                         "text": ".item()"}]}]}}})
+    after = client.diagnostics_for(cell_uris[2])
+    assert not [d for d in after if d["code"] == "MEM101"]
     assert client.close() == 0
 
 
