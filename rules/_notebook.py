@@ -37,9 +37,9 @@ def cell_span(ctx, number: int):
     return next(cell for cell in ctx.notebook.cells if cell.number == number)
 
 
-def ends_with_semicolon(ctx, cell) -> bool:
-    """True when the cell's last token (comments aside) is ``;``: IPython then
-    neither displays nor caches its last expression's value."""
+def last_token(ctx, cell) -> tuple[str, int, int] | None:
+    """The cell's last token, comments and line ends aside: its text and the
+    module (line, 1-based column) just after it; None for an empty cell."""
     text = "".join(ctx.line(number) + "\n" for number in range(cell.start, cell.end + 1))
     last = None
     try:
@@ -48,8 +48,17 @@ def ends_with_semicolon(ctx, cell) -> bool:
                                   tokenize.DEDENT, tokenize.ENDMARKER):
                 last = token
     except (tokenize.TokenError, SyntaxError):
-        return False
-    return last is not None and last.type == tokenize.OP and last.string == ";"
+        return None
+    if last is None:
+        return None
+    return last.string, cell.start + last.end[0] - 1, last.end[1] + 1
+
+
+def ends_with_semicolon(ctx, cell) -> bool:
+    """True when the cell's last token (comments aside) is ``;``: IPython then
+    neither displays nor caches its last expression's value."""
+    last = last_token(ctx, cell)
+    return last is not None and last[0] == ";"
 
 
 #: Kinds that may be tensor memory: a tensor, a container of tensors, and a

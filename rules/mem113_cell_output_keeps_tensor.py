@@ -6,7 +6,7 @@ import ast
 
 from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
 from memlint.lint.rule import Rule
-from memlint.rules._notebook import cell_span, cell_statements, ends_with_semicolon, holds_tensor_memory, what_it_keeps
+from memlint.rules._notebook import cell_span, cell_statements, holds_tensor_memory, last_token, what_it_keeps
 
 
 class CellOutputKeepsTensor(Rule):
@@ -104,13 +104,17 @@ class CellOutputKeepsTensor(Rule):
         if not statements or statements[-1] is not node:
             return
         value = self.ctx.semantic.value(node.value)
-        if not holds_tensor_memory(value) or ends_with_semicolon(self.ctx, cell_span(self.ctx, cell.number)):
+        if not holds_tensor_memory(value):
+            return
+        last = last_token(self.ctx, cell_span(self.ctx, cell.number))
+        if last is None or last[0] == ";":
             return
         message = (f"the cell's last expression is a tensor that IPython keeps in its output cache (`Out`, `_`), "
                    f"{what_it_keeps(value)} included, for the life of the kernel; assign it, end the cell with `;`, "
                    "or show `.item()`")
-        _, end = self.ctx.span(node)
-        fix = Fix(self.FIX_TITLE, self.FIX_APPLICABILITY, (Edit(end[0], end[1], end[0], end[1], ";"),))
+        # after the cell's last token: a closing parenthesis around the value included
+        _, line, col = last
+        fix = Fix(self.FIX_TITLE, self.FIX_APPLICABILITY, (Edit(line, col, line, col, ";"),))
         self.report(node, message=message, fix=fix)
 
     def _by_cell(self) -> dict[int, list[ast.stmt]]:

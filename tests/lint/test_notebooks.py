@@ -358,3 +358,10 @@ def test_percent_cells():
 def test_rules_json_marks_notebook_only_rules():
     records = {r["code"]: r for r in json.loads(run_memlint("rules", "--format", "json").stdout)}
     assert {code for code, r in records.items() if r["notebook_only"]} == {"MEM113", "MEM114", "MEM404"}
+
+
+def test_mem113_fix_goes_after_closing_parentheses(tmp_path):
+    path = write_nb(tmp_path, "nb.ipynb", LEAK_CELLS[0], "out = model(torch.randn(2, 4).cuda())\n(out  # shown\n)  # done")
+    proc = run_memlint("--no-cache", "--fix", "--unsafe-fixes", "--select", "MEM113", str(path))
+    assert "Fixed 1 problem" in proc.stderr, proc.stderr
+    assert "".join(json.loads(path.read_text())["cells"][2]["source"]).endswith("(out  # shown\n);  # done")
