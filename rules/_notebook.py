@@ -62,8 +62,8 @@ def ends_with_semicolon(ctx, cell) -> bool:
 
 
 #: Kinds that may be tensor memory: a tensor, a container of tensors, and a
-#: value of unknown structure that the model knows to hold a graph or to be
-#: on the device (the output of a module whose output type is not known).
+#: value of unknown structure whose elements the model knows to be tensors
+#: (the output of a module whose output type is not known).
 _TENSOR_KINDS = (Kind.TENSOR, Kind.CONTAINER, Kind.UNKNOWN)
 
 
@@ -74,7 +74,35 @@ def holds_tensor_memory(value: Value) -> bool:
     cannot decide: stay silent)."""
     if value.kind not in _TENSOR_KINDS:
         return False
+    if value.kind is Kind.UNKNOWN and not _of_tensors(value.element):
+        # a library method's result (`model.save_pretrained(...)`, `results.print()`) takes
+        # its graph and device from its receiver: it is not known to be tensors
+        return False
     return value.attached or value.on_accelerator
+
+
+def _of_tensors(element: Value | None) -> bool:
+    return element is not None and element.kind in (Kind.TENSOR, Kind.CONTAINER)
+
+
+def method_result_known(ctx, expr: ast.expr) -> bool:
+    """False for a method call whose result is not known to be tensors:
+    on a receiver that is not a tensor (``results.print()`` on a model
+    output of unknown structure), or a library model's method whose result
+    has no known structure (``model.add_weighted_adapter(...)``): the model
+    gives such results the receiver's graph and device. True for everything
+    else (a tensor's method, ``model.generate(...)``, a plain call, a name)."""
+    if not isinstance(expr, ast.Call) or not isinstance(expr.func, ast.Attribute):
+        return True
+    if ctx.qualified(expr.func) is not None:
+        return True  # a library function (`torch.exp(x)`, `F.softmax(x)`), not a method of a value
+    semantic = ctx.semantic
+    receiver = semantic.value(expr.func.value)
+    if receiver.kind is Kind.TENSOR:
+        return True
+    if receiver.kind is Kind.MODULE:
+        return semantic.value(expr).kind in (Kind.TENSOR, Kind.CONTAINER)
+    return False
 
 
 def what_it_keeps(value: Value) -> str:
@@ -106,11 +134,22 @@ def names_held(ctx, nodes) -> dict[str, ast.Name]:
     semantic = ctx.semantic
     held: dict[str, ast.Name] = {}
     for name in top_level_names(nodes):
-        if isinstance(name.ctx, ast.Del) or not holds_tensor_memory(semantic.value(name)):
+        if isinstance(name.ctx, ast.Del) or not _binds_tensor_memory(ctx, name):
             held.pop(name.id, None)
         else:
             held[name.id] = name
     return held
+
+
+def _binds_tensor_memory(ctx, name: ast.Name) -> bool:
+    """The binding ``name`` holds tensor memory (a method result of unknown
+    structure assigned to it directly does not count: :func:`method_result_known`)."""
+    if not holds_tensor_memory(ctx.semantic.value(name)):
+        return False
+    statement = ctx.semantic.parents.get(name)
+    if isinstance(statement, ast.Assign) and name in statement.targets:
+        return method_result_known(ctx, statement.value)
+    return True
 
 
 def released_after(ctx, names: set[str], statements: list[ast.stmt]) -> set[str]:
@@ -121,7 +160,7 @@ def released_after(ctx, names: set[str], statements: list[ast.stmt]) -> set[str]
     for name in top_level_names(statements):
         if name.id not in names:
             continue
-        if isinstance(name.ctx, ast.Del) or not holds_tensor_memory(semantic.value(name)):
+        if isinstance(name.ctx, ast.Del) or not _binds_tensor_memory(ctx, name):
             released.add(name.id)
         else:
             released.discard(name.id)

@@ -6,7 +6,8 @@ import ast
 
 from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
 from memlint.lint.rule import Rule
-from memlint.rules._notebook import cell_span, cell_statements, holds_tensor_memory, last_token, what_it_keeps
+from memlint.rules._notebook import (cell_span, cell_statements, holds_tensor_memory, last_token, method_result_known,
+                                     what_it_keeps)
 
 
 class CellOutputKeepsTensor(Rule):
@@ -54,8 +55,9 @@ class CellOutputKeepsTensor(Rule):
     holds the module keeps its weights anyway; note that `del model` then
     does not free the weights while `Out` holds the module
     (`%reset -f out` clears the cache). Values the semantic model cannot
-    decide (a function of another module, an object's attribute) are not
-    reported. IPython's `InteractiveShell.cache_size = 0` turns the cache
+    decide (a function of another module, an object's attribute, a method
+    called on a model output whose type is not known, such as
+    `results.print()`) are not reported. IPython's `InteractiveShell.cache_size = 0` turns the cache
     off; the rule does not read the IPython configuration.
 
     ## References
@@ -79,7 +81,7 @@ class CellOutputKeepsTensor(Rule):
         "# %%\nimport torch\nimport torch.nn as nn\nnet = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).cuda()\n"
         "# %%\nnet(torch.randn(2, 8, device='cuda'))  # expect: MEM113\n",
         "# %%\nimport torch\nfrom torchvision.models import resnet18\nmodel = resnet18().cuda().eval()\n"
-        "# %%\nwith torch.no_grad():\n    logits = model(torch.randn(1, 3, 224, 224).cuda())\nlogits[:, :5]  # expect: MEM113\n",
+        "# %%\nwith torch.no_grad():\n    logits = model(torch.randn(1, 3, 224, 224).cuda())\nlogits  # expect: MEM113\n",
         "# %%\n%%time\nimport torch\nimport torch.nn as nn\nm = nn.Linear(3, 1)\nout = m(torch.ones(1, 3))\nout  # expect: MEM113\n",
     )
     VALID = (
@@ -91,6 +93,12 @@ class CellOutputKeepsTensor(Rule):
         "# %%\nimport torch\nimport torch.nn as nn\nmodel = nn.Linear(8, 2)\n"
         "# %%\nwith torch.no_grad():\n    out = model(torch.randn(4, 8))\nout\n",
         "# %%\nimport torch\nimport torch.nn as nn\nmodel = nn.Linear(8, 2)\nloss = model(torch.randn(4, 8)).sum()\nloss\nprint(loss.item())\n",
+        "# %%\nfrom transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained('gpt2').cuda()\n"
+        "# %%\nmodel.save_pretrained('out')\n",
+        "# %%\nfrom transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained('gpt2').cuda()\n"
+        "# %%\nmodel.add_weighted_adapter(['a', 'b'], [0.5, 0.5], 'merged')\n",
+        "# %%\nimport torch\nimport torch.nn as nn\nnet = nn.Sequential(nn.Linear(4, 4)).cuda()\n"
+        "# %%\nresults = net(torch.randn(2, 4).cuda())\nresults.print()\n",
         "# %%\n%%timeit\nimport torch\nimport torch.nn as nn\nm = nn.Linear(3, 1)\nm(torch.ones(1, 3))\n",
     )
 
@@ -104,7 +112,7 @@ class CellOutputKeepsTensor(Rule):
         if not statements or statements[-1] is not node:
             return
         value = self.ctx.semantic.value(node.value)
-        if not holds_tensor_memory(value):
+        if not holds_tensor_memory(value) or not method_result_known(self.ctx, node.value):
             return
         last = last_token(self.ctx, cell_span(self.ctx, cell.number))
         if last is None or last[0] == ";":
