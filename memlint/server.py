@@ -14,6 +14,8 @@ What it serves:
   a safe fix is a ``quickfix`` (preferred); an unsafe one is offered as
   ``quickfix.unsafe`` with "(unsafe)" in its title, so an editor never
   applies it on its own.
+  For a Python file, ``source.fixAll.memlint`` applies every safe fix
+  (in rounds, as ``memlint --fix`` does) as one edit of the document.
 - **hover**: the rule's summary and documentation link on a reported span.
 
 Settings come from the nearest ``pyproject.toml`` ``[tool.memlint]`` of each
@@ -46,6 +48,7 @@ from memlint.lint.notebook import is_notebook_path
 
 SOURCE = "memlint"
 UNSAFE_QUICKFIX = "quickfix.unsafe"
+FIX_ALL = "source.fixAll.memlint"
 
 _SEVERITIES = {
     Severity.ERROR: types.DiagnosticSeverity.Error,
@@ -194,7 +197,35 @@ class MemlintServer(LanguageServer):
                 title=title, kind=types.CodeActionKind.QuickFix if safe else UNSAFE_QUICKFIX,
                 diagnostics=[lsp], is_preferred=safe,
                 edit=types.WorkspaceEdit(changes={params.text_document.uri: edits})))
+        fix_all = self.fix_all_action(params.text_document.uri, published)
+        if fix_all is not None:
+            actions.append(fix_all)
         return actions
+
+    def fix_all_action(self, uri: str, published: Published) -> types.CodeAction | None:
+        """Every safe fix of a Python file, as one whole-document edit (None
+        for a notebook cell, or when there is nothing safe to fix)."""
+        if self.workspace.get_notebook_document(cell_uri=uri) is not None or is_notebook_path(uri_to_path(uri)):
+            return None
+        findings = [finding for finding, _ in published.pairs]
+        if not any(f.fix is not None and f.fix.applicability is Applicability.SAFE for f in findings):
+            return None
+        from memlint.lint.fixes import fix_text
+
+        path = uri_to_path(uri)
+        options = self.options_for(path)
+        if options is None:
+            return None
+        text = self.workspace.get_text_document(uri).source
+        outcome = fix_text(path, text, options, False, findings)
+        if not outcome.changed:
+            return None
+        lines = text.splitlines()
+        end = types.Position(line=len(lines), character=0)
+        whole = types.Range(start=types.Position(line=0, character=0), end=end)
+        return types.CodeAction(title=f"memlint: fix all safely fixable problems ({outcome.fixed_count})",
+                                kind=FIX_ALL, edit=types.WorkspaceEdit(changes={uri: [
+                                    types.TextEdit(range=whole, new_text=outcome.fixed)]}))
 
     def hover(self, params: types.HoverParams) -> types.Hover | None:
         """The reported rule's summary and page link at the hovered position."""
@@ -347,7 +378,7 @@ def build_server() -> MemlintServer:
             ls.published.pop(cell.uri, None)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
-                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, UNSAFE_QUICKFIX]))
+                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, UNSAFE_QUICKFIX, FIX_ALL]))
     def code_action(ls: MemlintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         return ls.code_actions(params)
 

@@ -128,6 +128,10 @@ def test_python_file_diagnostics_code_actions_and_exit(client, tmp_path):
     assert fix["kind"] == "quickfix" and fix["isPreferred"] is True
     edit = fix["edit"]["changes"][uri][0]
     assert edit["newText"].endswith(".detach()") or ".detach()" in edit["newText"]
+    fix_all = next(a for a in actions if a["kind"] == "source.fixAll.memlint")
+    whole = fix_all["edit"]["changes"][uri][0]
+    assert whole["range"]["start"] == {"line": 0, "character": 0}
+    assert "total += loss.detach()" in whole["newText"] and whole["newText"].count("\n") == LEAK.count("\n")
     hover = client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": mem101["range"]["start"]})
     assert "MEM101" in hover["contents"]["value"]
     # an edit that removes the leak clears the diagnostic
