@@ -149,7 +149,7 @@ def run_check(args: argparse.Namespace) -> int:
         run.options = {job.path: job.options for job in jobs}
         run.results = _lint_with_cache(jobs, args, config)
         if not collected.files and not collected.errors:
-            run.notes.append("no Python files to check")
+            run.notes.append("no Python files or notebooks to check")
     if args.fix or args.diff:
         from memlint.lint.fixes import apply_fixes_to_run
 
@@ -249,9 +249,13 @@ def _estimate_sources(run: CheckRun, every_file: bool) -> list[tuple[str, str, f
     from memlint.lint.suppression import skips_file
 
     scripts = []
+    from memlint.lint.notebook import is_notebook_path
+
     for result in run.results:
         if result.error or any(d.code == SYNTAX_ERROR_CODE for d in result.diagnostics):
             continue
+        if is_notebook_path(result.path):
+            continue  # estimates are configured in scripts and pyproject.toml, not in notebooks
         options = run.options.get(result.path)
         if options is not None and MEM302 not in options.codes() and not every_file:
             continue

@@ -1,7 +1,8 @@
 """The ``memlint`` command line.
 
 Subcommands: ``check`` (the default: ``memlint train.py`` = ``memlint check
-train.py``), ``rule CODE``, ``rules``, ``estimate``, ``validate``.
+train.py``), ``rule CODE``, ``rules``, ``estimate``, ``validate``, ``server``
+(the language server, with the ``lsp`` extra).
 
 Exit codes: 0 nothing reported; 1 findings (``--exit-zero`` forces 0);
 2 usage, configuration, parse or estimate errors. Errors are one line on
@@ -19,7 +20,7 @@ import sys
 from memlint import __version__
 from memlint.errors import UsageError
 
-SUBCOMMANDS = ("check", "rule", "rules", "estimate", "validate")
+SUBCOMMANDS = ("check", "rule", "rules", "estimate", "validate", "server")
 FORMATS = ("full", "concise", "json", "github", "sarif")
 
 
@@ -60,6 +61,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         from memlint.validate.cli import add_validate_arguments
 
         add_validate_arguments(validate)
+
+    sub.add_parser("server", help="run the language server (LSP over stdio) for editors; needs the 'lsp' extra")
     return parser
 
 
@@ -142,4 +145,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         from memlint.validate.cli import run_validate
 
         return run_validate(args)
-    raise UsageError("no command given")  # pragma: no cover - argparse requires one
+    if args.command == "server":
+        return _serve()
+    raise UsageError("no command given")
+
+
+def _serve() -> int:
+    """``memlint server``: the LSP server of :mod:`memlint.server` (pygls)."""
+    try:
+        import pygls  # noqa: F401
+    except ImportError:
+        raise UsageError("`memlint server` needs pygls: pip install 'memlint[lsp]'") from None
+    from memlint.server import main as serve
+
+    return serve()  # pragma: no cover - argparse requires one

@@ -50,6 +50,7 @@ from pathlib import Path
 
 from memlint import __version__
 from memlint.config import Config
+from memlint.lint.notebook import is_notebook_path
 from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult, Fix, Severity
 from memlint.lint.runner import Job, lint_jobs, read_job
 
@@ -81,7 +82,8 @@ def lint_jobs_cached(jobs: list[Job], args, config: Config) -> list[FileResult]:
             results[position] = data
             continue
         key = entry_key(job, data)
-        cached = store.load(key, job.path, FileBounds(data, frozenset(job.options.codes())))
+        cached = store.load(key, job.path, FileBounds(data, frozenset(job.options.codes()),
+                                                                  is_notebook_path(job.path)))
         if cached is not None:
             results[position] = cached
         else:
@@ -128,6 +130,9 @@ def entry_key(job: Job, data: bytes) -> str:
     """The entry name of one file: the hash of its bytes and of the codes run on it."""
     digest = hashlib.sha256(data)
     digest.update(b"\0" + ",".join(job.options.codes()).encode())
+    if is_notebook_path(job.path):
+        # the same bytes mean something else as a notebook (cells, notebook-only rules)
+        digest.update(b"\0ipynb")
     return digest.hexdigest()
 
 
@@ -205,9 +210,11 @@ class FileBounds:
 
     _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
-    def __init__(self, data: bytes, codes: frozenset[str]) -> None:
+    def __init__(self, data: bytes, codes: frozenset[str], notebook: bool = False) -> None:
         self.data = data
         self.codes = codes
+        #: positions are in cells, not in the file's lines: only a cell is required
+        self.notebook = notebook
         self._lengths: list[int] | None = None
 
     def contains(self, line: int, col: int, end_line: int, end_col: int) -> bool:
@@ -215,6 +222,8 @@ class FileBounds:
         characters, never more than the line's bytes; a span may end one
         column past the end of its line (a caret after the last character),
         no further."""
+        if self.notebook:
+            return 1 <= line <= end_line and col >= 1 and end_col >= 1
         if self._lengths is None:
             self._lengths = [len(text) for text in self._LINE_BREAK.split(self.data)]
         lengths = self._lengths
@@ -331,9 +340,11 @@ def encode_result(result: FileResult) -> dict:
 def _encode_diagnostic(d: Diagnostic) -> list:
     fix = None
     if d.fix is not None:
-        edits = [[e.start_line, e.start_col, e.end_line, e.end_col, e.content] for e in d.fix.edits]
+        edits = [[e.start_line, e.start_col, e.end_line, e.end_col, e.content, *([e.cell] if e.cell else [])]
+                 for e in d.fix.edits]
         fix = [d.fix.title, d.fix.applicability.value, edits]
-    return [d.code, d.name, d.severity.value, d.message, d.line, d.col, d.end_line, d.end_col, fix]
+    return [d.code, d.name, d.severity.value, d.message, d.line, d.col, d.end_line, d.end_col, fix,
+            *([d.cell] if d.cell else [])]
 
 
 def decode_result(payload: dict, path: str, bounds: FileBounds | None = None) -> FileResult:
@@ -347,7 +358,8 @@ def decode_result(payload: dict, path: str, bounds: FileBounds | None = None) ->
     """
     diagnostics = []
     for item in payload["diagnostics"]:
-        code, name, severity, message, line, col, end_line, end_col, fix = item
+        code, name, severity, message, line, col, end_line, end_col, fix, *rest = item
+        cell = _cell(rest, bounds)
         _check_span(bounds, line, col, end_line, end_col)
         if not all(isinstance(text, str) for text in (code, name, message)):
             raise TypeError("code, name and message must be strings")
@@ -355,12 +367,24 @@ def decode_result(payload: dict, path: str, bounds: FileBounds | None = None) ->
             raise ValueError(f"{code} is not run on this file")
         diagnostics.append(
             Diagnostic(code, name, Severity(severity), message, path, line, col, end_line, end_col,
-                       _decode_fix(fix, bounds))
+                       _decode_fix(fix, bounds), cell)
         )
     parsed = payload["parsed"]
     if not isinstance(parsed, bool):
         raise TypeError("parsed is not a boolean")
     return FileResult(path=path, diagnostics=diagnostics, parsed=parsed)
+
+
+def _cell(rest: list, bounds: FileBounds | None) -> int | None:
+    """The cell number stored after a position (notebooks only), checked."""
+    if len(rest) > 1:
+        raise ValueError("malformed entry")
+    cell = rest[0] if rest else None
+    if cell is not None and (type(cell) is not int or cell < 1):
+        raise TypeError("cell is not a positive integer")
+    if bounds is not None and (cell is None) == bounds.notebook:
+        raise ValueError("cell positions do not match the kind of file")
+    return cell
 
 
 def _check_span(bounds: FileBounds | None, line, col, end_line, end_col) -> None:
@@ -375,11 +399,12 @@ def _decode_fix(fix, bounds: FileBounds | None = None) -> Fix | None:
         return None
     title, applicability, edits = fix
     decoded = []
-    for start_line, start_col, end_line, end_col, content in edits:
+    for start_line, start_col, end_line, end_col, content, *rest in edits:
+        cell = _cell(rest, bounds)
         _check_span(bounds, start_line, start_col, end_line, end_col)
         if not isinstance(content, str):
             raise TypeError("malformed edit")
-        decoded.append(Edit(start_line, start_col, end_line, end_col, content))
+        decoded.append(Edit(start_line, start_col, end_line, end_col, content, cell))
     if not isinstance(title, str):
         raise TypeError("fix title is not a string")
     return Fix(title, Applicability(applicability), tuple(decoded))

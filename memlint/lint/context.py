@@ -14,8 +14,11 @@ class FileContext:
     ``ast`` (``module``), the node index, the imports and the semantic
     model (the last three built on first use)."""
 
-    def __init__(self, path: str, source: str, module: ast.Module, index=None) -> None:
+    def __init__(self, path: str, source: str, module: ast.Module, index=None, notebook=None) -> None:
         self.path = path
+        #: in a notebook: its :class:`~memlint.lint.notebook.NotebookLayout`
+        #: (``source`` is then the module made of its code cells); else None
+        self.notebook = notebook
         self.source = source
         self.module = module
         if index is not None:  # the engine's, already built for the pre-parse gate

@@ -48,6 +48,9 @@ class Edit:
     end_line: int
     end_col: int
     content: str
+    #: in a notebook: the cell (1-based, counting every cell) whose source
+    #: the positions are in; None in a Python file
+    cell: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,19 @@ class Diagnostic:
     end_line: int
     end_col: int
     fix: Fix | None = None
+    #: in a notebook: the cell (1-based, counting every cell of the notebook
+    #: as stored, markdown included) that ``line``/``col`` are in; None in a
+    #: Python file
+    cell: int | None = None
 
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.col, self.code)
+        return (self.path, self.cell or 0, self.line, self.col, self.code)
+
+    @property
+    def location(self) -> str:
+        """``line:col``, or ``cell N:line:col`` in a notebook (as the text formats print it)."""
+        where = f"{self.line}:{self.col}"
+        return where if self.cell is None else f"cell {self.cell}:{where}"
 
 
 @dataclass

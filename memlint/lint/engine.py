@@ -16,6 +16,13 @@ The flow for one file (:func:`lint_source`):
    types in traversal order;
 6. inline suppressions are applied.
 
+A Jupyter notebook (``.ipynb``) is read first (:mod:`memlint.lint.notebook`):
+its code cells, magics masked, make the module that steps 2-6 lint, and the
+findings are mapped back to cells at the end (``Diagnostic.cell``). A
+notebook that is not valid JSON or not nbformat 4 is a one-line error
+(``FileResult.error``), like an unreadable file. Rules marked
+``NOTEBOOK_ONLY`` run on notebooks only.
+
 A rule that crashes on a file (or whose question crashes the semantic
 model) is dropped for that file only and reported as an internal error
 naming it, with ``--debug`` for the traceback; the other rules' findings on
@@ -52,6 +59,17 @@ SYNTAX_ERROR_CODE = "MEM001"
 #: embedded data), not training code; the largest hand-written transformers
 #: modeling files are ~0.3 MB.
 MAX_SOURCE_BYTES = 2**20
+#: A notebook's file holds its outputs too (plots as base64 images: tens of
+#: MiB are common); the limit above applies to its code cells, this one to
+#: the file that is read.
+MAX_NOTEBOOK_BYTES = 64 * 2**20
+
+
+def size_limit(path: str) -> int:
+    """The most bytes of ``path`` that are read for linting."""
+    from memlint.lint.notebook import is_notebook_path
+
+    return MAX_NOTEBOOK_BYTES if is_notebook_path(path) else MAX_SOURCE_BYTES
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,9 @@ class Pending:
     path: str
     source: str
     codes: tuple[str, ...]
+    #: a notebook's :class:`~memlint.lint.notebook.NotebookLayout` (``source``
+    #: is the module of its code cells); None for a Python file
+    notebook: object = None
 
 
 def lint_source(path: str, data: bytes, options: LintOptions) -> FileResult:
@@ -97,18 +118,75 @@ def precheck(path: str, data: bytes, options: LintOptions) -> tuple[FileResult, 
     the text, the :class:`Pending` parse; without one the result is final.
     """
     result = FileResult(path=path)
-    if len(data) > MAX_SOURCE_BYTES:
-        size, limit = len(data) / 2**20, MAX_SOURCE_BYTES / 2**20
-        result.note = f"{path}: skipped: {size:.1f} MiB is over the {limit:.0f} MiB limit for linting (generated code?)"
+    if len(data) > size_limit(path):
+        result.note = too_large_note(path, len(data))
         return result, None
-    source = _decode(path, data, result)
+    layout = None
+    from memlint.lint.notebook import is_notebook_path
+
+    if is_notebook_path(path):
+        notebook = read_notebook(path, data, result)
+        if notebook is None:
+            return result, None
+        source, layout = notebook.module, notebook.layout
+        if len(source) > MAX_SOURCE_BYTES:
+            size = len(source.encode("utf-8", errors="surrogatepass")) / 2**20
+            if size * 2**20 > MAX_SOURCE_BYTES:
+                result.note = (f"{path}: skipped: its code cells hold {size:.1f} MiB, over the "
+                               f"{MAX_SOURCE_BYTES / 2**20:.0f} MiB limit for linting (generated code?)")
+                return result, None
+    else:
+        source = _decode(path, data, result)
     if source is None or skips_file(source):
         return result, None
+    return result, pending_for(path, source, options, layout)
+
+
+def lint_notebook(notebook, options: LintOptions) -> FileResult:
+    """Lint a :class:`~memlint.lint.notebook.Notebook` already read (its
+    current cell sources): what :func:`lint_source` gives for its bytes."""
+    result = FileResult(path=notebook.path)
+    if skips_file(notebook.module):
+        return result
+    pending = pending_for(notebook.path, notebook.module, options, notebook.layout)
+    return result if pending is None else lint_pending(pending)
+
+
+def too_large_note(path: str, size: int) -> str:
+    """The note of a file skipped for its size."""
+    return (f"{path}: skipped: {size / 2**20:.1f} MiB is over the {size_limit(path) / 2**20:.0f} MiB limit "
+            "for linting (generated code?)")
+
+
+def read_notebook(path: str, data: bytes, result: FileResult):
+    """The :class:`~memlint.lint.notebook.Notebook` of ``data``, or None after
+    setting ``result.error`` (not a notebook) or ``result.note`` (a notebook
+    of another kernel language)."""
+    from memlint.lint.notebook import NotebookError, is_python, load
+
+    try:
+        notebook = load(path, data)
+    except NotebookError as exc:
+        result.error = str(exc)
+        return None
+    if not is_python(notebook):
+        result.note = f"{path}: skipped: not a Python notebook (kernel language {notebook.language!r})"
+        return None
+    return notebook
+
+
+def pending_for(path: str, source: str, options: LintOptions, notebook=None) -> Pending | None:
+    """The :class:`Pending` parse of decoded ``source``: the codes whose
+    trigger tokens occur in it (notebook-only rules only for a notebook,
+    whose ``notebook`` layout is given); None when not even the syntax
+    check is asked for."""
     index = rule_index()
     codes = []
     for code in options.codes():
         info = index.get(code)
         if info is None or code == SYNTAX_ERROR_CODE:
+            continue
+        if info.notebook_only and notebook is None:
             continue
         if info.triggers is None or any(token in source for token in info.triggers):
             codes.append(code)
@@ -116,14 +194,23 @@ def precheck(path: str, data: bytes, options: LintOptions) -> tuple[FileResult, 
         if SYNTAX_ERROR_CODE in options.codes():
             # No rule can run, but the syntax is still checked: CPython's
             # parser only, no rule.
-            return result, Pending(path, source, ())
-        return result, None
-    return result, Pending(path, source, tuple(codes))
+            return Pending(path, source, (), notebook)
+        return None
+    return Pending(path, source, tuple(codes), notebook)
 
 
 def lint_pending(pending: Pending) -> FileResult:
     """Check a pre-filtered file's syntax, gate its rules on the ``ast``
     facts, and run the rules that can still report on the same tree."""
+    result = _lint_module(pending)
+    if pending.notebook is not None:
+        from memlint.lint.notebook import to_cells
+
+        result.diagnostics = sorted((to_cells(d, pending.notebook) for d in result.diagnostics), key=Diagnostic.sort_key)
+    return result
+
+
+def _lint_module(pending: Pending) -> FileResult:
     result = FileResult(path=pending.path)
     tree = _python_tree(pending.path, pending.source, result)
     if tree is None:
@@ -143,7 +230,7 @@ def lint_pending(pending: Pending) -> FileResult:
         return result
     from memlint.lint.context import FileContext
 
-    ctx = FileContext(pending.path, pending.source, tree, index)
+    ctx = FileContext(pending.path, pending.source, tree, index, notebook=pending.notebook)
     try:
         errors, details = _run_rules(ctx, rules)
     finally:

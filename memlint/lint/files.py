@@ -1,4 +1,4 @@
-"""Find the Python files to lint under the paths given on the command line."""
+"""Find the Python files and Jupyter notebooks to lint under the paths given on the command line."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from memlint.config import DEFAULT_EXCLUDE, Config
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+#: What a directory walk picks up: Python files and Jupyter notebooks.
+LINTED_SUFFIXES = (*PYTHON_SUFFIXES, ".ipynb")
 
 
 @dataclass
@@ -24,7 +26,8 @@ class Collected:
 
 
 def collect_files(paths: list[str], config: Config) -> Collected:
-    """Expand ``paths`` into Python files, in a stable order, each once.
+    """Expand ``paths`` into Python files and notebooks (``.ipynb``), in a
+    stable order, each once.
 
     Directories are walked without following symbolic links to directories
     (so a link loop cannot hang the walk), skipping :data:`DEFAULT_EXCLUDE`,
@@ -77,7 +80,7 @@ def _walk(root: str, config: Config):
             and not config.is_excluded(os.path.join(directory, d))
         )
         for name in sorted(filenames):
-            if name.endswith(PYTHON_SUFFIXES):
+            if name.endswith(LINTED_SUFFIXES):
                 path = os.path.join(directory, name)
                 if not config.is_excluded(path):
                     yield path

@@ -22,6 +22,14 @@ several hard links, which is rewritten in place so that every link sees the
 fix. ``--diff`` prints a unified diff instead and writes nothing.
 
 After fixing, the run's diagnostics are the ones that remain, as ruff does.
+
+A notebook (``.ipynb``) is fixed cell by cell (:func:`fix_notebook`): each
+fix's edits lie in one cell's source (a fix that would reach across cells,
+or into a masked magic line, is not offered), the rounds re-lint the whole
+notebook, and only the changed cells' ``source`` values are rewritten in
+the file's JSON text; outputs, metadata, execution counts and indentation
+stay byte for byte (:func:`memlint.lint.notebook.rewrite_sources`).
+``--diff`` shows the changed cells' sources.
 """
 
 from __future__ import annotations
@@ -59,6 +67,26 @@ class FileFixes:
     @property
     def changed(self) -> bool:
         return self.fixed != self.original
+
+    def diff(self) -> str:
+        """The unified diff of the fix (``--diff``)."""
+        return unified_diff(self.path, self.original, self.fixed)
+
+
+@dataclass
+class NotebookFixes(FileFixes):
+    """The outcome of fixing a notebook: ``original``/``fixed`` are its JSON
+    texts; ``cells`` the (before, after) sources of each changed code cell
+    by cell index."""
+
+    cells: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+    def diff(self) -> str:
+        """One unified diff per changed cell, headed ``a/path:cell N``."""
+        out = []
+        for index, (before, after) in sorted(self.cells.items()):
+            out.append(unified_diff(f"{self.path}:cell {index + 1}", before, after))
+        return "".join(out)
 
 
 def is_applicable(fix: Fix | None, unsafe: bool) -> bool:
@@ -333,7 +361,7 @@ def apply_fixes_to_run(run, args, trees: dict[str, str] | None = None) -> None:
             run.errors.extend(f"{result.path}:{line}" for line in outcome.skipped)
         if diff_only:
             if outcome is not None and outcome.changed:
-                sys.stdout.write(unified_diff(result.path, outcome.original, outcome.fixed))
+                sys.stdout.write(outcome.diff())
                 total += outcome.fixed_count
         elif run.stdin is not None:
             total += _write_stdout(run, outcome)
@@ -385,6 +413,16 @@ def _fix_result(run, result: FileResult, unsafe: bool) -> FileFixes | None:
     data = _read_source(run, result)
     if data is None:
         return None
+    from memlint.lint.notebook import is_notebook_path
+
+    if is_notebook_path(result.path):
+        options = (run.options.get(result.path) if run.options else None) or LintOptions(
+            enabled=frozenset(d.code for d in result.diagnostics))
+        diagnostics = result.diagnostics if getattr(result, "digest", None) == _digest(data) else None
+        outcome, problem = fix_notebook(result.path, data, options, unsafe, diagnostics)
+        if problem is not None:
+            run.errors.append(f"{result.path}: {problem}")
+        return outcome
     try:
         text, encoding = decode(data)
     except (SyntaxError, UnicodeDecodeError):
@@ -429,3 +467,88 @@ def _write(run, result: FileResult, outcome: FileFixes, tree: str | None) -> boo
         run.errors.append(f"{result.path}: cannot write fixes ({exc.strerror or type(exc).__name__})")
         return False
     return True
+
+
+def fix_notebook(path: str, data: bytes, options: LintOptions, unsafe: bool,
+                 diagnostics: list[Diagnostic] | None = None) -> tuple[NotebookFixes | None, str | None]:
+    """Fix a notebook's code cells in rounds, as :func:`fix_text` fixes a
+    file; nothing is written.
+
+    ``diagnostics``: the notebook's current findings (None: lint it first).
+    Returns the outcome (None when the notebook cannot be read) and a
+    one-line problem when the fixed cells could not be written back into
+    the notebook's JSON safely (the outcome is then unchanged).
+    """
+    from memlint.lint.engine import lint_notebook
+    from memlint.lint.notebook import NotebookError, load, rewrite_sources
+
+    try:
+        notebook = load(path, data)
+    except NotebookError:
+        return None, None  # already reported when it was linted
+    if diagnostics is None:
+        diagnostics = lint_notebook(notebook, options).diagnostics
+    text = notebook.text
+    original_sources = dict(notebook.sources)
+    current = notebook
+    fixed_count = 0
+    remaining = diagnostics
+    rejected: set[tuple] = set()
+    skipped: list[str] = []
+    cell_index = {cell.number: cell.index for cell in notebook.layout.cells}
+    for _ in range(MAX_ROUNDS):
+        candidates = [d for d in sorted(remaining, key=Diagnostic.sort_key)
+                      if is_applicable(d.fix, unsafe) and d.cell in cell_index and _fix_identity(d) not in rejected]
+        if not candidates:
+            break
+        sources, applied = _apply_cell_fixes(current.sources, candidates, cell_index)
+        trial = current.with_sources(sources)
+        if applied and _parse_problem(trial.module) is not None:
+            sources, applied = {}, 0
+            accepted: list[Diagnostic] = []
+            for diagnostic in candidates:
+                attempt, count = _apply_cell_fixes(current.sources, [*accepted, diagnostic], cell_index)
+                if count <= len(accepted):
+                    continue
+                problem = _parse_problem(current.with_sources(attempt).module)
+                if problem is None:
+                    accepted.append(diagnostic)
+                    sources, applied = attempt, count
+                    continue
+                rejected.add(_fix_identity(diagnostic))
+                skipped.append(f"cell {diagnostic.cell}:{diagnostic.line}:{diagnostic.col}: {diagnostic.code} fix "
+                               f"{diagnostic.fix.title!r} would break the notebook ({problem}); that fix is skipped")
+            trial = current.with_sources(sources) if applied else current
+        if applied == 0 or trial.sources == current.sources:
+            break
+        current = trial
+        fixed_count += applied
+        remaining = lint_notebook(current, options).diagnostics
+    changed = {index: source for index, source in current.sources.items() if source != original_sources[index]}
+    outcome = NotebookFixes(path, text, text, 0, list(diagnostics), digest=_digest(data), skipped=skipped)
+    if not changed:
+        return outcome, None
+    try:
+        new_text = rewrite_sources(text, changed)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        return outcome, f"not fixed: the notebook could not be rewritten safely ({exc})"
+    outcome.fixed = new_text
+    outcome.fixed_count = fixed_count
+    outcome.remaining = list(remaining)
+    outcome.cells = {index: (original_sources[index], source) for index, source in changed.items()}
+    return outcome, None
+
+
+def _apply_cell_fixes(sources: dict[int, str], diagnostics: list[Diagnostic],
+                      cell_index: dict[int, int]) -> tuple[dict[int, str], int]:
+    """``sources`` with the fixes of ``diagnostics`` applied, each in its
+    diagnostic's cell (non-overlapping ones, in order); how many were applied."""
+    by_cell: dict[int, list[Fix]] = {}
+    for diagnostic in diagnostics:
+        by_cell.setdefault(cell_index[diagnostic.cell], []).append(diagnostic.fix)
+    result = dict(sources)
+    applied = 0
+    for index, fixes in by_cell.items():
+        result[index], count = apply_fixes(sources[index], fixes)
+        applied += count
+    return result, applied

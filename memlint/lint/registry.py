@@ -29,8 +29,9 @@ _RULES_PACKAGE = "memlint.rules"
 #: A top-level class statement naming a base that ends in ``Rule``.
 _RULE_CLASS_LINE = re.compile(rb"^class\s+\w+\s*\([^)]*Rule\b", re.MULTILINE)
 #: A class-level assignment of the metadata the index reads.
-_METADATA_LINE = re.compile(rb"^    (?:CODE|TRIGGERS|DEFAULT_ENABLED|NEEDS_NAMES|NEEDS_GRAPH_SOURCE|FRAMEWORK)\s*[:=]", re.MULTILINE)
-_METADATA_NAMES = ("CODE", "DEFAULT_ENABLED", "TRIGGERS", "NEEDS_NAMES", "NEEDS_GRAPH_SOURCE", "FRAMEWORK")
+_METADATA_LINE = re.compile(rb"^    (?:CODE|TRIGGERS|DEFAULT_ENABLED|NEEDS_NAMES|NEEDS_GRAPH_SOURCE|FRAMEWORK|NOTEBOOK_ONLY)\s*[:=]", re.MULTILINE)
+_METADATA_NAMES = ("CODE", "DEFAULT_ENABLED", "TRIGGERS", "NEEDS_NAMES", "NEEDS_GRAPH_SOURCE", "FRAMEWORK",
+                   "NOTEBOOK_ONLY")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ class RuleInfo:
     triggers it (an overridden ``is_triggered_by``): such a rule is always a
     candidate and its own check runs after the import. ``needs_names`` and
     ``needs_graph_source`` are the rule's pre-parse requirements
-    (:mod:`memlint.lint.facts`).
+    (:mod:`memlint.lint.facts`); ``notebook_only`` rules run on Jupyter
+    notebooks only.
     """
 
     code: str
@@ -51,6 +53,7 @@ class RuleInfo:
     needs_names: tuple[str, ...] = ()
     needs_graph_source: bool = False
     framework: str | None = None
+    notebook_only: bool = False
 
     def applies_to(self, facts) -> bool:
         """False when :class:`~memlint.lint.facts.CodeFacts` show the rule cannot report."""
@@ -139,7 +142,8 @@ def _imported_infos(module_name: str) -> list[RuleInfo]:
                 overridden = value.is_triggered_by.__func__ is not Rule.is_triggered_by.__func__
                 triggers = None if overridden else tuple(value.TRIGGERS)
                 infos.append(RuleInfo(value.CODE, module_name, bool(value.DEFAULT_ENABLED), triggers,
-                                      tuple(value.NEEDS_NAMES), bool(value.NEEDS_GRAPH_SOURCE), value.FRAMEWORK))
+                                      tuple(value.NEEDS_NAMES), bool(value.NEEDS_GRAPH_SOURCE), value.FRAMEWORK,
+                                      bool(getattr(value, "NOTEBOOK_ONLY", False))))
     return infos
 
 
@@ -216,11 +220,14 @@ def _class_info(node: ast.ClassDef, module_name: str) -> RuleInfo | None:
         return None
     needs, needs_graph = values.get("NEEDS_NAMES", ()), values.get("NEEDS_GRAPH_SOURCE", False)
     framework = values.get("FRAMEWORK")
+    notebook_only = values.get("NOTEBOOK_ONLY", False)
+    if not isinstance(notebook_only, bool):
+        return None
     if not _strings(triggers) or not _strings(needs) or not isinstance(needs_graph, bool):
         return None
     if framework is not None and framework not in ("torch", "tensorflow"):
         return None
-    return RuleInfo(code, module_name, enabled, tuple(triggers), tuple(needs), needs_graph, framework)
+    return RuleInfo(code, module_name, enabled, tuple(triggers), tuple(needs), needs_graph, framework, notebook_only)
 
 
 def _strings(value: object) -> bool:

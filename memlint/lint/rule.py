@@ -53,6 +53,11 @@ class Rule:
     #: TensorFlow, JAX...); "tensorflow": only modules importing TensorFlow
     #: or Keras; None: any module.
     FRAMEWORK: ClassVar[str | None] = None
+    #: The rule reads what only a Jupyter notebook has (cells, the output
+    #: cache, a kernel's lifetime): it runs on ``.ipynb`` files only, where
+    #: ``ctx.notebook`` holds the cells; its examples are cells separated
+    #: by ``# %%`` lines.
+    NOTEBOOK_ONLY: ClassVar[bool] = False
     VALID: ClassVar[tuple[str, ...]] = ()
     INVALID: ClassVar[tuple[str, ...]] = ()
 

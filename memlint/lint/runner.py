@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from memlint.config import Config
 from memlint.lint.diagnostic import FileResult
-from memlint.lint.engine import MAX_SOURCE_BYTES, LintOptions, Pending, lint_pending, lint_source, precheck
+from memlint.lint.engine import LintOptions, Pending, lint_pending, lint_source, precheck, size_limit
+from memlint.lint.engine import too_large_note as _too_large_note
 from memlint.lint.registry import expand_selector
 
 #: Below this many files to parse, a process pool costs more than it saves:
@@ -69,17 +70,17 @@ def read_job(job: Job) -> bytes | FileResult:
             info = os.fstat(handle.fileno())
             if not stat.S_ISREG(info.st_mode):
                 return FileResult(path=job.path, error=f"{job.path}: cannot read file (not a regular file)")
-            if info.st_size > MAX_SOURCE_BYTES:
+            limit = size_limit(job.path)
+            if info.st_size > limit:
                 return FileResult(path=job.path, note=too_large_note(job.path, info.st_size))
-            return handle.read(MAX_SOURCE_BYTES + 1)  # + 1: a file that grew is still seen as too large
+            return handle.read(limit + 1)  # + 1: a file that grew is still seen as too large
     except OSError as exc:
         return FileResult(path=job.path, error=f"{job.path}: cannot read file ({exc.strerror or type(exc).__name__})")
 
 
 def too_large_note(path: str, size: int) -> str:
     """The note of a file skipped for its size (the engine's wording, for files it never sees)."""
-    return (f"{path}: skipped: {size / 2**20:.1f} MiB is over the {MAX_SOURCE_BYTES / 2**20:.0f} MiB limit "
-            "for linting (generated code?)")
+    return _too_large_note(path, size)
 
 
 def lint_file(job: Job) -> FileResult:

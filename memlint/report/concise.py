@@ -1,5 +1,9 @@
 """``concise``: ``path:line:col: CODE message``, one finding per line.
 
+In a notebook the position is the cell's: ``path:cell N:line:col: CODE
+message`` (N counts every cell from 1, as stored; line and column in the
+cell), as ruff prints it.
+
 flake8-compatible, and what the problem matchers of docs/integrations.md read.
 Control characters in paths and messages are escaped, so a file name cannot
 add a line.
@@ -11,10 +15,11 @@ from memlint.report.text import printable
 
 
 def format_line(diagnostic) -> str:
-    """One finding as ``path:line:col: CODE message``; the path and the
+    """One finding as ``path:line:col: CODE message`` (``path:cell N:line:col``
+    in a notebook); the path and the
     message are escaped (:func:`~memlint.report.text.printable`), so the line
     is always one line."""
-    return f"{printable(diagnostic.path)}:{diagnostic.line}:{diagnostic.col}: {diagnostic.code} {printable(diagnostic.message)}"
+    return f"{printable(diagnostic.path)}:{diagnostic.location}: {diagnostic.code} {printable(diagnostic.message)}"
 
 
 def render(run, args, stream) -> None:

@@ -7,7 +7,8 @@ the span continues), and the fix title with ``[*]`` when ``--fix`` (or
 ``Found N problems (M fixable)``.
 
 Colour follows rich's terminal detection (and ``NO_COLOR``); severity
-colours: error red, warning yellow, info blue. Paths, messages and source
+colours: error red, warning yellow, info blue. In a notebook the header
+reads ``path:cell N:line:col:`` and the snippet is the cell's line. Paths, messages and source
 lines are escaped (:func:`~memlint.report.text.printable`): a file cannot
 send escape sequences to the terminal.
 """
@@ -38,6 +39,23 @@ def source_lines(path: str, stdin: bytes | None = None) -> list[str] | None:
         except OSError:
             return None
     return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd").splitlines()
+
+
+def notebook_lines(path: str, stdin: bytes | None = None) -> dict[int, list[str]] | None:
+    """Each code cell's lines by cell number for a notebook's snippets; None
+    if it cannot be read."""
+    from memlint.lint.notebook import NotebookError, load
+
+    if stdin is None:
+        try:
+            with open(path, "rb") as handle:
+                stdin = handle.read()
+        except OSError:
+            return None
+    try:
+        return load(path, stdin).cell_lines()
+    except NotebookError:
+        return None
 
 
 def _snippet(diagnostic: Diagnostic, lines: list[str] | None) -> list[Text]:
@@ -74,7 +92,7 @@ def format_diagnostic(diagnostic: Diagnostic, lines: list[str] | None, unsafe: b
     severity = diagnostic.severity.value
     style = SEVERITY_STYLES.get(severity, "bold")
     header = Text.assemble(
-        (f"{printable(diagnostic.path)}:{diagnostic.line}:{diagnostic.col}:", "bold"),
+        (f"{printable(diagnostic.path)}:{diagnostic.location}:", "bold"),
         " ",
         (diagnostic.code, style),
         " ",
@@ -114,13 +132,17 @@ def render(run, args, stream) -> None:
     """Print every finding of ``run`` with its source snippet, then the summary."""
     console = Console(file=stream, highlight=False, soft_wrap=True, emoji=False)
     unsafe = bool(getattr(args, "unsafe_fixes", False))
-    cache: dict[str, list[str] | None] = {}
+    cache: dict[str, object] = {}
     stdin = getattr(run, "stdin", None)
     diagnostics = run.diagnostics
     for diagnostic in diagnostics:
         if diagnostic.path not in cache:
-            cache[diagnostic.path] = source_lines(diagnostic.path, stdin)
-        for line in format_diagnostic(diagnostic, cache[diagnostic.path], unsafe):
+            reader = source_lines if diagnostic.cell is None else notebook_lines
+            cache[diagnostic.path] = reader(diagnostic.path, stdin)
+        lines = cache[diagnostic.path]
+        if diagnostic.cell is not None:
+            lines = (lines or {}).get(diagnostic.cell) if isinstance(lines, dict) else None
+        for line in format_diagnostic(diagnostic, lines, unsafe):
             console.print(line)
         console.print()
     console.print(Text(summary(diagnostics, unsafe, getattr(run, "fixed", 0)), style="bold"))

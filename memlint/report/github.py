@@ -9,6 +9,11 @@ Before that, every non-printable character (ESC, which GitHub's log viewer
 interprets as a colour sequence, and the rest) is escaped as in the other
 formats (:func:`~memlint.report.text.printable`).
 Unreadable files and other run errors become ``::error`` lines too.
+
+In a notebook, ``line``/``col`` would point into the ``.ipynb`` JSON, so the
+annotation names the file only and the message starts with the cell
+position: ``::warning file=nb.ipynb,title=MEM113 ...::cell 4:1:1: message``
+(GitHub shows it as a file-level annotation).
 """
 
 from __future__ import annotations
@@ -36,15 +41,19 @@ def command(name: str, properties: dict[str, object], message: str) -> str:
 
 def format_diagnostic(diagnostic) -> str:
     """The annotation line for one finding."""
+    title = f"{diagnostic.code} {diagnostic.name}"
+    severity = COMMANDS.get(diagnostic.severity.value, "warning")
+    if diagnostic.cell is not None:
+        return command(severity, {"file": diagnostic.path, "title": title}, f"{diagnostic.location}: {diagnostic.message}")
     properties = {
         "file": diagnostic.path,
         "line": diagnostic.line,
         "col": diagnostic.col,
         "endLine": diagnostic.end_line,
         "endColumn": diagnostic.end_col,
-        "title": f"{diagnostic.code} {diagnostic.name}",
+        "title": title,
     }
-    return command(COMMANDS.get(diagnostic.severity.value, "warning"), properties, diagnostic.message)
+    return command(severity, properties, diagnostic.message)
 
 
 def render(run, args, stream) -> None:

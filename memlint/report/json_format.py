@@ -4,6 +4,10 @@ Top level: ``{"schema_version": 1, "memlint_version", "summary", "diagnostics",
 "errors", "notes", "estimates"}``; each diagnostic has code, name, severity, message,
 path, start/end line and column (1-based, end exclusive) and ``fix`` (null or
 ``{"title", "applicability", "edits": [{start/end line/col, content}]}``).
+Since memlint 0.1 (still schema version 1: the field is additive), each
+diagnostic and each edit also has ``cell``: null in a Python file; in a
+notebook the 1-based number of the cell (counting every cell as stored,
+markdown included), the lines and columns then being the cell's.
 
 Strings are valid Unicode: the bytes of a file name that are not UTF-8 are
 written as the four characters ``\\xNN``; JSON's own escaping handles
@@ -33,6 +37,7 @@ def diagnostic_to_dict(d) -> dict:
                     "end_line": e.end_line,
                     "end_col": e.end_col,
                     "content": e.content,
+                    "cell": e.cell,
                 }
                 for e in d.fix.edits
             ],
@@ -47,6 +52,7 @@ def diagnostic_to_dict(d) -> dict:
         "start_col": d.col,
         "end_line": d.end_line,
         "end_col": d.end_col,
+        "cell": d.cell,
         "fix": fix,
     }
 

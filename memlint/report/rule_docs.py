@@ -46,6 +46,7 @@ def rule_record(rule: type[Rule]) -> dict:
         "fix_title": rule.FIX_TITLE,
         "fix_applicability": rule.FIX_APPLICABILITY.value if rule.FIX_TITLE else None,
         "message": rule.MESSAGE,
+        "notebook_only": bool(getattr(rule, "NOTEBOOK_ONLY", False)),
         "url": rule_url(rule.CODE),
     }
 

@@ -11,6 +11,16 @@ notifications, and ``executionSuccessful`` is false when the run had errors
 (exit code 2: :func:`memlint.report.run_failed`); ``run.properties.estimates`` carries the estimates as in the
 ``json`` format.
 
+Notebooks: a result's ``region`` holds the line and column *in the cell*,
+and the cell is named twice: ``locations[0].properties.cell`` (the 1-based
+cell number, every cell counted as stored) and a ``logicalLocations`` entry
+``{"name": "cell N", "fullyQualifiedName": "path:cell N", "kind":
+"notebookCell"}``. SARIF 2.1.0 has no notebook-cell location, and a region
+relative to the ``.ipynb`` JSON text would point at its JSON, not the code;
+a viewer that ignores the property shows the right file and the cell's
+line numbers. Notebook results carry no SARIF ``fixes`` (their regions
+would be read against the JSON text); ``memlint --fix`` applies them.
+
 Reference: OASIS SARIF 2.1.0, https://docs.oasis-open.org/sarif/sarif/v2.1.0/sarif-v2.1.0.html
 """
 
@@ -102,9 +112,17 @@ def result(diagnostic, rule_index: dict[str, int], base: Path | None = None) -> 
             }
         ],
     }
+    if diagnostic.cell is not None:
+        location_entry = out["locations"][0]
+        location_entry["properties"] = {"cell": diagnostic.cell}
+        location_entry["logicalLocations"] = [{
+            "name": f"cell {diagnostic.cell}",
+            "fullyQualifiedName": f"{diagnostic.path}:cell {diagnostic.cell}",
+            "kind": "notebookCell",
+        }]
     if diagnostic.code in rule_index:
         out["ruleIndex"] = rule_index[diagnostic.code]
-    if diagnostic.fix is not None:
+    if diagnostic.fix is not None and diagnostic.cell is None:
         out["fixes"] = [_fix(diagnostic.fix, location)]
     return out
 

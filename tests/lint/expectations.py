@@ -65,8 +65,34 @@ def describe(diagnostics) -> str:
 
 
 def lint_text(path: str | Path, source: str | bytes, codes) -> list:
-    """Lint ``source`` with exactly ``codes`` enabled; the diagnostics."""
+    """Lint ``source`` with exactly ``codes`` enabled; the diagnostics.
+
+    A ``.ipynb`` path with percent-format text (cells separated by ``# %%``
+    lines, as the notebook rules' examples are written) is linted as the
+    notebook of those cells, and its findings' lines are mapped back to
+    lines of ``source`` (``cell`` is kept), so ``# expect:`` markers work."""
     from memlint.lint.engine import LintOptions, lint_source
 
+    options = LintOptions(enabled=frozenset(codes))
+    if str(path).endswith(".ipynb") and isinstance(source, str) and not source.lstrip().startswith("{"):
+        return lint_percent_notebook(str(path), source, options)
     data = source.encode("utf-8") if isinstance(source, str) else source
-    return lint_source(str(path), data, LintOptions(enabled=frozenset(codes))).diagnostics
+    return lint_source(str(path), data, options).diagnostics
+
+
+def lint_percent_notebook(path: str, source: str, options) -> list:
+    """Lint the percent-format ``source`` as a notebook; positions mapped to ``source``'s lines."""
+    from dataclasses import replace
+
+    from memlint.lint.engine import lint_source
+    from memlint.lint.notebook import notebook_from_cells, percent_cells
+
+    cells = percent_cells(source)
+    data = notebook_from_cells([text for _, text in cells]).encode("utf-8")
+    result = lint_source(path, data, options)
+    assert result.error is None, result.error
+    mapped = []
+    for d in result.diagnostics:
+        first = cells[d.cell - 2][0]  # cell 1 is the markdown cell notebook_from_cells puts first
+        mapped.append(replace(d, line=first + d.line - 1, end_line=first + d.end_line - 1))
+    return mapped

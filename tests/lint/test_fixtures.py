@@ -99,3 +99,41 @@ def test_fixture_folders_are_rule_codes():
     for folder in ROOT.iterdir() if ROOT.is_dir() else ():
         if folder.is_dir():
             assert folder.name.upper().startswith("MEM"), f"fixtures/lint/{folder.name}: folders are named by rule code"
+
+
+NOTEBOOKS = sorted(ROOT.glob("*/*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
+def test_notebook_fixture_expectations(path):
+    """The markers inside a fixture notebook's code cells hold, cell by cell:
+    ``# expect: CODE`` lines are reported (in that cell, on that line),
+    ``# expect-none`` lines get no finding of the folder's code, and that code
+    appears nowhere else."""
+    import json
+
+    code = _folder_code(path)
+    if code not in ALL:
+        pytest.skip(f"no rule {code} registered yet")
+    result = lint_source(str(path), path.read_bytes(), LintOptions(enabled=ALL))
+    assert result.error is None, result.error
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    problems = []
+    marked: set[tuple[int, int]] = set()
+    for number, cell in enumerate(cells, start=1):
+        if cell["cell_type"] != "code":
+            continue
+        marks = parse_expectations("".join(cell["source"]))
+        here = [d for d in result.diagnostics if d.cell == number]
+        for line, expected in marks.pairs():
+            if expected in ALL and not reported_on(here, line, expected):
+                problems.append(f"cell {number}:{line}: {expected} expected, got {describe(reported_on(here, line))}")
+            if expected == code:
+                marked.add((number, line))
+        for line in sorted(marks.none_lines):
+            if reported_on(here, line, code):
+                problems.append(f"cell {number}:{line}: expect-none, got {describe(reported_on(here, line, code))}")
+    for d in result.diagnostics:
+        if d.code == code and (d.cell, d.line) not in marked:
+            problems.append(f"cell {d.cell}:{d.line}: unexpected {describe([d])}")
+    assert not problems, f"{_id(path)}:\n" + "\n".join(problems)

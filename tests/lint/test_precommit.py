@@ -25,7 +25,7 @@ def test_hook_definition():
     (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
     assert hook == {
         "id": "memlint", "name": "memlint", "description": hook["description"], "entry": "memlint check",
-        "language": "python", "types_or": ["python", "pyi"], "require_serial": True,
+        "language": "python", "types_or": ["python", "pyi", "jupyter"], "require_serial": True,
     }
 
 

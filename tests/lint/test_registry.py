@@ -45,6 +45,7 @@ def test_static_index_agrees_with_imported_rules():
         assert info.triggers == tuple(rule.TRIGGERS), rule.CODE
         assert info.needs_names == tuple(rule.NEEDS_NAMES), rule.CODE
         assert info.needs_graph_source == rule.NEEDS_GRAPH_SOURCE, rule.CODE
+        assert info.notebook_only == rule.NOTEBOOK_ONLY, rule.CODE
 
 
 @pytest.mark.parametrize("rule", RULES, ids=_id)
