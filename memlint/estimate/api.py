@@ -257,6 +257,11 @@ class Verdict:
         return asdict(self)
 
 
+#: Largest device capacity accepted: 2**50 bytes (1 PiB, thousands of times the
+#: largest GPU; the bound of memlint.estimate.cli.MAX_INPUT_BYTES).
+MAX_CAPACITY_BYTES = 2**50
+
+
 def resolve_capacity(gpu: str | None = None, capacity: str | int | None = None) -> tuple[str | None, int | None]:
     """(name, bytes) of the target: ``capacity`` ("24GiB") wins over ``gpu`` (catalog name or "auto").
 
@@ -264,7 +269,10 @@ def resolve_capacity(gpu: str | None = None, capacity: str | int | None = None) 
     """
     spec = resolve_gpu(gpu)
     if capacity is not None:
-        return (spec.name if spec else "custom", parse_bytes(capacity))
+        size = parse_bytes(capacity)
+        if size > MAX_CAPACITY_BYTES:
+            raise UsageError(f"capacity {capacity!r}: more than 2**50 bytes (1 PiB), beyond any device")
+        return (spec.name if spec else "custom", size)
     if spec is None:
         return (None, None)
     return (spec.name, spec.memory_total)

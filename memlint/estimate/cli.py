@@ -96,14 +96,24 @@ class TimeLimitReached(BaseException):
     so that a target's ``except Exception`` cannot swallow it."""
 
 
+#: Seconds a target gets, after ``--timeout`` has raised in it, to unwind before
+#: the process ends itself: a factory that swallows every exception (a bare
+#: ``except: continue`` in a loop) cannot outlive its limit by more (a choice of ours).
+HARD_STOP_GRACE_SECONDS = 5.0
+
+
 class Deadline:
     """Raise :class:`TimeLimitReached` after ``seconds`` of wall-clock time
-    (``SIGALRM``; main thread of a POSIX process only, else no limit)."""
+    (``SIGALRM``; main thread of a POSIX process only), and end the process
+    with exit status 2 and ``message`` on stderr
+    :data:`HARD_STOP_GRACE_SECONDS` later if the code has not returned."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, message: str = "stopped (--timeout)") -> None:
         self.seconds = seconds
+        self.message = message
         self.previous = None
         self.armed = False
+        self.hard_stop: threading.Timer | None = None
 
     def __enter__(self) -> "Deadline":
         usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
@@ -111,12 +121,21 @@ class Deadline:
             self.previous = signal.signal(signal.SIGALRM, self._expire)
             signal.setitimer(signal.ITIMER_REAL, self.seconds)
             self.armed = True
+        self.hard_stop = threading.Timer(self.seconds + HARD_STOP_GRACE_SECONDS, self._stop_process)
+        self.hard_stop.daemon = True
+        self.hard_stop.start()
         return self
 
     def _expire(self, signum, frame):
         raise TimeLimitReached()
 
+    def _stop_process(self) -> None:
+        print(f"memlint: error: {self.message}", file=sys.stderr, flush=True)
+        os._exit(2)
+
     def __exit__(self, *exc) -> bool:
+        if self.hard_stop is not None:
+            self.hard_stop.cancel()
         if self.armed:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self.previous)
@@ -247,6 +266,29 @@ def require_torch() -> None:
         raise UsageError("the estimator needs torch, which is not installed: pip install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu && pip install 'memlint[estimate]'")
 
 
+#: Most training steps one estimate traces: the caching allocator model settles
+#: within a few steps (docs/estimator.md, "Steady state"), and the trace time
+#: grows with each step (a bound of ours).
+MAX_STEPS = 100
+
+
+def _check_steps_and_cuda(steps: int | None, cuda: str | None) -> None:
+    """``--steps`` at most :data:`MAX_STEPS`; ``--cuda`` a MAJOR.MINOR whose
+    major version the overhead tables know."""
+    from memlint.estimate.overheads import KNOWN_CUDA_VERSIONS, parse_cuda_version  # noqa: PLC0415 - no torch
+
+    if steps is not None and steps > MAX_STEPS:
+        raise UsageError(f"--steps {steps}: at most {MAX_STEPS} (the allocator model settles within a few steps)")
+    if cuda is not None:
+        try:
+            major, _ = parse_cuda_version(cuda)
+        except ValueError as exc:
+            raise UsageError(f"--cuda {cuda!r}: {exc}") from None
+        majors = sorted({version[0] for version in KNOWN_CUDA_VERSIONS})
+        if major not in majors:
+            raise UsageError(f"--cuda {cuda!r}: CUDA {major} is not modelled (known: {', '.join(map(str, majors))})")
+
+
 def check_command_line(args) -> None:
     """The checks every estimator command makes before importing anything:
     torch installed, the target well formed (a path: a regular ``.py``
@@ -259,6 +301,7 @@ def check_command_line(args) -> None:
 
     check_timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_SECONDS), "--timeout")
     check_estimate_inputs(args.batch_size, args.grad_accum, args.world_size, args.input)
+    _check_steps_and_cuda(getattr(args, "steps", None), getattr(args, "cuda", None))
     check_target_text(args.target)
     require_torch()
 
@@ -268,7 +311,7 @@ def run_estimate(args) -> int:
     seconds = getattr(args, "timeout", DEFAULT_TIMEOUT_SECONDS)
     try:
         check_command_line(args)
-        with Deadline(seconds):
+        with Deadline(seconds, f"{args.target}: stopped after {seconds:g} s (--timeout; the target did not give up)"):
             return _run(args)
     except TimeLimitReached:
         print(f"memlint: error: {args.target}: stopped after {seconds:g} s (--timeout)", file=sys.stderr)

@@ -292,12 +292,16 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
     from memlint.estimate.workload import load_workload
     from memlint.estimate.search import Probe, largest_fitting
 
+    names = ("batch-size", "grad-accum", "world-size", "input")
+    known = values["batch-size"].value
+    # before the target is imported: what can be checked without its default batch
+    check_estimate_inputs(None if known is None else known * values["grad-accum"].value, values["grad-accum"].value
+                          if known is not None else 1, settings.get("world-size", 1), settings.get("input", []), names=names)
     workload = load_workload(target, settings.get("input", []), None)
     if values["batch-size"].value is None:
         values["batch-size"] = Value(workload.default_batch_size, "default", "the workload's default_batch_size")
     micro, accum = values["batch-size"].value, values["grad-accum"].value
-    check_estimate_inputs(micro * accum, accum, settings.get("world-size", 1), settings.get("input", []),
-                          names=("batch-size", "grad-accum", "world-size", "input"))
+    check_estimate_inputs(micro * accum, accum, settings.get("world-size", 1), settings.get("input", []), names=names)
     report = progress or (lambda text: None)
     gpu = settings.get("gpu")
     options = EstimateOptions(

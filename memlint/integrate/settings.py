@@ -240,6 +240,8 @@ def parse_comment_block(path: str, source: str) -> tuple[dict[str, Any], int | N
                 raise ConfigError(f"{where}: estimate key '{key}' {exc}") from None
             if key == "input":
                 values.setdefault("input", []).extend(checked)
+            elif key in values:
+                raise ConfigError(f"{where}: estimate key '{key}' is given twice in the estimate comment")
             else:
                 values[key] = checked
     return values, first

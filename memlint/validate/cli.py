@@ -34,7 +34,7 @@ def run_validate(args) -> int:
 
     try:
         check_command_line(args)
-        with Deadline(args.timeout):
+        with Deadline(args.timeout, f"{args.target}: stopped after {args.timeout:g} s (--timeout; the target did not give up)"):
             return _run(args)
     except TimeLimitReached:
         print(f"memlint: error: {args.target}: stopped after {args.timeout:g} s (--timeout)", file=sys.stderr)

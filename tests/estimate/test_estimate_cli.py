@@ -98,6 +98,10 @@ import pytest  # noqa: E402
     (["--input", "float64[B,1048576,1048576]", "--batch-size", "2048"], "is more than 2**50 bytes"),
     (["--timeout", "0"], "--timeout 0.0: must be a positive number of seconds"),
     (["--timeout", "nan"], "--timeout nan: must be a positive number of seconds"),
+    (["--steps", "1000000000"], "--steps 1000000000: at most 100"),
+    (["--cuda", "abc"], "--cuda 'abc': expected MAJOR.MINOR"),
+    (["--cuda", "1.0"], "--cuda '1.0': CUDA 1 is not modelled"),
+    (["--capacity", "99999999999999999999TiB"], "more than 2**50 bytes (1 PiB), beyond any device"),
 ])
 def test_inputs_that_cannot_be_honoured_are_one_line_before_anything_runs(argv, message, capsys, tmp_path):
     marker = tmp_path / "IMPORTED"

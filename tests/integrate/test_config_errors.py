@@ -85,3 +85,22 @@ def test_absurd_sizes_in_the_comment_block_are_one_line(tmp_path, memlint_run):
     code, out, err = memlint_run(str(script), "--format", "concise")
     [line] = err.strip().splitlines()
     assert code == 2 and f"{script}:1: estimate key 'batch-size' must be at most 2**40" in line
+
+
+def test_a_key_given_twice_in_the_comment_block_is_one_line(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text("# memlint: estimate target=m.py:f target=other.py:g\n" + SCRIPT)
+    code, out, err = memlint_run(str(script), "--format", "concise")
+    [line] = err.strip().splitlines()
+    assert code == 2 and "estimate key 'target' is given twice" in line
+
+
+def test_an_absurd_input_in_the_comment_block_is_refused_before_the_target_is_imported(tmp_path, memlint_run):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    marker = tmp_path / "IMPORTED"
+    (tmp_path / "m.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef f(batch_size=8):\n    pass\n")
+    script = tmp_path / "train.py"
+    script.write_text("# memlint: estimate target=m.py:f input=float32[B,99999999999999] capacity=1GiB\n" + SCRIPT)
+    code, out, err = memlint_run("--estimate", str(script), "--format", "concise")
+    assert code == 2 and "a dimension is larger than 2**40" in err, err
+    assert not marker.exists()

@@ -180,3 +180,26 @@ def test_all_failures_at_once_one_line_each_and_the_good_estimate_kept(tree):
     [good] = [e for e in document["estimates"] if e["path"].endswith("train_leaves_a_sleeper.py")]
     assert good["error"] is None and good["estimate"]["device_used"] > 0
     assert [d["path"] for d in document["diagnostics"]] == ["./buggy.py"]
+
+
+def test_memlint_estimate_stops_a_target_that_swallows_its_timeout(tmp_path):
+    """`memlint estimate` runs its target in-process (the user named it); a
+    factory that catches everything, the timeout's exception included, is
+    ended HARD_STOP_GRACE_SECONDS after --timeout with one line and exit 2."""
+    from memlint.estimate.cli import HARD_STOP_GRACE_SECONDS
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    (tmp_path / "stubborn.py").write_text(
+        "import time\n"
+        "def build(batch_size=8):\n"
+        "    while True:\n"
+        "        try:\n"
+        "            time.sleep(0.2)\n"
+        "        except:  # noqa: E722 -- swallows the timeout on purpose\n"
+        "            continue\n")
+    started = time.monotonic()
+    completed = run_cli("estimate", "stubborn.py:build", "--timeout", "2", cwd=tmp_path, timeout=60)
+    elapsed = time.monotonic() - started
+    assert completed.returncode == 2
+    assert any("stubborn.py:build: stopped after 2 s" in line for line in error_lines(completed))
+    assert elapsed < 2 + HARD_STOP_GRACE_SECONDS + 20
