@@ -5,6 +5,7 @@ import re
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.operations import parameterless
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES
 
@@ -174,16 +175,20 @@ class InferenceWithoutNoGrad(Rule):
             if not isinstance(callee, FUNCTION_TYPES) or EVAL_FUNCTION.search(callee.name) or semantic.is_module_method(callee):
                 continue
             analysis = semantic.canonical(callee)
-            if analysis.runs_forward and not analysis.trains and not analysis.backward_calls and semantic.grad_mode(call) is Tri.YES:
-                found.append(call)
+            if analysis.trains or analysis.backward_calls or semantic.grad_mode(call) is not Tri.YES:
+                continue
+            if any(semantic.grad_mode(inner) is Tri.YES for inner in semantic.forward_calls(callee)):
+                found.append(call)  # the helper's own no_grad (`with torch.no_grad(): model(x)`) is enough
         return found
 
     def _frozen_callee(self, call: ast.Call) -> bool:
         """The module called has every parameter frozen (``requires_grad_(False)``,
-        a loop setting ``p.requires_grad = False``): it records no graph of its own."""
+        a loop setting ``p.requires_grad = False``) or has none (a loss module):
+        it records no graph of its own."""
         semantic = self.ctx.semantic
-        if semantic.value(call.func).frozen:
-            return True  # `model(x)`
+        called = semantic.value(call.func)
+        if called.frozen or parameterless(called):
+            return True  # `model(x)`, `criterion(outputs, y)`
         if not isinstance(call.func, ast.Attribute):
             return False
         owner = semantic.value(call.func.value)  # `model.encode(x)`

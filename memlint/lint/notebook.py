@@ -33,6 +33,7 @@ is written (:func:`rewrite_sources`).
 
 from __future__ import annotations
 
+import ast
 import bisect
 import json
 import re
@@ -260,12 +261,35 @@ def mask_cell(lines: list[str]) -> tuple[list[str], set[int], str | None]:
             continue
         if scanner.at_statement_start() and _is_ipython_line(text, scanner):
             indent = text[: len(text) - len(text.lstrip())]
-            out[position] = indent + "pass"
-            masked.add(position + 1)
+            out[position] = _timed_statement(text) or indent + "pass"
+            masked.add(position + 1)  # no fix touches it either way
             continuation = text.rstrip().endswith("\\")
             continue
         scanner.feed(text)
     return out, masked, magic
+
+
+#: Line magics that run the rest of their line as Python in the kernel's namespace.
+PYTHON_LINE_MAGICS = frozenset({"time", "timeit", "prun"})
+_LINE_MAGIC = re.compile(r"^(\s*)(%(\w+)\s+)(\S.*)$")
+
+
+def _timed_statement(text: str) -> str | None:
+    """``%time train(model)`` -> ``_ =   train(model)``: the timed code,
+    analysed like any other line, at the columns it has in the cell (the
+    magic's text becomes an assignment to ``_`` of the same width, as
+    IPython's output cache does); None when the rest of the line is not an
+    expression (options such as ``-n 10``, a statement)."""
+    match = _LINE_MAGIC.match(text.rstrip("\r\n"))
+    if match is None or match.group(3) not in PYTHON_LINE_MAGICS or match.group(4).startswith("-"):
+        return None
+    code = match.group(4)
+    try:
+        ast.parse("_ = " + code)
+    except SyntaxError:
+        return None
+    width = len(match.group(2))
+    return match.group(1) + "_ =" + " " * (width - 3) + code
 
 
 def _is_ipython_line(text: str, scanner: "_Scanner") -> bool:

@@ -41,7 +41,7 @@ LEAK_CELLS = (
 
 # -- masking ---------------------------------------------------------------------------
 @pytest.mark.parametrize("line", ["%matplotlib inline", "!pip install torch", "files = !ls -1", "t = %timeit -o f()",
-                                  "?torch.randn", "torch.randn?", "torch.randn??", "%time y = f(x)",
+                                  "?torch.randn", "torch.randn?", "torch.randn??", "%timeit -n 10 f(x)",
                                   "a, b = !echo 1 2"])
 def test_ipython_lines_are_masked_keeping_lines(line):
     masked, lines, magic = mask_cell(["import torch", line, "x = 1"])
@@ -51,9 +51,24 @@ def test_ipython_lines_are_masked_keeping_lines(line):
 
 def test_magic_in_a_block_keeps_the_block_valid():
     masked, lines, _ = mask_cell(["for i in range(3):", "    %time f(i)", "    !echo \\", "        continued"])
-    assert masked == ["for i in range(3):", "    pass", "    pass", ""]
+    assert masked == ["for i in range(3):", "    _ =   f(i)", "    pass", ""]
     assert lines == {2, 3, 4}
     compile("\n".join(masked), "cell", "exec")
+
+
+def test_timed_code_is_analysed_at_its_own_columns(tmp_path):
+    """`%time train(...)` runs `train(...)` in the kernel: it stays code (a call
+    site with its arguments), at the columns it has in the cell."""
+    masked, lines, _ = mask_cell(["%time y = f(x)", "%prun g()", "%time for i in x: pass"])
+    assert masked == ["_ =   y = f(x)", "_ =   g()", "pass"]
+    assert masked[0].index("y = f(x)") == "%time y = f(x)".index("y = f(x)")
+    cells = ("import torch\nimport torch.nn as nn\n"
+             "def evaluate(model, criterion, loader):\n    model.eval()\n    for x, y in loader:\n"
+             "        with torch.no_grad():\n            out = model(x)\n        loss = criterion(out, y)\n",
+             "net = nn.Linear(4, 2).cuda()\ncriterion = nn.CrossEntropyLoss()\n%time evaluate(net, criterion, loader)")
+    # the loss module is known from the timed call: no graph of its own, no MEM104
+    result = lint_nb(str(write_nb(tmp_path, "timed.ipynb", *cells)), notebook_from_cells(list(cells)), {"MEM104"})
+    assert not result.diagnostics
 
 
 def test_python_that_looks_like_ipython_is_left_alone():

@@ -278,6 +278,14 @@ def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
     return value
 
 
+def parameterless(callee: Value) -> bool:
+    """A torch.nn loss module: no parameters, so its output has a graph only
+    when an input has one (torch 2.13.0 torch/nn/modules/loss.py; the class
+    weights some losses take are buffers, not parameters)."""
+    name = callee.type_name or ""
+    return name.startswith("torch.nn.") and name.endswith("Loss")
+
+
 def _forward_device(callee: Value, arguments: list[Value]) -> Tri:
     if callee.device is Tri.YES or any(a.device is Tri.YES for a in arguments):
         return Tri.YES
@@ -289,7 +297,7 @@ def _forward_device(callee: Value, arguments: list[Value]) -> Tri:
 def _forward_graph(callee: Value, arguments: list[Value], grad: Tri) -> Tri:
     if grad is Tri.NO:
         return Tri.NO
-    if callee.frozen:
+    if callee.frozen or parameterless(callee):
         inputs = combine(arguments).graph if arguments else Tri.NO
         return inputs if grad is Tri.YES else Tri.NO if inputs is Tri.NO else Tri.MAYBE
     return Tri.YES if grad is Tri.YES else Tri.MAYBE
@@ -1394,9 +1402,16 @@ def is_run_comprehension(model, node: ast.AST) -> bool:
 
 
 def literal_iterable(iterable: ast.expr) -> bool:
-    """A tuple/list/set display, or ``range`` of a small integer literal."""
+    """A tuple/list/set display, ``range`` of a small integer literal, or the
+    first few items of a stream (``dataset.take(1)``: tf.data ``Dataset.take``,
+    ``itertools.islice(it, 3)``)."""
     if isinstance(iterable, (ast.Tuple, ast.List, ast.Set)):
         return True
+    if isinstance(iterable, ast.Call) and iterable.args and not iterable.keywords:
+        name = iterable.func.attr if isinstance(iterable.func, ast.Attribute) else getattr(iterable.func, "id", None)
+        count = iterable.args[-1] if name == "islice" else iterable.args[0] if name == "take" else None
+        if isinstance(count, ast.Constant) and type(count.value) is int and count.value <= SMALL_RANGE:
+            return True
     if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id == "range" and iterable.args:
         bound = iterable.args[0] if len(iterable.args) == 1 else iterable.args[1]
         return isinstance(bound, ast.Constant) and type(bound.value) is int and bound.value <= SMALL_RANGE
