@@ -133,8 +133,9 @@ class TensorCollectedWithGraph(Rule):
     def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.DictComp) -> None:
         semantic = self.ctx.semantic
         element = node.value if isinstance(node, ast.DictComp) else node.elt
-        if semantic.holds_no_graph(element) or not any(isinstance(child, ast.Call) for child in ast.walk(element)):
-            return  # a forward pass is a call: cheap check first
+        if semantic.holds_no_graph(element) or not any(isinstance(child, ast.Call) for child in ast.walk(element)) \
+                or semantic.iterates_fixed_structure(node):
+            return  # a forward pass is a call, and a batch comes from a stream: cheap checks first
         function = semantic.function_of(node)
         if function is not None and semantic.is_module_method(function):
             return

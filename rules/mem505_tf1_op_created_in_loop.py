@@ -124,7 +124,8 @@ class Tf1OpCreatedInLoop(Rule):
         semantic = self.ctx.semantic
         if func.attr == "run" and semantic.value(func.value).type_name == fw.SESSION:
             arguments = [*node.args, *(k.value for k in node.keywords if k.arg in RUN_ARGUMENTS)]
-        elif any(semantic.value(a).type_name == fw.SESSION for a in [*node.args, *(k.value for k in node.keywords)]):
+        elif self._may_take_session(node) and any(
+                semantic.value(a).type_name == fw.SESSION for a in [*node.args, *(k.value for k in node.keywords)]):
             arguments = [func.value]  # `saver.save(sess, ...)`, `op.eval(session=sess)`: runs its receiver
         else:
             return
@@ -136,6 +137,14 @@ class Tf1OpCreatedInLoop(Rule):
             first = min(ops, key=lambda op: (op.lineno, op.col_offset))
             self._reported.update(ops)
             self.report(first)
+
+    def _may_take_session(self, call: ast.Call) -> bool:
+        """Cheap test first: a method of an object of the file (not a library
+        function such as ``tf.summary.scalar``) given something other than literals."""
+        if self.ctx.qualified(call.func) is not None:
+            return False
+        given = [*call.args, *(k.value for k in call.keywords)]
+        return any(not isinstance(a, (ast.Constant, ast.JoinedStr)) for a in given)
 
     # -- where one step's code is ----------------------------------------------------------
     def _per_step_region(self, run: ast.Call) -> list[ast.stmt] | None:

@@ -371,6 +371,13 @@ MODEL_OUTPUT_TENSORS = frozenset({
 #: Module methods of library models that run no autograd: ``GenerationMixin.generate`` is
 #: decorated with ``@torch.no_grad()`` (transformers/generation/utils.py).
 NO_GRAD_MODULE_METHODS = frozenset({"generate"})
+#: Namespaces whose callables return host values (paths, strings, numbers, numpy
+#: arrays), never a tensor with an autograd graph: storing their result keeps none.
+HOST_VALUE_NAMESPACES = frozenset({
+    "os", "re", "json", "pathlib", "glob", "string", "time", "datetime", "logging", "math", "random",
+    "argparse", "subprocess", "shutil", "inspect", "textwrap", "csv", "numpy"})
+#: torch callables that build metadata objects, not tensors (torch 2.13.0).
+HOST_VALUE_CALLABLES = frozenset({"torch.device", "torch.Size", "torch.finfo", "torch.iinfo", "torch.dtype"})
 #: Namespaces whose callables never run a model's forward pass (the standard
 #: library and numpy): a function that calls only these and builtins runs none.
 NON_MODEL_NAMESPACES = frozenset({

@@ -520,6 +520,13 @@ class SemanticModel:
             self._accumulating = frozenset(names)
         return self._accumulating
 
+    def iterates_fixed_structure(self, comprehension: ast.AST) -> bool:
+        """Cheap, syntactic: every ``for`` of ``comprehension`` walks a fixed
+        structure, never a stream of batches: a module's parameters, buffers
+        or children, a mapping's items/keys/values, a literal display or a
+        small ``range`` (through ``enumerate``/``zip``/``sorted``/``list``)."""
+        return all(_fixed_structure(clause.iter) for clause in comprehension.generators)
+
     def holds_no_graph(self, expr: ast.expr) -> bool:
         """Cheap, syntactic: ``expr`` evaluates to a Python value or a
         detached tensor whatever its parts are (a literal, ``len(...)``,
@@ -538,6 +545,10 @@ class SemanticModel:
             if isinstance(func, ast.Attribute) and func.attr in _DETACHING_CALLS:
                 return True
             if isinstance(func, ast.Name) and func.id in _PLAIN_CALLS and self.qualified(func) == func.id:
+                return True
+            qualified = self.qualified(func)
+            if qualified is not None and (qualified in fw.HOST_VALUE_CALLABLES
+                                          or qualified.partition(".")[0] in fw.HOST_VALUE_NAMESPACES):
                 return True
         return False
 
@@ -1564,6 +1575,23 @@ def _comprehension_verdict(node: ast.AST):
 
 #: Builtins, less those that call what they are given (`map(model, batches)` runs forwards).
 _BUILTIN_NAMES = frozenset(dir(builtins)) - {"map", "filter"}
+
+
+#: Methods that walk a module's or a mapping's fixed contents (torch 2.13.0 nn.Module; dict).
+_STRUCTURE_METHODS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "children",
+                                "named_children", "modules", "named_modules", "items", "keys", "values"})
+_ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "sorted", "list", "reversed", "tuple"})
+
+
+def _fixed_structure(iterable: ast.expr) -> bool:
+    if operations.literal_iterable(iterable):
+        return True
+    if not isinstance(iterable, ast.Call):
+        return False
+    func = iterable.func
+    if isinstance(func, ast.Name) and func.id in _ITERATION_WRAPPERS:
+        return bool(iterable.args) and all(_fixed_structure(a) for a in iterable.args)
+    return isinstance(func, ast.Attribute) and func.attr in _STRUCTURE_METHODS
 
 
 def _is_super_call(expr: ast.expr) -> bool:
