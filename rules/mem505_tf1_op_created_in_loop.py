@@ -9,6 +9,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.rules._training import walk
 
 #: ``tensorflow.*`` callables that add no node to the graph: sessions and their
 #: options, protocol buffers, file and logging utilities, graph/collection lookups,
@@ -164,7 +165,7 @@ class Tf1OpCreatedInLoop(Rule):
 
     def _fresh_graph(self, region: list[ast.stmt]) -> bool:
         """The step resets the default graph or builds in a new ``tf.Graph()``."""
-        for node in _own_nodes(region):
+        for node in walk(region):
             if isinstance(node, ast.Call) and FRESH_GRAPH.match(self.ctx.qualified(node.func) or ""):
                 return True
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "as_default":
@@ -176,7 +177,7 @@ class Tf1OpCreatedInLoop(Rule):
         """Op constructions of ``region`` whose results ``run`` fetches or feeds (its ``arguments``)."""
         found = [op for argument in arguments for op in self._ops_in(argument)]
         wanted = {n.id for argument in arguments for n in ast.walk(argument) if isinstance(n, ast.Name)}
-        assignments = [n for n in _own_nodes(region) if isinstance(n, ast.Assign) and n.lineno <= run.lineno]
+        assignments = [n for n in walk(region) if isinstance(n, ast.Assign) and n.lineno <= run.lineno]
         changed = True
         while changed:  # names the fetched values are computed from, within the step
             changed = False
@@ -215,15 +216,3 @@ class Tf1OpCreatedInLoop(Rule):
 
 def _binds(assignment: ast.Assign) -> set[str]:
     return {n.id for target in assignment.targets for n in ast.walk(target) if isinstance(n, ast.Name)}
-
-
-def _own_nodes(region: list[ast.stmt]):
-    """Every node of ``region`` but those inside nested function definitions."""
-    pending = list(region)
-    while pending:
-        node = pending.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
-                pending.append(child)
-

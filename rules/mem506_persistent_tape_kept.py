@@ -8,6 +8,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES, is_constant
+from memlint.rules._training import walk
 
 #: Methods that take an optimizer step in TF/Keras (``Optimizer.apply_gradients``,
 #: ``minimize``; keras 3.15.1 ``keras/src/optimizers/base_optimizer.py``).
@@ -109,7 +110,7 @@ class PersistentTapeKept(Rule):
     def _spans_training_loop(self, statement: ast.AST) -> bool:
         """A loop in the ``with`` body that repeats with the run or takes optimizer steps."""
         semantic = self.ctx.semantic
-        for node in _own_nodes(statement.body):
+        for node in walk(statement.body):
             if isinstance(node, LOOP_TYPES) and (semantic.is_run_loop(node) or self._steps(node.body, 0)):
                 return True
         return False
@@ -117,7 +118,7 @@ class PersistentTapeKept(Rule):
     def _steps(self, body: list[ast.stmt], depth: int) -> bool:
         """``body`` applies gradients, itself or in a function of the file it calls (two calls deep)."""
         semantic = self.ctx.semantic
-        for node in _own_nodes(body):
+        for node in walk(body):
             if not isinstance(node, ast.Call):
                 continue
             if isinstance(node.func, ast.Attribute) and node.func.attr in STEP_METHODS:
@@ -139,7 +140,7 @@ class PersistentTapeKept(Rule):
         unit = semantic.unit_of(assignment)
         body = unit.body if isinstance(unit, (ast.Module, *FUNCTION_TYPES)) else []
         outer = set(map(id, semantic.repeating_loops(assignment)))
-        for node in _own_nodes(body):
+        for node in walk(body):
             if not isinstance(node, (ast.With, ast.AsyncWith)):
                 continue
             if not any(isinstance(item.context_expr, ast.Name) and item.context_expr.id == name for item in node.items):
@@ -156,7 +157,7 @@ def _persistent(call: ast.Call) -> bool:
 
 def _drops(body: list[ast.stmt], name: str) -> bool:
     """``del name`` or ``name = None`` in ``body``."""
-    for node in _own_nodes(body):
+    for node in walk(body):
         if isinstance(node, ast.Delete) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             return True
         if isinstance(node, ast.Assign) and is_constant(node.value, None) and any(
@@ -168,15 +169,4 @@ def _drops(body: list[ast.stmt], name: str) -> bool:
 def _rebinds(body: list[ast.stmt], name: str) -> bool:
     """The loop makes a new tape under ``name`` itself (``tape = GradientTape(...)``)."""
     return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-               for node in _own_nodes(body))
-
-
-def _own_nodes(region: list[ast.stmt]):
-    """Every node of ``region`` but those inside nested function or class definitions."""
-    pending = list(region)
-    while pending:
-        node = pending.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
-                pending.append(child)
+               for node in walk(body))
