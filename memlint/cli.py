@@ -112,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(args_list[0]).parse_args(args_list)
         return _dispatch(args)
     except UsageError as exc:
-        print(f"memlint: error: {exc}", file=sys.stderr)
+        from memlint.report.text import printable
+
+        print(f"memlint: error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("memlint: interrupted", file=sys.stderr)
