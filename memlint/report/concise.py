@@ -7,14 +7,14 @@ add a line.
 
 from __future__ import annotations
 
-from memlint.report.text import printable
+from memlint.report.text import printable, printable_name
 
 
 def format_line(diagnostic) -> str:
     """One finding as ``path:line:col: CODE message``; the path and the
     message are escaped (:func:`~memlint.report.text.printable`), so the line
     is always one line."""
-    return f"{printable(diagnostic.path)}:{diagnostic.line}:{diagnostic.col}: {diagnostic.code} {printable(diagnostic.message)}"
+    return f"{printable_name(diagnostic.path)}:{diagnostic.line}:{diagnostic.col}: {diagnostic.code} {printable(diagnostic.message)}"
 
 
 def render(run, args, stream) -> None:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from memlint.lint.diagnostic import Applicability, Diagnostic
-from memlint.report.text import printable
+from memlint.report.text import printable, printable_name
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
@@ -74,7 +74,7 @@ def format_diagnostic(diagnostic: Diagnostic, lines: list[str] | None, unsafe: b
     severity = diagnostic.severity.value
     style = SEVERITY_STYLES.get(severity, "bold")
     header = Text.assemble(
-        (f"{printable(diagnostic.path)}:{diagnostic.line}:{diagnostic.col}:", "bold"),
+        (f"{printable_name(diagnostic.path)}:{diagnostic.line}:{diagnostic.col}:", "bold"),
         " ",
         (diagnostic.code, style),
         " ",

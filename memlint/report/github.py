@@ -13,7 +13,7 @@ Unreadable files and other run errors become ``::error`` lines too.
 
 from __future__ import annotations
 
-from memlint.report.text import printable
+from memlint.report.text import double_backslashes, printable
 
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -37,7 +37,7 @@ def command(name: str, properties: dict[str, object], message: str) -> str:
 def format_diagnostic(diagnostic) -> str:
     """The annotation line for one finding."""
     properties = {
-        "file": diagnostic.path,
+        "file": double_backslashes(diagnostic.path),
         "line": diagnostic.line,
         "col": diagnostic.col,
         "endLine": diagnostic.end_line,

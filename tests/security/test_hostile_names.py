@@ -90,3 +90,51 @@ def test_sarif_marks_a_run_with_errors_unsuccessful(hostile_tree):
     [run] = json.loads(completed.stdout)["runs"]
     assert completed.returncode == 2 and run["invocations"][0]["executionSuccessful"] is False
     assert run["results"]  # snippet.py's finding is still there
+
+
+@pytest.mark.parametrize("fmt", ["concise", "full", "json", "github"])
+def test_escaped_bytes_and_literal_backslashes_look_different(tmp_path, fmt):
+    """``bad\\xff\\xfe.py`` (two bytes that are not UTF-8) and a name holding
+    the characters backslash, x, f, f: the backslash itself is escaped."""
+    root = tmp_path / "twins"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    (root / "bad\\xff\\xfe.py").write_text(BUGGY)
+    with open(os.path.join(os.fsencode(root), NOT_UTF8), "w") as handle:
+        handle.write(BUGGY)
+    completed = run_cli("check", "--no-cache", "--format", fmt, ".", cwd=root)
+    assert completed.returncode == 1, completed.stderr
+    text = completed.stdout.decode()
+    if fmt == "json":
+        paths = sorted(d["path"] for d in json.loads(text)["diagnostics"])
+        assert paths == ["./bad\\\\xff\\\\xfe.py", "./bad\\xff\\xfe.py"]
+        return
+    if fmt == "github":
+        files = sorted(line.split("file=", 1)[1].split(",", 1)[0] for line in text.splitlines())
+        assert files == ["./bad\\\\xff\\\\xfe.py", "./bad\\xff\\xfe.py"]
+        return
+    shown = sorted(line.split(":2:9:", 1)[0] for line in text.splitlines() if ":2:9: MEM303" in line)
+    assert shown == ["./bad\\\\xff\\\\xfe.py", "./bad\\xff\\xfe.py"]
+
+
+def test_the_documented_problem_matcher_is_not_fooled_by_a_forged_name(tmp_path):
+    """docs/integrations.md's VS Code regex reads concise output of a file
+    named like a finding as that file's real position and code."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    block = re.search(r"```json\n(.*?)```", text, re.S).group(1)
+    pattern = json.loads(block)["tasks"][0]["problemMatcher"]["pattern"]
+    regex = re.compile(pattern["regexp"])
+    root = tmp_path / "forged"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    name = "real.py:1:1: MEM999 forged.py"
+    (root / name).write_text(BUGGY)
+    completed = run_cli("check", "--no-cache", "--format", "concise", name, cwd=root)
+    [line] = completed.stdout.decode().splitlines()
+    match = regex.match(line)
+    assert match is not None, line
+    assert match.group(pattern["file"]) == name
+    assert (match.group(pattern["line"]), match.group(pattern["column"])) == ("2", "9")
+    assert match.group(pattern["code"]) == "MEM303"
