@@ -30,6 +30,7 @@ import difflib
 import hashlib
 import io
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -208,17 +209,50 @@ def decode(data: bytes) -> tuple[str, str]:
     return data.decode(encoding), encoding
 
 
+def source_lines(text: str) -> list[str]:
+    """``text`` split as Python splits source lines (``\\n``, ``\\r\\n`` or a
+    lone ``\\r``; not at form feeds or the other breaks of
+    :meth:`str.splitlines`), each line with its terminator."""
+    return _SOURCE_LINE.findall(text)
+
+
+_SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
 def unified_diff(path: str, before: str, after: str) -> str:
-    """A unified diff of one file's fix (``a/``/``b/`` headers for relative paths)."""
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True),
-        after.splitlines(keepends=True),
-        fromfile=path if os.path.isabs(path) else f"a/{path}",
-        tofile=path if os.path.isabs(path) else f"b/{path}",
-    )
-    out = []
-    for line in lines:
-        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+    """A unified diff of one file's fix (``a/``/``b/`` headers for relative paths).
+
+    What a hostile file could use to steer the terminal is escaped as in the
+    ``full`` format (:func:`~memlint.report.text.printable`): the file name
+    in the headers (:func:`~memlint.report.text.printable_name`) and, in the
+    diff lines, every non-printable character but the tab. Each diff line is
+    one line: a lone CR ending a source line is shown as ``\\r``, and
+    ``\\ No newline at end of file`` only follows the text's last line.
+    """
+    from memlint.report.text import printable, printable_name
+
+    old = path if os.path.isabs(path) else f"a/{path}"
+    new = path if os.path.isabs(path) else f"b/{path}"
+    lines = list(difflib.unified_diff(source_lines(before), source_lines(after), fromfile=old, tofile=new))
+    if not lines:
+        return ""
+    out = [f"--- {printable_name(old)}\n", f"+++ {printable_name(new)}\n"]
+    for line in lines[2:]:
+        if line.startswith("@@"):
+            out.append(line)
+            continue
+        body, ending = line, ""
+        for terminator in ("\r\n", "\n", "\r"):
+            if line.endswith(terminator):
+                body, ending = line[: -len(terminator)], terminator
+                break
+        shown = "\t".join(printable(part) for part in body.split("\t"))
+        if ending == "\r":
+            out.append(shown + "\\r\n")
+        elif ending:
+            out.append(shown + ending)
+        else:
+            out.append(shown + "\n\\ No newline at end of file\n")
     return "".join(out)
 
 

@@ -138,3 +138,47 @@ def test_the_documented_problem_matcher_is_not_fooled_by_a_forged_name(tmp_path)
     assert match.group(pattern["file"]) == name
     assert (match.group(pattern["line"]), match.group(pattern["column"])) == ("2", "9")
     assert match.group(pattern["code"]) == "MEM303"
+
+
+def _diff_lines_are_well_formed(text: str) -> list[str]:
+    assert ESC not in text and "\x07" not in text and "\x0c" not in text
+    lines = text.split("\n")
+    assert lines[-1] == "" and "\r" not in text
+    lines = lines[:-1]
+    assert all(line[:1] in (" ", "-", "+", "@", "\\") for line in lines), lines
+    assert not [line for line in lines if line.startswith("x.py:")]  # no forged line
+    return lines
+
+
+def test_diff_escapes_hostile_names_and_source(tmp_path):
+    root = tmp_path / "diff"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    name = f"e{ESC}[31m\nx.py:1:1: MEM999 forged.py"
+    (root / name).write_text(RAW_ESC_SOURCE)
+    # lone CRs and a form feed: one diff line per source line, the marker at the end
+    (root / "lone_cr.py").write_bytes(b"import torch; torch.cuda.init()\r\x0cstate = torch.load('c')\ry = 1")
+    completed = run_cli("check", "--no-cache", "--diff", "--unsafe-fixes", ".", cwd=root)
+    assert completed.returncode == 1, completed.stderr
+    lines = _diff_lines_are_well_formed(completed.stdout.decode())
+    headers = [line for line in lines if line.startswith(("--- ", "+++ "))]
+    assert "--- a/./e\\x1b[31m\\nx.py:1:1: MEM999 forged.py" in headers
+    assert "--- a/./lone_cr.py" in headers and len(headers) == 4
+    assert "+\\x0cstate = torch.load('c', map_location=\"cpu\")\\r" in lines
+    markers = [index for index, line in enumerate(lines) if line.startswith("\\ ")]
+    assert [lines[index] for index in markers] == ["\\ No newline at end of file"]
+    assert lines[markers[0] - 1] == " y = 1"
+    assert "+state = torch.load('\\x1b[2J\\x1b]0;pwned\\x07', map_location=\"cpu\")" in lines
+
+
+def test_diff_escapes_the_stdin_filename(tmp_path):
+    import subprocess
+    import sys
+
+    name = f"s{ESC}]0;t{chr(7)}\nx.py:1:1: MEM999 forged.py"
+    completed = subprocess.run([sys.executable, "-m", "memlint", "check", "--diff", "--unsafe-fixes",
+                                "--stdin-filename", name, "-"], input=BUGGY.encode(), capture_output=True,
+                               cwd=tmp_path, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    assert completed.returncode == 1, completed.stderr
+    lines = _diff_lines_are_well_formed(completed.stdout.decode())
+    assert lines[0] == "--- a/s\\x1b]0;t\\x07\\nx.py:1:1: MEM999 forged.py"
