@@ -16,7 +16,9 @@ read (a content hash): an editor or another tool that changed it meanwhile
 wins. It is never written through a symbolic link that leads out of the
 linted tree (the directory named on the command line), never replaced when
 it is not writable (no write permission, or no write bit in its mode), and
-keeps its mode. Writes are atomic -- a temporary file in the same
+keeps its mode and its owner (run as root on another user's file, the
+replacement is given back to that user; where that is not permitted the file
+is rewritten in place). Writes are atomic -- a temporary file in the same
 directory, the original mode, then ``os.replace`` -- except for a file with
 several hard links, which is rewritten in place so that every link sees the
 fix. ``--diff`` prints a unified diff instead and writes nothing.
@@ -257,7 +259,9 @@ def unified_diff(path: str, before: str, after: str) -> str:
 
 
 def atomic_write(path: str, data: bytes) -> None:
-    """Replace ``path``'s content with ``data`` atomically, keeping its mode.
+    """Replace ``path``'s content with ``data`` atomically, keeping its mode
+    and its owner and group (``os.chown`` of the new file; where that is not
+    permitted, the file is rewritten in place instead, so it keeps them).
 
     A symbolic link is followed: the file it points to is replaced (callers
     check first that it stays in the tree: :func:`write_problem`).
@@ -266,7 +270,8 @@ def atomic_write(path: str, data: bytes) -> None:
         OSError: the directory is not writable, the disk is full, ...
     """
     target = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(target).st_mode)
+    info = os.stat(target)
+    mode = stat.S_IMODE(info.st_mode)
     directory = os.path.dirname(target) or "."
     handle, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".memlint-tmp")
     try:
@@ -274,6 +279,15 @@ def atomic_write(path: str, data: bytes) -> None:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
+        if not _same_owner(temp, info):
+            try:
+                os.chown(temp, info.st_uid, info.st_gid)
+            except OSError:
+                # Not permitted (a group-writable file of another user): the
+                # file's own inode is rewritten, so it keeps its owner.
+                os.unlink(temp)
+                write_in_place(target, data)
+                return
         os.chmod(temp, mode)
         os.replace(temp, target)
     except BaseException:
@@ -282,6 +296,11 @@ def atomic_write(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _same_owner(path: str, info: os.stat_result) -> bool:
+    mine = os.stat(path)
+    return (mine.st_uid, mine.st_gid) == (info.st_uid, info.st_gid)
 
 
 def write_in_place(path: str, data: bytes) -> None:

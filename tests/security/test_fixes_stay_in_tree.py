@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import stat
 
+import pytest
+
 from .conftest import BUGGY, error_lines, run_cli
 
 FIXED = BUGGY.replace("torch.load('ckpt.pt')", "torch.load('ckpt.pt', map_location=\"cpu\")")
@@ -92,3 +94,15 @@ def test_a_file_without_write_permission_is_not_replaced(tree):
     assert (root / "buggy.py").read_text() == BUGGY and completed.returncode == 2
     assert error_lines(completed) == ["memlint: error: buggy.py: not fixed: the file is not writable"]
     assert stat.S_IMODE(os.stat(root / "buggy.py").st_mode) == 0o444
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give a file away")
+def test_a_fix_run_as_root_keeps_the_owner(tree):
+    root = tree({})
+    os.chown(root / "buggy.py", 12345, 23456)
+    os.chmod(root / "buggy.py", 0o640)
+    completed = run_cli(*FIX, "buggy.py", cwd=root)
+    assert completed.returncode == 0, completed.stderr
+    info = os.stat(root / "buggy.py")
+    assert (root / "buggy.py").read_text() == FIXED
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (12345, 23456, 0o640)
