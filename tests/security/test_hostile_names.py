@@ -182,3 +182,34 @@ def test_diff_escapes_the_stdin_filename(tmp_path):
     assert completed.returncode == 1, completed.stderr
     lines = _diff_lines_are_well_formed(completed.stdout.decode())
     assert lines[0] == "--- a/s\\x1b]0;t\\x07\\nx.py:1:1: MEM999 forged.py"
+
+
+HOSTILE_MODEL = '''
+import torch
+from torch import nn
+from memlint import Workload
+
+def build(batch_size: int = 4):
+    model = nn.Sequential()
+    model.add_module("first", nn.Linear(8, 8))
+    model.add_module("\\x1b[2J\\x1b]0;pwned\\x07\\nfake_py:1:1: MEM999 x", nn.ReLU())
+    model.add_module("second", nn.Linear(8, 8))
+    model.add_module("[red]y[/red]", nn.ReLU())
+    model.add_module("out", nn.Linear(8, 2))
+    return Workload(module=model, make_inputs=lambda b: (torch.randn(b, 8),),
+                    loss_fn=lambda out, inputs: out.float().pow(2).mean(), default_batch_size=batch_size,
+                    name="m[bold]x")
+'''
+
+
+def test_estimate_table_escapes_module_names(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "model.py").write_text(HOSTILE_MODEL)
+    completed = run_cli("estimate", "model.py:build", "--gpu", "T4", cwd=tmp_path, timeout=300,
+                        env={"COLUMNS": "300"})
+    assert completed.returncode == 0, completed.stderr
+    _no_raw_controls(completed.stdout)
+    text = completed.stdout.decode()
+    assert not [line for line in text.splitlines() if line.startswith("fake_py")]
+    assert "│ \\x1b[2J\\x1b]0;pwned\\x07\\nfake_py:1:1: MEM999 x │" in text
+    assert "│ [red]y[/red] " in text and "memlint estimate m[bold]x " in text
