@@ -147,3 +147,16 @@ def test_glob_semantics_are_kept(tmp_path):
         assert config.is_excluded(str(tmp_path / excluded)), excluded
     for kept in ("src/a.py", "x/docs.py/../a.py", "pkg/a.py", "other/pkg/gen/a.py"):
         assert not config.is_excluded(str(tmp_path / kept)), kept
+
+
+@pytest.mark.parametrize("options", [("--format", "sarif", "--jobs", "abc"), ("--format=json", "--bogus"),
+                                     ("--format", "sarif", "--jobs", "0")])
+def test_an_option_error_still_writes_a_valid_document(tree, options):
+    root = tree({})
+    completed = run_cli("check", *options, "buggy.py", cwd=root)
+    assert completed.returncode == 2
+    assert len(error_lines(completed)) == 1
+    document = json.loads(completed.stdout)
+    errors = document["errors"] if "errors" in document else [
+        n["message"]["text"] for n in document["runs"][0]["invocations"][0]["toolExecutionNotifications"]]
+    assert len(errors) == 1 and errors[0] in error_lines(completed)[0]
