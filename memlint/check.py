@@ -120,11 +120,29 @@ def selection(args: argparse.Namespace, config: Config) -> frozenset[str]:
 def run_check(args: argparse.Namespace) -> int:
     """Run ``memlint check``; returns the exit code.
 
+    With ``--format json`` or ``sarif`` a usage or configuration error still
+    writes a valid document to stdout (the error in ``errors``, or a SARIF
+    run with ``executionSuccessful`` false and the error as a notification),
+    so that ``memlint --format sarif . > memlint.sarif`` uploads a valid
+    file; the error line goes to stderr and the exit code is 2.
+
     Raises:
-        UsageError: bad options or configuration (one line, exit 2).
+        UsageError: bad options or configuration (one line, exit 2), in the
+            other formats.
     """
-    if args.unsafe_fixes and not (args.fix or args.diff):
-        args.fix = False
+    try:
+        return _run_check(args)
+    except UsageError as exc:
+        if getattr(args, "format", None) not in ("json", "sarif"):
+            raise
+        from memlint.report import render
+
+        render(CheckRun(errors=[str(exc)]), args)
+        return exc.exit_code
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    check_options(args)
     limits = estimate_limits(args)
     config = load_config(args.config, config_start(args.paths))
     enabled = selection(args, config)
@@ -161,6 +179,27 @@ def run_check(args: argparse.Namespace) -> int:
     return run.exit_code(args.exit_zero)
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """The checks of options that argparse cannot express; a combination that
+    does nothing gets a one-line warning on stderr (as ruff does).
+
+    Raises:
+        UsageError: ``--jobs`` below 1, ``--estimate-timeout`` not above 0,
+            ``--diff`` with ``--fix``.
+    """
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: must be at least 1")
+    timeout = getattr(args, "estimate_timeout", None)
+    if timeout is not None and not (timeout > 0 and timeout != float("inf")):
+        raise UsageError(f"--estimate-timeout {timeout}: must be a positive number of seconds")
+    if args.diff and args.fix:
+        raise UsageError("--diff and --fix are mutually exclusive (--diff shows the fixes and writes nothing)")
+    if args.unsafe_fixes and not (args.fix or args.diff):
+        print("memlint: warning: --unsafe-fixes has no effect without --fix or --diff", file=sys.stderr)
+    if args.stdin_filename is not None and args.paths and "-" not in args.paths:
+        print("memlint: warning: --stdin-filename has no effect: no '-' (stdin) among the paths", file=sys.stderr)
+
+
 def estimate_limits(args: argparse.Namespace):
     """The per-estimate :class:`~memlint.integrate.isolation.Limits` of
     ``--estimate`` (None without it).
@@ -171,7 +210,7 @@ def estimate_limits(args: argparse.Namespace):
     """
     if not args.estimate:
         for attribute, option in _ESTIMATE_OPTIONS:
-            if getattr(args, attribute, None):
+            if getattr(args, attribute, None) not in (None, False):
                 raise UsageError(f"{option} needs --estimate (estimates run only when the command line asks)")
         return None
     from memlint.estimate.cli import check_timeout

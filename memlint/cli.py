@@ -112,16 +112,45 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0, 1 or 2)."""
     args_list = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     try:
-        args = build_parser(args_list[0]).parse_args(args_list)
+        try:
+            args = build_parser(args_list[0]).parse_args(args_list)
+        except UsageError as exc:
+            fmt = _machine_format(args_list)
+            if fmt is None:
+                raise
+            # ``check --format sarif`` with a bad option: still a valid document on stdout.
+            from memlint.check import CheckRun
+            from memlint.report import render
+
+            render(CheckRun(errors=[str(exc)]), argparse.Namespace(format=fmt))
+            return exc.exit_code
         return _dispatch(args)
     except UsageError as exc:
-        print(f"memlint: error: {exc}", file=sys.stderr)
+        from memlint.report.text import printable
+
+        print(f"memlint: error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("memlint: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _machine_format(args_list: list[str]) -> str | None:
+    """``json`` or ``sarif`` when a ``check`` command line asks for it (last
+    ``--format`` wins, as in argparse), else None."""
+    if args_list[0] != "check":
+        return None
+    fmt = None
+    for index, arg in enumerate(args_list):
+        if arg == "--":
+            break
+        if arg == "--format" and index + 1 < len(args_list):
+            fmt = args_list[index + 1]
+        elif arg.startswith("--format="):
+            fmt = arg.split("=", 1)[1]
+    return fmt if fmt in ("json", "sarif") else None
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ unreadable file, invalid TOML, an unknown key or a bad value raises
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import stat
 import sys
@@ -58,27 +59,70 @@ class Config:
 
     def is_excluded(self, path: str) -> bool:
         """True when ``path`` matches an ``exclude`` glob (whole path or a component)."""
-        return bool(self.exclude) and _matches_any(self.relative(path), self.exclude)
+        return bool(self.exclude) and _glob_set(tuple(self.exclude)).matches(self.relative(path))
 
     def ignored_codes_for(self, path: str) -> list[str]:
         """Selectors ignored for ``path`` by ``per-file-ignores``."""
+        if not self.per_file_ignores:
+            return []
         relative = self.relative(path)
         codes: list[str] = []
-        for pattern, selectors in self.per_file_ignores.items():
-            if _matches_any(relative, [pattern]):
+        for globs, selectors in _ignore_groups(tuple((k, tuple(v)) for k, v in self.per_file_ignores.items())):
+            if globs.matches(relative):
                 codes.extend(selectors)
         return codes
 
 
+#: Most globs in ``exclude`` + ``extend-exclude``, and most entries in
+#: ``per-file-ignores`` (real configurations have a few dozen); more is a
+#: configuration error, not minutes of matching.
+MAX_GLOBS = 2000
+
+
+class GlobSet:
+    """Globs compiled once into two regular expressions: one for the whole
+    relative path (``glob`` or ``glob/*``, as :func:`fnmatch.fnmatch`), one
+    for single path components (the globs without a ``/``). Matching costs
+    one or a few regex searches, whatever the number of globs."""
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        import re
+
+        whole: list[str] = []
+        parts: list[str] = []
+        for pattern in patterns:
+            pattern = pattern.rstrip("/")
+            whole.append(fnmatch.translate(pattern))
+            whole.append(fnmatch.translate(pattern + "/*"))
+            if "/" not in pattern:
+                parts.append(fnmatch.translate(pattern))
+        self._whole = re.compile("|".join(whole)) if whole else None
+        self._parts = re.compile("|".join(parts)) if parts else None
+
+    def matches(self, relative: str) -> bool:
+        if self._whole is not None and self._whole.match(relative):
+            return True
+        if self._parts is not None:
+            return any(self._parts.match(part) for part in relative.split("/"))
+        return False
+
+
+@functools.lru_cache(maxsize=32)
+def _glob_set(patterns: tuple[str, ...]) -> GlobSet:
+    return GlobSet(patterns)
+
+
+@functools.lru_cache(maxsize=8)
+def _ignore_groups(items: tuple[tuple[str, tuple[str, ...]], ...]) -> list[tuple[GlobSet, list[str]]]:
+    """``per-file-ignores`` as one :class:`GlobSet` per distinct list of codes."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for pattern, selectors in items:
+        groups.setdefault(tuple(sorted(set(selectors))), []).append(pattern)
+    return [(GlobSet(tuple(patterns)), list(selectors)) for selectors, patterns in groups.items()]
+
+
 def _matches_any(relative: str, patterns: list[str]) -> bool:
-    parts = relative.split("/")
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative, pattern + "/*"):
-            return True
-        if "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in parts):
-            return True
-    return False
+    return _glob_set(tuple(patterns)).matches(relative)
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -189,6 +233,8 @@ def read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read configuration ({_reason(exc)})") from None
     if len(data) > MAX_CONFIG_BYTES:  # it grew after fstat
         raise ConfigError(f"{path}: configuration is over the limit of {MAX_CONFIG_BYTES} bytes")
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]  # a UTF-8 byte order mark (editors on Windows write one); TOML itself has none
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -212,16 +258,58 @@ def _parse_toml(path: Path, text: str) -> dict:
         raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
 
 
+def _check_ignored_codes(per_file_ignores: dict[str, list[str]], where: str, key: str) -> None:
+    """Every code of ``per-file-ignores`` must name rules, whether or not its
+    glob matches a linted file (a typo is reported at once).
+
+    Raises:
+        ConfigError: naming the glob and the unknown selector.
+    """
+    from memlint.errors import UsageError
+    from memlint.lint.registry import expand_selector
+    from memlint.report.text import printable
+
+    for pattern, selectors in per_file_ignores.items():
+        for selector in selectors:
+            try:
+                expand_selector(selector, "")
+            except UsageError:
+                raise ConfigError(f"{where}: '{key}' {printable(repr(pattern))}: unknown rule selector "
+                                  f"{printable(repr(selector))} (see `memlint rules`)") from None
+
+
+def _check_cache_dir(config: Config, where: str, key: str) -> None:
+    """A ``cache-dir`` from a configuration file must resolve (symbolic links
+    followed) inside the project root, the configuration file's directory: an
+    untrusted pyproject.toml must not make plain ``memlint check`` create
+    directories and files elsewhere. ``--cache-dir`` on the command line may
+    point anywhere.
+
+    Raises:
+        ConfigError: an absolute path, ``..`` or a link leading out of the root.
+    """
+    from memlint.report.text import printable
+
+    root = os.path.realpath(config.root)
+    target = os.path.realpath(os.path.join(root, config.cache_dir))
+    if not config.cache_dir or os.path.commonpath([root, target]) != root or target == root:
+        raise ConfigError(f"{where}: '{key}' = {printable(repr(config.cache_dir))} must be a directory inside the "
+                          f"project root {printable(root)} (use --cache-dir to put the cache elsewhere)")
+
+
 def parse_table(table: dict, path: Path | None, prefix: str = "tool.memlint") -> Config:
     """Validate a ``[tool.memlint]`` table into a :class:`Config`.
 
     Raises:
         ConfigError: naming ``path`` and the dotted key that is wrong.
     """
-    where = str(path) if path is not None else "configuration"
+    from memlint.report.text import printable
+
+    where = printable(str(path)) if path is not None else "configuration"
 
     def key_name(key: str) -> str:
-        return f"{prefix}.{key}" if prefix else key
+        # Keys come from the file: escaped, so that one cannot steer the terminal.
+        return printable(f"{prefix}.{key}" if prefix else key)
 
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: {prefix or 'configuration'} must be a table")
@@ -242,6 +330,14 @@ def parse_table(table: dict, path: Path | None, prefix: str = "tool.memlint") ->
     ):
         raise ConfigError(f"{where}: '{key_name('per-file-ignores')}' must map globs to lists of codes")
     config.per_file_ignores = {str(k): list(v) for k, v in pfi.items()}
+    globs = len(config.exclude)
+    if globs > MAX_GLOBS:
+        raise ConfigError(f"{where}: '{key_name('exclude')}' and '{key_name('extend-exclude')}' have {globs} globs, "
+                          f"over the limit of {MAX_GLOBS}")
+    if len(config.per_file_ignores) > MAX_GLOBS:
+        raise ConfigError(f"{where}: '{key_name('per-file-ignores')}' has {len(config.per_file_ignores)} entries, "
+                          f"over the limit of {MAX_GLOBS}")
+    _check_ignored_codes(config.per_file_ignores, where, key_name("per-file-ignores"))
     for key in ("target-gpu", "cache-dir"):
         if key in table and not isinstance(table[key], str):
             raise ConfigError(f"{where}: '{key_name(key)}' must be a string")
@@ -255,6 +351,8 @@ def parse_table(table: dict, path: Path | None, prefix: str = "tool.memlint") ->
         except UsageError as exc:
             raise ConfigError(f"{where}: '{key_name('target-gpu')}': {exc}") from None
     config.cache_dir = table.get("cache-dir")
+    if config.cache_dir is not None:
+        _check_cache_dir(config, where, key_name("cache-dir"))
     estimate = table.get("estimate", {})
     if not isinstance(estimate, dict):
         raise ConfigError(f"{where}: '{key_name('estimate')}' must be a table")

@@ -22,6 +22,7 @@ import time
 
 from memlint.errors import UsageError
 from memlint.estimate.gpus import CATALOG
+from memlint.report.text import printable
 
 #: Largest batch size, accumulation or world size, and input dimension
 #: accepted: 2**40. No device holds 2**40 samples even at one byte each (the
@@ -314,10 +315,10 @@ def run_estimate(args) -> int:
         with Deadline(seconds, f"{args.target}: stopped after {seconds:g} s (--timeout; the target did not give up)"):
             return _run(args)
     except TimeLimitReached:
-        print(f"memlint: error: {args.target}: stopped after {seconds:g} s (--timeout)", file=sys.stderr)
+        print(f"memlint: error: {printable(args.target)}: stopped after {seconds:g} s (--timeout)", file=sys.stderr)
         return 2
     except UsageError as exc:
-        print(f"memlint: error: {exc}", file=sys.stderr)
+        print(f"memlint: error: {printable(str(exc))}", file=sys.stderr)
         return 2
 
 

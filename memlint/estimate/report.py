@@ -14,15 +14,27 @@ CATEGORY_COLORS = {
 }
 
 
+def shown(text) -> str:
+    """Untrusted text (module names and FQNs, which a model chooses freely:
+    ``add_module("\\x1b[2J...", ...)``, a target, a workload name) for rich
+    output: control characters escaped (:func:`memlint.report.text.printable`),
+    then rich markup escaped, so ``[red]x[/red]`` prints as typed."""
+    from rich.markup import escape  # noqa: PLC0415
+
+    from memlint.report.text import printable  # noqa: PLC0415
+
+    return escape(printable(str(text)))
+
+
 def render_table(result, verdict=None, max_batch: int | None = None, file: TextIO | None = None) -> None:
     """Print categories, the three numbers, the verdict and the top-10 modules by activation bytes."""
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     console = Console(file=file, highlight=False)
-    console.print(f"[bold]memlint estimate[/] {result.workload}  batch={result.batch_size} "
-                  f"micro-batch={result.micro_batch} optimizer={result.optimizer} "
-                  f"precision={result.options.precision}  target={result.target}")
+    console.print(f"[bold]memlint estimate[/] {shown(result.workload)}  batch={result.batch_size} "
+                  f"micro-batch={result.micro_batch} optimizer={shown(result.optimizer)} "
+                  f"precision={shown(result.options.precision)}  target={shown(result.target)}")
     table = Table(title="Memory at peak (steady-state step)")
     table.add_column("category")
     table.add_column("bytes", justify="right")
@@ -39,13 +51,14 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
         modules.add_column("module")
         modules.add_column("activations", justify="right")
         for name, nbytes in sorted(result.by_module.items(), key=lambda kv: -kv[1])[:10]:
-            modules.add_row(name, format_bytes(nbytes))
+            modules.add_row(shown(name), format_bytes(nbytes))
         console.print(modules)
     for op in result.unsupported_ops:
-        console.print(f"[yellow]unsupported on meta:[/] {op['op']} in {op['module'] or '<root>'} "
-                      f"(x{op['count']}): {op['fallback']}")
+        console.print(f"[yellow]unsupported on meta:[/] {shown(op['op'])} in {shown(op['module'] or '<root>')} "
+                      f"(x{op['count']}): {shown(op['fallback'])}")
     for item in result.unmodelled:
-        console.print(f"[yellow]not modelled:[/] {item['kernel']} -- module {item['module']} (x{item['count']})")
+        console.print(f"[yellow]not modelled:[/] {shown(item['kernel'])} -- module {shown(item['module'])} "
+                      f"(x{item['count']})")
     if verdict is not None:
         word = "[green]fits[/]" if verdict.fits else "[red]does not fit[/]"
         console.print(f"Verdict: {word} in {format_bytes(verdict.capacity_bytes)} with "
@@ -84,9 +97,9 @@ def _print_checkpointing(console, result) -> None:
     if not result.options.checkpointing:
         return
     if result.checkpointed:
-        names = result.checkpointed
-        shown = ", ".join(names[:6]) + (f", ... ({len(names)} blocks)" if len(names) > 6 else "")
-        console.print(f"Checkpointed blocks: {shown}")
+        names = [shown(name) for name in result.checkpointed]
+        text = ", ".join(names[:6]) + (f", ... ({len(names)} blocks)" if len(names) > 6 else "")
+        console.print(f"Checkpointed blocks: {text}")
     else:
         console.print("[yellow]--checkpointing found no repeated blocks to checkpoint[/] "
                       "(children of an nn.ModuleList/nn.Sequential whose class occurs twice): nothing was wrapped")
@@ -186,19 +199,19 @@ def render_advice(rows, file: TextIO | None = None, notes: dict[str, str] | None
         fits = "-" if row.fits is None else ("yes" if row.fits else "no")
         flops = "-" if row.flops_change is None else f"{row.flops_change:+.0%}"
         table.add_row(str(rank), _remedy_title(row), format_bytes(row.device_used), format_bytes(row.saved),
-                      format_bytes(row.required_bytes), fits, flops, row.cost)
+                      format_bytes(row.required_bytes), fits, flops, shown(row.cost))
     console = Console(file=file, highlight=False)
     console.print(table)
     if idle:
-        console.print(f"Save nothing for this model (not shown): {', '.join(idle)}", soft_wrap=True)
+        console.print(f"Save nothing for this model (not shown): {shown(', '.join(idle))}", soft_wrap=True)
     for name, why in (notes or {}).items():
-        console.print(f"Not offered: {name} -- {why}", soft_wrap=True)
+        console.print(f"Not offered: {shown(name)} -- {shown(why)}", soft_wrap=True)
 
 
 def _remedy_title(row) -> str:
     """The remedy's title; checkpointing names the blocks it wrapped."""
     if row.key != "checkpointing" or not row.checkpointed:
-        return row.title
-    names = row.checkpointed
-    shown = ", ".join(names[:3]) + (f", ... ({len(names)} blocks)" if len(names) > 3 else "")
-    return f"{row.title}: {shown}"
+        return shown(row.title)
+    names = [shown(name) for name in row.checkpointed]
+    text = ", ".join(names[:3]) + (f", ... ({len(names)} blocks)" if len(names) > 3 else "")
+    return f"{shown(row.title)}: {text}"

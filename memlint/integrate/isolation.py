@@ -87,6 +87,18 @@ class Limits:
         return f"{self.memory / GiB:.1f} GiB"
 
 
+def over_limit_text(used: int, limit: int) -> str:
+    """``used X MiB, over its memory limit of Y MiB``, with as many decimals
+    as it takes for X and Y to differ (``used 1.0 GiB, over ... of 1.0 GiB``
+    read as a contradiction); bytes when they are that close."""
+    mib = 2**20
+    for decimals in (0, 1, 2):
+        used_text, limit_text = f"{used / mib:,.{decimals}f}", f"{limit / mib:,.{decimals}f}"
+        if used_text != limit_text:
+            return f"used {used_text} MiB, over its memory limit of {limit_text} MiB"
+    return f"used {used:,} bytes, over its memory limit of {limit:,} bytes"
+
+
 class ChildFailed(Exception):
     """The worker ended without a result; the message says how, in one line."""
 
@@ -158,8 +170,7 @@ def _supervise(child: subprocess.Popen, fd: int, limits: Limits, progress) -> di
             raise ChildFailed(f"did not finish within {limits.timeout:g} s (--estimate-timeout); stopped")
         used = group_rss_bytes(child.pid)
         if used > limits.memory:
-            raise ChildFailed(f"used {used / GiB:.1f} GiB, over its memory limit of {limits.memory_text()} "
-                              "(--estimate-memory); stopped")
+            raise ChildFailed(f"{over_limit_text(used, limits.memory)} (--estimate-memory); stopped")
 
 
 class _LineReader:

@@ -36,7 +36,10 @@ def collect_files(paths: list[str], config: Config) -> Collected:
     directory is left out with a note (a tree must not make memlint read,
     and print lines of, files elsewhere on the machine). A file named
     explicitly is linted whatever its suffix, unless an ``exclude`` glob
-    matches it. A missing path is an error line.
+    matches it. A path named explicitly that is reached through a symbolic
+    link (the file, or a directory on the way) whose real path lies outside
+    the project the link lives in (:func:`link_root`) is not read, with a
+    note; otherwise its tree is that project. A missing path is an error line.
     """
     collected = Collected()
     seen: set[str] = set()
@@ -49,6 +52,12 @@ def collect_files(paths: list[str], config: Config) -> Collected:
             collected.roots[path] = root
 
     for path in paths:
+        if os.path.lexists(path):
+            linked = link_root(path)
+            if linked is not None and not is_within(os.path.realpath(path), linked):
+                collected.notes.append(f"{path}: skipped: reached through a symbolic link, it is "
+                                       f"{os.path.realpath(path)}, outside the project {linked}")
+                continue
         if os.path.isdir(path):
             root = os.path.realpath(path)
             for found in _walk(path, config):
@@ -58,10 +67,49 @@ def collect_files(paths: list[str], config: Config) -> Collected:
                 add(found, root)
         elif os.path.lexists(path):
             if not config.is_excluded(path):
-                add(path, os.path.realpath(os.path.dirname(os.path.abspath(path))))
+                linked = link_root(path)
+                add(path, linked or os.path.realpath(os.path.dirname(os.path.abspath(path))))
         else:
             collected.errors.append(f"{path}: no such file or directory")
     return collected
+
+
+#: Files and folders that mark a project's root directory.
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+def link_root(path: str) -> str | None:
+    """For a path named on the command line that is reached through a
+    symbolic link -- the file itself, or any directory on the way -- the
+    resolved project root the link lives in; None when there is no link.
+
+    The root is searched for *above* the deepest link of the path (the
+    nearest directory with a :data:`PROJECT_MARKERS` entry, else the link's
+    own directory), so that the markers of wherever the link points never
+    count: ``sub/od -> /outside`` makes ``sub/od/fixme.py`` a file of
+    ``/outside``, not of the project, whatever ``/outside`` holds.
+    """
+    lexical = os.path.normpath(os.path.abspath(path))
+    current = lexical
+    while not os.path.islink(current):
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent
+    start = os.path.dirname(current)
+    for candidate in _ancestors(start):
+        if any(os.path.lexists(os.path.join(candidate, marker)) for marker in PROJECT_MARKERS):
+            return os.path.realpath(candidate)
+    return os.path.realpath(start)
+
+
+def _ancestors(directory: str):
+    while True:
+        yield directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return
+        directory = parent
 
 
 def is_within(path: str, directory: str) -> bool:

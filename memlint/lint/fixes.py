@@ -16,7 +16,9 @@ read (a content hash): an editor or another tool that changed it meanwhile
 wins. It is never written through a symbolic link that leads out of the
 linted tree (the directory named on the command line), never replaced when
 it is not writable (no write permission, or no write bit in its mode), and
-keeps its mode. Writes are atomic -- a temporary file in the same
+keeps its mode and its owner (run as root on another user's file, the
+replacement is given back to that user; where that is not permitted the file
+is rewritten in place). Writes are atomic -- a temporary file in the same
 directory, the original mode, then ``os.replace`` -- except for a file with
 several hard links, which is rewritten in place so that every link sees the
 fix. ``--diff`` prints a unified diff instead and writes nothing.
@@ -38,6 +40,7 @@ import difflib
 import hashlib
 import io
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -236,22 +239,57 @@ def decode(data: bytes) -> tuple[str, str]:
     return data.decode(encoding), encoding
 
 
+def source_lines(text: str) -> list[str]:
+    """``text`` split as Python splits source lines (``\\n``, ``\\r\\n`` or a
+    lone ``\\r``; not at form feeds or the other breaks of
+    :meth:`str.splitlines`), each line with its terminator."""
+    return _SOURCE_LINE.findall(text)
+
+
+_SOURCE_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
 def unified_diff(path: str, before: str, after: str) -> str:
-    """A unified diff of one file's fix (``a/``/``b/`` headers for relative paths)."""
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True),
-        after.splitlines(keepends=True),
-        fromfile=path if os.path.isabs(path) else f"a/{path}",
-        tofile=path if os.path.isabs(path) else f"b/{path}",
-    )
-    out = []
-    for line in lines:
-        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+    """A unified diff of one file's fix (``a/``/``b/`` headers for relative paths).
+
+    What a hostile file could use to steer the terminal is escaped as in the
+    ``full`` format (:func:`~memlint.report.text.printable`): the file name
+    in the headers (:func:`~memlint.report.text.printable_name`) and, in the
+    diff lines, every non-printable character but the tab. Each diff line is
+    one line: a lone CR ending a source line is shown as ``\\r``, and
+    ``\\ No newline at end of file`` only follows the text's last line.
+    """
+    from memlint.report.text import printable, printable_name
+
+    old = path if os.path.isabs(path) else f"a/{path}"
+    new = path if os.path.isabs(path) else f"b/{path}"
+    lines = list(difflib.unified_diff(source_lines(before), source_lines(after), fromfile=old, tofile=new))
+    if not lines:
+        return ""
+    out = [f"--- {printable_name(old)}\n", f"+++ {printable_name(new)}\n"]
+    for line in lines[2:]:
+        if line.startswith("@@"):
+            out.append(line)
+            continue
+        body, ending = line, ""
+        for terminator in ("\r\n", "\n", "\r"):
+            if line.endswith(terminator):
+                body, ending = line[: -len(terminator)], terminator
+                break
+        shown = "\t".join(printable(part) for part in body.split("\t"))
+        if ending == "\r":
+            out.append(shown + "\\r\n")
+        elif ending:
+            out.append(shown + ending)
+        else:
+            out.append(shown + "\n\\ No newline at end of file\n")
     return "".join(out)
 
 
 def atomic_write(path: str, data: bytes) -> None:
-    """Replace ``path``'s content with ``data`` atomically, keeping its mode.
+    """Replace ``path``'s content with ``data`` atomically, keeping its mode
+    and its owner and group (``os.chown`` of the new file; where that is not
+    permitted, the file is rewritten in place instead, so it keeps them).
 
     A symbolic link is followed: the file it points to is replaced (callers
     check first that it stays in the tree: :func:`write_problem`).
@@ -260,7 +298,8 @@ def atomic_write(path: str, data: bytes) -> None:
         OSError: the directory is not writable, the disk is full, ...
     """
     target = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(target).st_mode)
+    info = os.stat(target)
+    mode = stat.S_IMODE(info.st_mode)
     directory = os.path.dirname(target) or "."
     handle, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".memlint-tmp")
     try:
@@ -268,6 +307,15 @@ def atomic_write(path: str, data: bytes) -> None:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
+        if not _same_owner(temp, info):
+            try:
+                os.chown(temp, info.st_uid, info.st_gid)
+            except OSError:
+                # Not permitted (a group-writable file of another user): the
+                # file's own inode is rewritten, so it keeps its owner.
+                os.unlink(temp)
+                write_in_place(target, data)
+                return
         os.chmod(temp, mode)
         os.replace(temp, target)
     except BaseException:
@@ -276,6 +324,11 @@ def atomic_write(path: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _same_owner(path: str, info: os.stat_result) -> bool:
+    mine = os.stat(path)
+    return (mine.st_uid, mine.st_gid) == (info.st_uid, info.st_gid)
 
 
 def write_in_place(path: str, data: bytes) -> None:

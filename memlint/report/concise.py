@@ -11,7 +11,7 @@ add a line.
 
 from __future__ import annotations
 
-from memlint.report.text import printable
+from memlint.report.text import printable, printable_name
 
 
 def format_line(diagnostic) -> str:
@@ -19,7 +19,7 @@ def format_line(diagnostic) -> str:
     in a notebook); the path and the
     message are escaped (:func:`~memlint.report.text.printable`), so the line
     is always one line."""
-    return f"{printable(diagnostic.path)}:{diagnostic.location}: {diagnostic.code} {printable(diagnostic.message)}"
+    return f"{printable_name(diagnostic.path)}:{diagnostic.location}: {diagnostic.code} {printable(diagnostic.message)}"
 
 
 def render(run, args, stream) -> None:

@@ -9,7 +9,7 @@ errors and notes come from the linted tree and are escaped
 
 from __future__ import annotations
 
-from memlint.report.text import printable
+from memlint.report.text import printable, printable_name
 
 GiB = 2**30
 
@@ -49,7 +49,7 @@ def render_estimates(run, console) -> None:
 
     for item in getattr(run, "estimates", []):
         console.print()
-        console.print(Text(f"Memory estimate: {printable(item.path)}", style="bold"),
+        console.print(Text(f"Memory estimate: {printable_name(item.path)}", style="bold"),
                       Text(f"  target {printable(item.target)}", style="dim"))
         if item.error:
             console.print(Text(f"  estimate failed: {printable(item.error)}", style="red"))
@@ -106,9 +106,9 @@ def render_estimates_plain(run, stream) -> None:
     """A short plain-text summary per estimate (after the diagnostics in ``concise``)."""
     for item in getattr(run, "estimates", []):
         if item.error:
-            print(f"memory: {printable(item.path)}: estimate failed: {printable(item.error)}", file=stream)
+            print(f"memory: {printable_name(item.path)}: estimate failed: {printable(item.error)}", file=stream)
             continue
-        print(f"memory: {printable(item.path)}: {verdict_line(item)}", file=stream)
+        print(f"memory: {printable_name(item.path)}: {verdict_line(item)}", file=stream)
         parts = [f"{key}={_value_text(v.value)} ({printable(v.source)})" for key, v in item.recipe.items()]
         print(f"  recipe: {', '.join(parts)}", file=stream)
         for rank, row in enumerate(_helpful_remedies(item), start=1):

@@ -2,7 +2,8 @@
 
 For each finding: ``path:line:col: CODE [severity] message``, the source line
 with a caret underline under the reported span (to the end of the line when
-the span continues), and the fix title with ``[*]`` when ``--fix`` (or
+the span continues; a line longer than :data:`MAX_SNIPPET` characters is
+cut to a window around the column, with ``\u2026`` at each cut end), and the fix title with ``[*]`` when ``--fix`` (or
 ``--unsafe-fixes``) would apply it. A summary line ends the output:
 ``Found N problems (M fixable)``.
 
@@ -20,7 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from memlint.lint.diagnostic import Applicability, Diagnostic
-from memlint.report.text import printable
+from memlint.report.text import printable, printable_name
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
@@ -58,20 +59,53 @@ def notebook_lines(path: str, stdin: bytes | None = None) -> dict[int, list[str]
         return None
 
 
+#: Most characters of a source line shown in a snippet (ruff-like): a
+#: longer line is cut to a window around the reported column, with an
+#: ellipsis at each cut end, so a 777 KB one-line file or 2,000 findings on
+#: one 30 KB line cannot print megabytes per finding.
+MAX_SNIPPET = 200
+#: Characters kept before the reported column when the line is cut.
+SNIPPET_CONTEXT = 60
+ELLIPSIS = "\u2026"
+
+
 def _snippet(diagnostic: Diagnostic, lines: list[str] | None) -> list[Text]:
     if lines is None or not 1 <= diagnostic.line <= len(lines):
         return []
     raw = lines[diagnostic.line - 1]
+    col = max(0, diagnostic.col - 1)
+    if diagnostic.end_line == diagnostic.line:
+        end = max(col, diagnostic.end_col - 1)
+    else:
+        end = len(raw)
+    # A very long line is first cut (raw characters) around the column, so
+    # that escaping costs the window, not the line.
+    offset = 0
+    if len(raw) > 4 * MAX_SNIPPET:
+        offset = max(0, col - SNIPPET_CONTEXT)
+        raw = raw[offset : max(col, offset) + 2 * MAX_SNIPPET]
+    cut_left, cut_right = offset > 0, offset + len(raw) < len(lines[diagnostic.line - 1])
+    col, end = col - offset, end - offset
     # Tabs become spaces first, then what the terminal must not interpret
     # (ESC in a string literal, ...) becomes visible escapes, in the line and
     # in the parts that place the caret alike.
-    before = printable(raw[: diagnostic.col - 1].expandtabs(4))
-    if diagnostic.end_line == diagnostic.line:
-        marked = raw[diagnostic.col - 1 : diagnostic.end_col - 1]
-    else:
-        marked = raw[diagnostic.col - 1 :]
-    marked = printable(marked.expandtabs(4))
+    before = printable(raw[:col].expandtabs(4))
+    marked = printable(raw[col:end].expandtabs(4))
     line_text = printable(raw.expandtabs(4))
+    # Then the escaped line is cut to MAX_SNIPPET characters around the caret.
+    if len(line_text) > MAX_SNIPPET:
+        start = max(0, len(before) - SNIPPET_CONTEXT)
+        if start:
+            cut_left = True
+        if start + MAX_SNIPPET < len(line_text):
+            cut_right = True
+        line_text = line_text[start : start + MAX_SNIPPET]
+        before = before[start:]
+        marked = marked[: max(0, len(line_text) - len(before))]
+    if cut_left:
+        line_text, before = ELLIPSIS + line_text, ELLIPSIS + before
+    if cut_right:
+        line_text += ELLIPSIS
     gutter = str(diagnostic.line)
     pad = " " * len(gutter)
     width = max(1, cell_len(marked.rstrip()) or cell_len(marked))
@@ -92,7 +126,7 @@ def format_diagnostic(diagnostic: Diagnostic, lines: list[str] | None, unsafe: b
     severity = diagnostic.severity.value
     style = SEVERITY_STYLES.get(severity, "bold")
     header = Text.assemble(
-        (f"{printable(diagnostic.path)}:{diagnostic.location}:", "bold"),
+        (f"{printable_name(diagnostic.path)}:{diagnostic.location}:", "bold"),
         " ",
         (diagnostic.code, style),
         " ",

@@ -18,7 +18,7 @@ position: ``::warning file=nb.ipynb,title=MEM113 ...::cell 4:1:1: message``
 
 from __future__ import annotations
 
-from memlint.report.text import printable
+from memlint.report.text import double_backslashes, printable
 
 COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -46,7 +46,7 @@ def format_diagnostic(diagnostic) -> str:
     if diagnostic.cell is not None:
         return command(severity, {"file": diagnostic.path, "title": title}, f"{diagnostic.location}: {diagnostic.message}")
     properties = {
-        "file": diagnostic.path,
+        "file": double_backslashes(diagnostic.path),
         "line": diagnostic.line,
         "col": diagnostic.col,
         "endLine": diagnostic.end_line,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from memlint import __version__
-from memlint.report.text import valid_document
+from memlint.report.text import valid_document, valid_name
 
 SCHEMA_VERSION = 1
 
@@ -47,7 +47,7 @@ def diagnostic_to_dict(d) -> dict:
         "name": d.name,
         "severity": d.severity.value,
         "message": d.message,
-        "path": d.path,
+        "path": valid_name(d.path),
         "start_line": d.line,
         "start_col": d.col,
         "end_line": d.end_line,

@@ -20,6 +20,8 @@ Ordinary text, spaces included, is returned unchanged; the common case is one
 
 from __future__ import annotations
 
+import os
+
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 #: PEP 383: undecodable byte 0xNN of a file name is the code point U+DC00 + 0xNN.
 _SURROGATE_ESCAPES = range(0xDC80, 0xDD00)
@@ -43,6 +45,28 @@ def _escape(char: str) -> str:
     if point < 0x10000:
         return f"\\u{point:04x}"
     return f"\\U{point:08x}"
+
+
+def printable_name(name: str) -> str:
+    """A file name for display: :func:`printable`, with the backslash itself
+    written ``\\\\`` first (on systems where it is not the path separator),
+    so that a name with bytes ``\\xff`` (shown ``\\xff``) and a name that
+    literally holds the four characters ``\\xff`` (shown ``\\\\xff``)
+    never look alike."""
+    return printable(double_backslashes(name))
+
+
+def valid_name(name: str) -> str:
+    """A file name for the display fields of JSON (``path``): valid Unicode
+    (:func:`valid_unicode`), the backslash written ``\\\\`` as in
+    :func:`printable_name`."""
+    return valid_unicode(double_backslashes(name))
+
+
+def double_backslashes(name: str) -> str:
+    if os.sep == "\\" or "\\" not in name:
+        return name
+    return name.replace("\\", "\\\\")
 
 
 def valid_unicode(text: str) -> str:

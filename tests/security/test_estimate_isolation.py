@@ -113,7 +113,7 @@ FAILURES = {
     "aborts": "crashed (SIGABRT",
     "hangs": "did not finish within 4 s (--estimate-timeout)",
     "eats_memory": "MemoryError (memory limit 1.0 GiB, --estimate-memory)",
-    "forks_and_eats": "over its memory limit of 1.0 GiB (--estimate-memory)",
+    "forks_and_eats": "over its memory limit of 1,024 MiB (--estimate-memory)",
     "writes_garbage": "sent a message that is not JSON; stopped",
 }
 

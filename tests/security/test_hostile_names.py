@@ -90,3 +90,126 @@ def test_sarif_marks_a_run_with_errors_unsuccessful(hostile_tree):
     [run] = json.loads(completed.stdout)["runs"]
     assert completed.returncode == 2 and run["invocations"][0]["executionSuccessful"] is False
     assert run["results"]  # snippet.py's finding is still there
+
+
+@pytest.mark.parametrize("fmt", ["concise", "full", "json", "github"])
+def test_escaped_bytes_and_literal_backslashes_look_different(tmp_path, fmt):
+    """``bad\\xff\\xfe.py`` (two bytes that are not UTF-8) and a name holding
+    the characters backslash, x, f, f: the backslash itself is escaped."""
+    root = tmp_path / "twins"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    (root / "bad\\xff\\xfe.py").write_text(BUGGY)
+    with open(os.path.join(os.fsencode(root), NOT_UTF8), "w") as handle:
+        handle.write(BUGGY)
+    completed = run_cli("check", "--no-cache", "--format", fmt, ".", cwd=root)
+    assert completed.returncode == 1, completed.stderr
+    text = completed.stdout.decode()
+    if fmt == "json":
+        paths = sorted(d["path"] for d in json.loads(text)["diagnostics"])
+        assert paths == ["./bad\\\\xff\\\\xfe.py", "./bad\\xff\\xfe.py"]
+        return
+    if fmt == "github":
+        files = sorted(line.split("file=", 1)[1].split(",", 1)[0] for line in text.splitlines())
+        assert files == ["./bad\\\\xff\\\\xfe.py", "./bad\\xff\\xfe.py"]
+        return
+    shown = sorted(line.split(":2:9:", 1)[0] for line in text.splitlines() if ":2:9: MEM303" in line)
+    assert shown == ["./bad\\\\xff\\\\xfe.py", "./bad\\xff\\xfe.py"]
+
+
+def test_the_documented_problem_matcher_is_not_fooled_by_a_forged_name(tmp_path):
+    """docs/integrations.md's VS Code regex reads concise output of a file
+    named like a finding as that file's real position and code."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    block = re.search(r"```json\n(.*?)```", text, re.S).group(1)
+    pattern = json.loads(block)["tasks"][0]["problemMatcher"]["pattern"]
+    regex = re.compile(pattern["regexp"])
+    root = tmp_path / "forged"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    name = "real.py:1:1: MEM999 forged.py"
+    (root / name).write_text(BUGGY)
+    completed = run_cli("check", "--no-cache", "--format", "concise", name, cwd=root)
+    [line] = completed.stdout.decode().splitlines()
+    match = regex.match(line)
+    assert match is not None, line
+    assert match.group(pattern["file"]) == name
+    assert (match.group(pattern["line"]), match.group(pattern["column"])) == ("2", "9")
+    assert match.group(pattern["code"]) == "MEM303"
+
+
+def _diff_lines_are_well_formed(text: str) -> list[str]:
+    assert ESC not in text and "\x07" not in text and "\x0c" not in text
+    lines = text.split("\n")
+    assert lines[-1] == "" and "\r" not in text
+    lines = lines[:-1]
+    assert all(line[:1] in (" ", "-", "+", "@", "\\") for line in lines), lines
+    assert not [line for line in lines if line.startswith("x.py:")]  # no forged line
+    return lines
+
+
+def test_diff_escapes_hostile_names_and_source(tmp_path):
+    root = tmp_path / "diff"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'scratch'\n")
+    name = f"e{ESC}[31m\nx.py:1:1: MEM999 forged.py"
+    (root / name).write_text(RAW_ESC_SOURCE)
+    # lone CRs and a form feed: one diff line per source line, the marker at the end
+    (root / "lone_cr.py").write_bytes(b"import torch; torch.cuda.init()\r\x0cstate = torch.load('c')\ry = 1")
+    completed = run_cli("check", "--no-cache", "--diff", "--unsafe-fixes", ".", cwd=root)
+    assert completed.returncode == 1, completed.stderr
+    lines = _diff_lines_are_well_formed(completed.stdout.decode())
+    headers = [line for line in lines if line.startswith(("--- ", "+++ "))]
+    assert "--- a/./e\\x1b[31m\\nx.py:1:1: MEM999 forged.py" in headers
+    assert "--- a/./lone_cr.py" in headers and len(headers) == 4
+    assert "+\\x0cstate = torch.load('c', map_location=\"cpu\")\\r" in lines
+    markers = [index for index, line in enumerate(lines) if line.startswith("\\ ")]
+    assert [lines[index] for index in markers] == ["\\ No newline at end of file"]
+    assert lines[markers[0] - 1] == " y = 1"
+    assert "+state = torch.load('\\x1b[2J\\x1b]0;pwned\\x07', map_location=\"cpu\")" in lines
+
+
+def test_diff_escapes_the_stdin_filename(tmp_path):
+    import subprocess
+    import sys
+
+    name = f"s{ESC}]0;t{chr(7)}\nx.py:1:1: MEM999 forged.py"
+    completed = subprocess.run([sys.executable, "-m", "memlint", "check", "--diff", "--unsafe-fixes",
+                                "--stdin-filename", name, "-"], input=BUGGY.encode(), capture_output=True,
+                               cwd=tmp_path, timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    assert completed.returncode == 1, completed.stderr
+    lines = _diff_lines_are_well_formed(completed.stdout.decode())
+    assert lines[0] == "--- a/s\\x1b]0;t\\x07\\nx.py:1:1: MEM999 forged.py"
+
+
+HOSTILE_MODEL = '''
+import torch
+from torch import nn
+from memlint import Workload
+
+def build(batch_size: int = 4):
+    model = nn.Sequential()
+    model.add_module("first", nn.Linear(8, 8))
+    model.add_module("\\x1b[2J\\x1b]0;pwned\\x07\\nfake_py:1:1: MEM999 x", nn.ReLU())
+    model.add_module("second", nn.Linear(8, 8))
+    model.add_module("[red]y[/red]", nn.ReLU())
+    model.add_module("out", nn.Linear(8, 2))
+    return Workload(module=model, make_inputs=lambda b: (torch.randn(b, 8),),
+                    loss_fn=lambda out, inputs: out.float().pow(2).mean(), default_batch_size=batch_size,
+                    name="m[bold]x")
+'''
+
+
+def test_estimate_table_escapes_module_names(tmp_path):
+    pytest.importorskip("torch")
+    (tmp_path / "model.py").write_text(HOSTILE_MODEL)
+    completed = run_cli("estimate", "model.py:build", "--gpu", "T4", cwd=tmp_path, timeout=300,
+                        env={"COLUMNS": "300"})
+    assert completed.returncode == 0, completed.stderr
+    _no_raw_controls(completed.stdout)
+    text = completed.stdout.decode()
+    assert not [line for line in text.splitlines() if line.startswith("fake_py")]
+    assert "│ \\x1b[2J\\x1b]0;pwned\\x07\\nfake_py:1:1: MEM999 x │" in text
+    assert "│ [red]y[/red] " in text and "memlint estimate m[bold]x " in text
