@@ -72,7 +72,9 @@ class InferenceWithoutNoGrad(Rule):
     when their name says they sample or generate (`DDPM.sample`) and they
     run forward passes in a loop; its `forward`, `predict` and other
     helpers serve training and evaluation alike. Test
-    functions (pytest's default `test_*.py` files) are not reported. A
+    files (pytest's default `test_*.py`/`*_test.py`, `conftest.py`) and
+    test functions elsewhere are not reported: test code is not inference
+    code. A
     function that returns the output to a caller of the same file that
     backpropagates it is not reported.
     `model.eval()` alone does not disable gradients; it only switches
@@ -120,8 +122,8 @@ class InferenceWithoutNoGrad(Rule):
             return  # not an evaluation context: the rest interprets the function
         if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
             return
-        if semantic.is_test_function(node):
-            return  # tests are not inference code
+        if semantic.is_test_function(node) or semantic.is_test_file:
+            return  # tests (and their helpers) are not inference code
         if semantic.is_module_method(node):
             if SAMPLING_METHOD.search(node.name):
                 self._check_unit(node, True, None, in_loops_only=True)
@@ -130,6 +132,8 @@ class InferenceWithoutNoGrad(Rule):
 
     def visit_Module(self, node: ast.Module) -> None:
         semantic = self.ctx.semantic
+        if semantic.is_test_file:
+            return
         eval_call = _first_eval_call(semantic, node)
         if eval_call is not None:
             self._check_unit(node, False, eval_call)

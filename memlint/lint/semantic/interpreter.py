@@ -364,7 +364,7 @@ class Interpreter:
 
     def stmt_Delete(self, node: ast.Delete) -> None:
         for target in node.targets:
-            name = dotted_name(target)
+            name = self.model.scopes.dotted.of(target)
             if name is not None:
                 self.state.env.pop(name, None)
 
@@ -391,7 +391,7 @@ class Interpreter:
             self._record_persistent_write(target, value, statement, "collect")
             self._store_into(target.value, value)
             return
-        name = dotted_name(target)
+        name = self.model.scopes.dotted.of(target)
         if name is None:
             self.expr(target)
             return
@@ -402,7 +402,7 @@ class Interpreter:
         self.bind(target, value, statement)
 
     def bind(self, target: ast.expr, value: Value, statement: ast.AST) -> None:
-        name = dotted_name(target)
+        name = self.model.scopes.dotted.of(target)
         if name is None:
             return
         if name in self.model.backward_evidence(self.unit) and value.graph is Tri.MAYBE and self.state.grad is not Tri.NO:

@@ -62,7 +62,7 @@ def evaluate_call(model, call: CallInfo, interpreter) -> Value:
     local = _local_target(model, func)
     if local is not None:
         return _call_local_definition(model, local, call, interpreter)
-    qualified = model.qualified(func) if dotted_name(func) is not None else None
+    qualified = model.qualified(func)  # None for what is not a dotted name
     if qualified is not None:
         head = qualified.split(".")[0]
         if head in model.library_roots or (isinstance(func, ast.Name) and qualified == func.id and not _bound_locally(model, func)):
@@ -70,7 +70,7 @@ def evaluate_call(model, call: CallInfo, interpreter) -> Value:
             if result is not None:
                 return result
     if isinstance(func, ast.Attribute):
-        dotted = dotted_name(func)
+        dotted = model.scopes.dotted.of(func)
         if dotted is not None and dotted in model.module_evidence(interpreter.unit):
             return call_value(model, interpreter.expr(func), call, interpreter)  # `self.model(b)`: used as a module
         receiver = interpreter.expr(func.value)

@@ -145,6 +145,7 @@ class ScopeTree:
         self.scopes: dict[ast.AST, Scope] = {module: self.module_scope}
         self._scope_of: dict[ast.AST, Scope] = {}
         self._qualified_memo: dict[ast.AST, str | None] = {}
+        self._outer_memo: dict[ast.AST, frozenset[int]] = {}
         #: dotted names of this tree's chains, shared with the interpreter
         self.dotted = DottedNames()
         for node in index.of_type(*_SCOPE_OPENERS):
@@ -221,13 +222,22 @@ class ScopeTree:
                 scope = known
                 break
             path.append(child)
-            if parent in self.scopes and not _is_outer_part(parent, child, below):
+            if parent in self.scopes and not self._is_outer_part(parent, child, below):
                 scope = self.scopes[parent]
                 break
             below, child, parent = child, parent, self._parents.get(parent)
         for visited in path:
             self._scope_of[visited] = scope
         return scope
+
+    def _is_outer_part(self, opener: ast.AST, child: ast.AST, below: ast.AST | None) -> bool:
+        """:func:`_is_outer_part`, with each opener's outer parts listed once."""
+        if isinstance(opener, COMPREHENSION_TYPES) or opener is self.module:
+            return _is_outer_part(opener, child, below)
+        parts = self._outer_memo.get(opener)
+        if parts is None:
+            parts = self._outer_memo[opener] = frozenset(map(id, _outer_parts(opener)))
+        return id(child) in parts
 
     def own_scope(self, node: ast.AST) -> Scope | None:
         """The scope a function/lambda/class/comprehension node opens."""
