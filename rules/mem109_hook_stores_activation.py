@@ -34,6 +34,12 @@ HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 DETACHING_METHODS = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
 
 
+#: Hooks that receive a forward pass's tensors (module input or output).
+FORWARD_KINDS = frozenset({"register_forward_hook", "register_forward_pre_hook"})
+KEPT_MESSAGE = ("a forward hook keeps the activation it receives without `.detach()`: its autograd graph "
+                "(the forward's saved tensors up to this module) stays alive after the step, until the next pass overwrites it")
+
+
 class HookStoresActivation(Rule):
     """## What it does
     Reports a forward, forward-pre, backward or tensor hook
@@ -76,8 +82,11 @@ class HookStoresActivation(Rule):
 
     ## Known problems
     Stores that overwrite one slot (`self.features = output`,
-    `activations[name] = output`) keep one tensor per hooked module and are
-    not reported: a grad-CAM or feature-loss hook needs them. A container
+    `activations[name] = output`) keep one tensor per hooked module: they
+    are reported only from forward hooks, without `.detach()`, in a file
+    that runs a backward pass (so the forwards record graphs and the kept
+    activation holds one past the step, as in grad-CAM); a feature
+    extractor's hooks in a file that never backpropagates are not. A container
     that the file empties or re-creates (`feats.clear()`, `self.feats = []`
     in a reset method), and hooks whose handle is removed in the function
     that registered them, are bounded and not reported. The rule reports
@@ -100,6 +109,7 @@ class HookStoresActivation(Rule):
                    "register_module_full_backward_hook")
     FRAMEWORK = "torch"
     VALID = (
+        "import torch.nn as nn\nclass CAM:\n    def __init__(self, model, layer):\n        self.model = model.cuda()\n        layer.register_forward_hook(self.grab)\n    def grab(self, module, inputs, output):\n        self.fmap = output.detach()\n    def __call__(self, x, cls):\n        self.model(x.cuda())[:, cls].sum().backward()\n        return self.fmap\n",
         "import torch.nn as nn\nfeats = []\ndef keep(module, inp, out):\n    feats.append(out.detach().cpu())\nmodel = nn.Linear(4, 4).cuda()\nmodel.register_forward_hook(keep)\n",
         "import torch.nn as nn\nfeats = {}\ndef keep(name):\n    def hook(module, inp, out):\n        feats[name] = out\n    return hook\nmodel = nn.Linear(4, 4).cuda()\nmodel.register_forward_hook(keep('fc'))\n",
         "import torch.nn as nn\nclass Probe:\n    def __init__(self, layer):\n        self.grads = []\n        layer.register_full_backward_hook(self.save)\n    def save(self, module, grad_in, grad_out):\n        self.grads.append(grad_out[0].cpu())\nprobe = Probe(nn.Linear(4, 4).cuda())\n",
@@ -107,6 +117,7 @@ class HookStoresActivation(Rule):
         "import torch.nn as nn\nsizes = []\ndef keep(module, inp, out):\n    sizes.append(out.shape[0])\nmodel = nn.Linear(4, 4).cuda()\nmodel.register_forward_hook(keep)\n",
     )
     INVALID = (
+        "import torch.nn as nn\nclass CAM:\n    def __init__(self, model, layer):\n        self.model = model.cuda()\n        layer.register_forward_hook(self.grab)\n    def grab(self, module, inputs, output):\n        self.fmap = output  # expect: MEM109\n    def __call__(self, x, cls):\n        self.model.zero_grad()\n        self.model(x.cuda())[:, cls].sum().backward()\n        return self.fmap\n",
         "import torch.nn as nn\nfeats = []\ndef keep(module, inp, out):\n    feats.append(out)  # expect: MEM109\nmodel = nn.Linear(4, 4).cuda()\nmodel.register_forward_hook(keep)\n",
         "import torch.nn as nn\nclass GradCAM:\n    def __init__(self, model, layer):\n        self.model = model.cuda()\n        self.gradients = []\n        layer.register_full_backward_hook(self.save_gradient)\n    def save_gradient(self, module, grad_input, grad_output):\n        self.gradients.append(grad_output[0])  # expect: MEM109\n",
         "import torch\ndef train(model, loader):\n    norms = []\n    model.cuda().train()\n    for x in loader:\n        out = model(x.cuda())\n        out.register_hook(lambda g: norms.append(g.detach()))  # expect: MEM109\n        out.sum().backward()\n",
@@ -143,6 +154,9 @@ class HookStoresActivation(Rule):
         parameters = self._activation_parameters(hook, bound, kind, node)
         if not parameters or self._removed_after_use(node):
             return
+        if kind in FORWARD_KINDS and self._file_backpropagates():
+            for store in self._kept_stores(hook, parameters):
+                self.report(store, message=KEPT_MESSAGE)
         for store, leaf, detached in self._growing_stores(hook, parameters):
             forward = kind == "register_hook" or MODULE_HOOKS.get(kind, ("",))[0] == "forward"
             if forward and kind != "register_hook" and not detached:
@@ -180,6 +194,33 @@ class HookStoresActivation(Rule):
                    for c in semantic.own_nodes(unit, (ast.Call,)))
 
     # -- what the hook stores -----------------------------------------------------------
+    def _file_backpropagates(self) -> bool:
+        """The file runs a backward pass: its forwards (and the hooks' outputs)
+        record graphs, so a stored activation keeps one alive."""
+        semantic = self.ctx.semantic
+        return any(isinstance(c.func, ast.Attribute) and c.func.attr == "backward" or
+                   semantic.qualified(c.func) in ("torch.autograd.grad", "torch.autograd.backward")
+                   for c in semantic.index.of_type(ast.Call))
+
+    def _kept_stores(self, hook: ast.AST, parameters: frozenset[str]):
+        """``self.x = output`` / ``acts[name] = output`` / a ``global``/``nonlocal``
+        name bound to the activation, not detached and not moved to the host."""
+        if isinstance(hook, ast.Lambda):
+            return
+        semantic = self.ctx.semantic
+        assignments = _single_assignments(hook)
+        for node in semantic.own_nodes(hook, (ast.Assign,)):
+            if len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            root = _storage_root(target)
+            if root is None or not self._outlives(root, hook):
+                continue
+            traced = _trace(node.value, parameters, assignments)
+            if traced is not None and not traced[1] and not traced[0] & DETACHING_METHODS:
+                yield node
+
+
     def _growing_stores(self, hook: ast.AST, parameters: frozenset[str]):
         semantic = self.ctx.semantic
         body = [hook.body] if isinstance(hook, ast.Lambda) else hook.body

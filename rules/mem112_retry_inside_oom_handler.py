@@ -80,6 +80,7 @@ class RetryInsideOomHandler(Rule):
         "import torch\ndef step(model, batch, log):\n    try:\n        return model(batch)\n    except torch.cuda.OutOfMemoryError:\n        log.warning('oom at %d', len(batch))\n        torch.cuda.empty_cache()\n        return None\n",
     )
     INVALID = (
+        "import torch\ndef fit(model, opt, loader, step):\n    for batch in loader:\n        try:\n            step(model, opt, batch)\n        except RuntimeError as err:\n            if 'out of memory' not in str(err):\n                raise\n            torch.cuda.empty_cache()\n            step(model, opt, batch[: len(batch) // 2])  # expect: MEM112\n",
         "import torch\nimport torch.nn as nn\ndef step(batch):\n    model = nn.Linear(4, 4).cuda()\n    try:\n        out = model(batch)\n    except torch.cuda.OutOfMemoryError:\n        torch.cuda.empty_cache()\n        out = model(batch[:1])  # expect: MEM112\n    return out\n",
         "import torch\ndef train_step(model, batch, opt):\n    try:\n        loss = model(batch).sum()\n        loss.backward()\n    except RuntimeError as e:\n        if 'out of memory' in str(e):\n            torch.cuda.empty_cache()\n            return train_step(model, batch[: len(batch) // 2], opt)  # expect: MEM112\n        raise\n    opt.step()\n",
         "import torch\ndef infer(pipe, prompts):\n    try:\n        images = pipe.generate(prompts)\n    except torch.OutOfMemoryError:\n        images = [pipe.generate([p]) for p in prompts]  # expect: MEM112\n    return images\n",

@@ -118,7 +118,9 @@ def imported_files_digest(target, root: Path) -> str:
     """SHA-256 over the target file and the project files it imports (relative path and content)."""
     digest = hashlib.sha256()
     for path in sorted(imported_project_files(target, root)):
-        digest.update(os.fsencode(str(path.relative_to(root))) + b"\0" + _file_digest(path))
+        # a target named with --estimate-target may lie outside the project: keyed by its full path
+        name = path.relative_to(root) if path.is_relative_to(root) else path
+        digest.update(os.fsencode(str(name)) + b"\0" + _file_digest(path))
     return digest.hexdigest()
 
 

@@ -10,6 +10,7 @@ os:abort or builtins:input -- no marker appears, in every format, with
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -151,3 +152,19 @@ def test_a_huge_file_is_not_read(tree):
     assert time.monotonic() - started < 20
     assert b"./huge.py: skipped: 8192.0 MiB is over the 1 MiB limit for linting" in completed.stderr
     assert completed.stdout.startswith(b"./buggy.py:2:9: MEM303") and completed.returncode == 1
+
+
+def test_a_trusted_target_file_outside_the_project_is_estimated_and_cached(tree, tmp_path):
+    """--estimate-target naming a file beside the project (`../other/m.py:build`):
+    the estimate runs and its cache key names the file by its full path (this
+    raised a ValueError from the cache once)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "m.py").write_text("import torch\ndef build(batch_size=2):\n    return torch.nn.Linear(4, 2), torch.zeros(batch_size, 4)\n")
+    root = tree({"train.py": script_with_target("../other/m.py:build")})
+    target = str(os.path.relpath(other / "m.py", root)) + ":build"
+    completed = run_cli("--estimate", "--estimate-target", target, "--format", "concise", "train.py",
+                        cwd=root, timeout=180)
+    err = completed.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err and not error_lines(completed), err
+    assert completed.returncode in (0, 1), err

@@ -404,8 +404,14 @@ class SemanticModel:
         if caught is not None and not any(isinstance(n, ast.Name) and n.id in ("RuntimeError", "Exception", "BaseException")
                                           for n in names):
             return None
+        for position, statement in enumerate(handler.body):
+            # `if "out of memory" not in str(e): raise` -- what follows runs on an OOM only
+            if (isinstance(statement, ast.If) and _negated(statement.test) is not None
+                    and self._tests_oom(statement.test, 0)
+                    and statement.body and isinstance(statement.body[-1], ast.Raise) and not statement.orelse):
+                return handler.body[position + 1:]
         for node in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
-            if isinstance(node, ast.If) and self._tests_oom(node.test, 0):
+            if isinstance(node, ast.If) and _negated(node.test) is None and self._tests_oom(node.test, 0):
                 return node.body
         return None
 
@@ -1592,6 +1598,15 @@ def _fixed_structure(iterable: ast.expr) -> bool:
     if isinstance(func, ast.Name) and func.id in _ITERATION_WRAPPERS:
         return bool(iterable.args) and all(_fixed_structure(a) for a in iterable.args)
     return isinstance(func, ast.Attribute) and func.attr in _STRUCTURE_METHODS
+
+
+def _negated(test: ast.expr) -> ast.expr | None:
+    """What ``test`` negates: ``x`` for ``not x``, the comparison for ``a not in b``; else None."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotIn):
+        return test
+    return None
 
 
 def _is_super_call(expr: ast.expr) -> bool:
