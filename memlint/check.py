@@ -249,10 +249,16 @@ def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) 
     return cache.lint_jobs_cached(jobs, args, config)
 
 
+NO_ESTIMATE_CONFIGURED = ("--estimate: no linted file has an estimate configured (add `# memlint: estimate "
+                          "target=models.py:build ...` to the script or a [tool.memlint.estimate] table; docs/configuration.md)")
+
+
 def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) -> None:
     """Plan the configured estimates; run them with ``--estimate``, else note that they are configured."""
     sources = _estimate_sources(run, args.advise or args.verbose)
     if not (config.estimate or args.verbose) and not any("estimate" in script[1] for script in sources):
+        if limits is not None:  # --estimate asked for, and there is nothing to estimate
+            run.notes.append(NO_ESTIMATE_CONFIGURED)
         return  # nothing can configure an estimate: skip the step and its imports (plain runs stay fast)
     from memlint.integrate import RunOptions, ScriptSource, plan_estimates, run_estimates
 
@@ -265,6 +271,8 @@ def _estimates(run: CheckRun, args: argparse.Namespace, config: Config, limits) 
         if note:
             run.notes.append(note)
         return
+    if not plan.estimates and not plan.errors and not args.verbose:
+        run.notes.append(NO_ESTIMATE_CONFIGURED)
     from memlint.estimate.cli import ProgressStatus
 
     cache_dir = None

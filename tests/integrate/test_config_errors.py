@@ -104,3 +104,11 @@ def test_an_absurd_input_in_the_comment_block_is_refused_before_the_target_is_im
     code, out, err = memlint_run("--estimate", str(script), "--format", "concise")
     assert code == 2 and "a dimension is larger than 2**40" in err, err
     assert not marker.exists()
+
+
+def test_estimate_asked_for_without_a_configured_estimate_is_one_note(tmp_path, memlint_run):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    code, out, err = memlint_run("--estimate", str(script), "--format", "concise")
+    assert code in (0, 1)
+    assert err.count("no linted file has an estimate configured") == 1, err
