@@ -34,7 +34,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; the estimate/validate options are only added when
     ``command`` is one of them, so linting never imports the estimator."""
-    parser = _Parser(prog="memlint", description="Catch GPU-memory problems in training code before a GPU hour is spent.")
+    parser = _Parser(prog="memlint", description="Catch GPU-memory problems in training code before a GPU hour is spent.",
+                     epilog="`memlint PATH ...` is `memlint check PATH ...`: see `memlint check --help` for "
+                            "--fix, --diff, --format, --select and --estimate (which runs the configured model factory).")
     parser.add_argument("--version", action="version", version=f"memlint {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
