@@ -197,10 +197,14 @@ class HookStoresActivation(Rule):
     def _file_backpropagates(self) -> bool:
         """The file runs a backward pass: its forwards (and the hooks' outputs)
         record graphs, so a stored activation keeps one alive."""
-        semantic = self.ctx.semantic
-        return any(isinstance(c.func, ast.Attribute) and c.func.attr == "backward" or
-                   semantic.qualified(c.func) in ("torch.autograd.grad", "torch.autograd.backward")
-                   for c in semantic.index.of_type(ast.Call))
+        found = self.__dict__.get("_backpropagates")
+        if found is None:
+            semantic = self.ctx.semantic
+            found = self.__dict__["_backpropagates"] = any(
+                isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
+                or semantic.qualified(c.func) in ("torch.autograd.grad", "torch.autograd.backward")
+                for c in semantic.index.of_type(ast.Call))
+        return found
 
     def _kept_stores(self, hook: ast.AST, parameters: frozenset[str]):
         """``self.x = output`` / ``acts[name] = output`` / a ``global``/``nonlocal``

@@ -242,7 +242,7 @@ class LoadWithoutMapLocation(Rule):
             return Save(_path_argument(call, keyword, index), None)
         if isinstance(call.func, ast.Attribute) and call.func.attr == "save" and self._is_engine(call.func.value):
             path = _path_argument(call, "path", 0)
-            if self._engine_shards(call.func.value):
+            if self._engine_saves_host_data(call.func.value):
                 return Save(path, None)
             obj = _path_argument(call, "state", 1)
             return Save(path, obj) if obj is not None else None
@@ -251,7 +251,7 @@ class LoadWithoutMapLocation(Rule):
     def _is_engine(self, receiver: ast.expr) -> bool:
         return self.ctx.semantic.value(receiver).type_name in ENGINE_SAVES
 
-    def _engine_shards(self, receiver: ast.expr) -> bool:
+    def _engine_saves_host_data(self, receiver: ast.expr) -> bool:
         """``receiver`` was built in its function as ``Fabric(strategy=...)`` with a sharding
         strategy, or as ``Fabric(accelerator="cpu")``: its saves hold host tensors only."""
         if not isinstance(receiver, ast.Name):

@@ -293,15 +293,16 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
     from memlint.estimate.search import Probe, largest_fitting
 
     names = ("batch-size", "grad-accum", "world-size", "input")
+    world, inputs, accum = settings.get("world-size", 1), settings.get("input", []), values["grad-accum"].value
     known = values["batch-size"].value
-    # before the target is imported: what can be checked without its default batch
-    check_estimate_inputs(None if known is None else known * values["grad-accum"].value, values["grad-accum"].value
-                          if known is not None else 1, settings.get("world-size", 1), settings.get("input", []), names=names)
-    workload = load_workload(target, settings.get("input", []), None)
-    if values["batch-size"].value is None:
+    # before the target is imported; without a batch size, what can be checked without the workload's default
+    check_estimate_inputs(None if known is None else known * accum, accum if known is not None else 1, world, inputs,
+                          names=names)
+    workload = load_workload(target, inputs, None)
+    if known is None:
         values["batch-size"] = Value(workload.default_batch_size, "default", "the workload's default_batch_size")
-    micro, accum = values["batch-size"].value, values["grad-accum"].value
-    check_estimate_inputs(micro * accum, accum, settings.get("world-size", 1), settings.get("input", []), names=names)
+        check_estimate_inputs(workload.default_batch_size * accum, accum, world, inputs, names=names)
+    micro = values["batch-size"].value
     report = progress or (lambda text: None)
     gpu = settings.get("gpu")
     options = EstimateOptions(
@@ -349,10 +350,10 @@ def _source(settings: EstimateConfig, key: str) -> str:
 
 
 def _configuration_line(settings) -> int:
-    """The script line of the estimate comment (its ``target=``), else 1."""
+    """The script line of the estimate comment when it names the target, else 1."""
     setting = settings.settings.get("target") if settings is not None else None
-    where = setting.source if setting is not None else ""
-    return int(where.rsplit(" ", 1)[-1]) if where.startswith("comment line ") else 1
+    from_comment = setting is not None and setting.source.startswith("comment line") and settings.comment_line
+    return settings.comment_line if from_comment else 1
 
 
 def mem302_diagnostic(outcome: ScriptEstimate, source: str | None = None, anchor_line: int = 1) -> Diagnostic | None:

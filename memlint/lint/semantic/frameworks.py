@@ -380,10 +380,11 @@ HOST_VALUE_NAMESPACES = frozenset({
 HOST_VALUE_CALLABLES = frozenset({"torch.device", "torch.Size", "torch.finfo", "torch.iinfo", "torch.dtype"})
 #: Namespaces whose callables never run a model's forward pass (the standard
 #: library and numpy): a function that calls only these and builtins runs none.
-NON_MODEL_NAMESPACES = frozenset({
-    "numpy", "np", "math", "os", "sys", "re", "json", "logging", "time", "random", "itertools", "functools",
-    "collections", "pathlib", "warnings", "typing", "copy", "shutil", "argparse", "pickle", "string", "datetime",
-    "glob", "subprocess", "inspect", "dataclasses", "operator", "contextlib", "textwrap", "io", "csv", "enum"})
+#: Those that return host values are among them; the others may return
+#: containers, copies or callables of what they are given.
+NON_MODEL_NAMESPACES = HOST_VALUE_NAMESPACES | frozenset({
+    "np", "sys", "itertools", "functools", "collections", "warnings", "typing", "copy", "pickle", "dataclasses",
+    "operator", "contextlib", "io", "enum"})
 
 #: Context managers and decorators that set the grad mode (torch/autograd/grad_mode.py, torch 2.13).
 GRAD_DISABLING = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",

@@ -34,7 +34,7 @@ import os
 from collections import deque
 from dataclasses import dataclass
 
-from memlint.lint.names import dotted_name
+from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import operations
 from memlint.lint.semantic.classes import ClassInfo, ClassTable
@@ -1267,7 +1267,7 @@ class SemanticModel:
                 targets, value = [node.target], node.value
             if value is None:
                 continue
-            bound = {name for target in targets for name in _target_names(target) if "." not in name}
+            bound = {name for target in targets for name in targets_of(target) if "." not in name}
             used = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
             if isinstance(node, ast.AugAssign):
                 used |= bound
@@ -1496,7 +1496,7 @@ class SemanticModel:
                 return True
         if isinstance(parent, (ast.Assign, ast.AnnAssign)):
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-            names = {name for target in targets for name in _target_names(target)}
+            names = {name for target in targets for name in targets_of(target)}
             return bool(names & analysis.backpropagated)
         return False
 
@@ -1535,7 +1535,7 @@ _BUILTIN_CALLABLES = frozenset({
 
 def _slices_batches(loop: ast.For | ast.AsyncFor) -> bool:
     """``for i in range(0, n, bs): x[i:i + bs]``: the loop walks data in slices."""
-    index = set(_target_names(loop.target))
+    index = set(targets_of(loop.target))
     for node in ast.walk(loop):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is not None:
             if {n.id for n in ast.walk(node.slice.lower) if isinstance(n, ast.Name)} & index:
@@ -1546,15 +1546,6 @@ def _slices_batches(loop: ast.For | ast.AsyncFor) -> bool:
 def _parameter_names(function: Function) -> set[str]:
     arguments = function.args
     return {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
-
-
-def _target_names(target: ast.expr) -> list[str]:
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [name for element in target.elts for name in _target_names(element)]
-    if isinstance(target, ast.Starred):
-        return _target_names(target.value)
-    name = dotted_name(target)
-    return [name] if name is not None else []
 
 
 def _is_loop_header(child: ast.AST, loop: ast.AST) -> bool:

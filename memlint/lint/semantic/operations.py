@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 
-from memlint.lint.names import dotted_name
+from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.interpreter import (
@@ -1257,7 +1257,7 @@ def _differentiated_callees(model, calls: list[ast.Call]) -> set[str]:
         changed = False
         for node in assignments:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not any(name in wanted for target in targets for name in _target_names(target)):
+            if not any(name in wanted for target in targets for name in targets_of(target)):
                 continue
             if _chain_names(model, node.value, wanted, callees):
                 changed = True
@@ -1297,7 +1297,7 @@ def rebound_in(loop: ast.AST) -> frozenset[str]:
     def collect() -> frozenset[str]:
         found: set[str] = set()
         if isinstance(loop, FOR_TYPES):
-            found.update(_target_names(loop.target))
+            found.update(targets_of(loop.target))
         stack = list(loop.body)
         while stack:
             node = stack.pop()
@@ -1306,25 +1306,16 @@ def rebound_in(loop: ast.AST) -> frozenset[str]:
             if isinstance(node, ast.Assign):
                 read = _read_names(node.value)
                 for target in node.targets:
-                    found.update(name for name in _target_names(target) if name not in read)
+                    found.update(name for name in targets_of(target) if name not in read)
             elif isinstance(node, ast.AnnAssign) and node.value is not None:
                 read = _read_names(node.value)
-                found.update(name for name in _target_names(node.target) if name not in read)
+                found.update(name for name in targets_of(node.target) if name not in read)
             elif isinstance(node, FOR_TYPES):
-                found.update(_target_names(node.target))
+                found.update(targets_of(node.target))
             stack.extend(ast.iter_child_nodes(node))
         return frozenset(found)
 
     return file_memo(("rebound", id(loop)), collect)
-
-
-def _target_names(target: ast.expr) -> list[str]:
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [name for element in target.elts for name in _target_names(element)]
-    if isinstance(target, ast.Starred):
-        return _target_names(target.value)
-    name = dotted_name(target)
-    return [name] if name is not None else []
 
 
 def _read_names(node: ast.AST) -> set[str]:
@@ -1356,7 +1347,7 @@ def is_run_loop(model, loop: ast.AST) -> bool:
     if iterable.stream is Tri.NO:
         return False  # a fixed structure: layers, heads, a container of the file
     analysis = model.analysis_of(loop)
-    targets = set(_target_names(loop.target))
+    targets = set(targets_of(loop.target))
     over_range = iterable.type_name == "range" and not _range_of_structure(model, loop.iter)
     for call in model._calls_within(loop):
         if _is_next(model, call):
@@ -1392,7 +1383,7 @@ def is_run_comprehension(model, node: ast.AST) -> bool:
             return True
         if iterable.stream is Tri.NO:
             continue
-        targets = set(_target_names(clause.target))
+        targets = set(targets_of(clause.target))
         for call in calls:
             if (call in analysis.forward_calls or call in analysis.forwarding_calls) and _mentions(call, targets, analysis):
                 return True
