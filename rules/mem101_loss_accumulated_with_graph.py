@@ -4,7 +4,7 @@ import ast
 
 from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.names import dotted_name, root_name
-from memlint.lint.patterns import with_method
+from memlint.lint.patterns import method_call_plan
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.values import Kind
 from memlint.lint.syntax import FUNCTION_TYPES
@@ -175,6 +175,8 @@ class LossAccumulatedWithGraph(Rule):
             return
         if keeper.why == "calls" and semantic.repetition(keeper.function).reason == "caller":
             return  # judged at the calls, with their own arguments
+        # `.detach()` is safe here: the value is graph-attached and not a container (checked above),
+        # and it is added into a running total, so it is a tensor
         self.report(node, fix=self._detach_fix(added) if fixable else None)
 
     def _intended_sum(self, root: str, node: ast.stmt) -> bool:
@@ -201,8 +203,8 @@ class LossAccumulatedWithGraph(Rule):
         return cache[function]
 
     def _detach_fix(self, added: ast.expr) -> Fix | None:
-        detached = with_method(self.ctx, added, "detach")
-        return None if detached is None else self.replacement(added, detached)
+        detached = method_call_plan(self, added, "detach")
+        return None if detached is None else self.fix(detached)
 
 
 def _switches_to_eval(semantic, unit: ast.AST) -> bool:

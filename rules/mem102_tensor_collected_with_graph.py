@@ -3,7 +3,7 @@
 import ast
 
 from memlint.lint.diagnostic import Fix, Severity
-from memlint.lint.patterns import with_method
+from memlint.lint.patterns import method_call_plan
 from memlint.lint.rule import Rule
 from memlint.lint.names import root_name
 from memlint.lint.semantic.stores import STORING_METHODS, comprehension_store, effect_store, leaf_values, store_of
@@ -189,8 +189,8 @@ class TensorCollectedWithGraph(Rule):
         value = attached[0]
         if self.ctx.semantic.value(value).kind is not Kind.TENSOR:
             return None  # a tuple or model output has no `.detach()`
-        detached = with_method(self.ctx, value, "detach")
-        return None if detached is None else self.replacement(value, detached)
+        detached = method_call_plan(self, value, "detach")
+        return None if detached is None else self.fix(detached)
 
 
 def _plain_arguments(semantic, call: ast.Call) -> bool:

@@ -4,7 +4,7 @@ import ast
 
 from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.names import dotted_name, root_name, targets_of
-from memlint.lint.patterns import names_in, with_method
+from memlint.lint.patterns import method_call_plan, names_in
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import STORING_METHODS, leaf_values, store_of
 from memlint.lint.semantic.values import Kind, Tri
@@ -172,8 +172,8 @@ class DeviceTensorCollectedInLoop(Rule):
     def _fix(self, leaves: list[ast.expr]) -> Fix | None:
         if len(leaves) != 1 or self.ctx.semantic.value(leaves[0]).kind is not Kind.TENSOR:
             return None
-        on_host = with_method(self.ctx, leaves[0], "cpu")
-        return None if on_host is None else self.replacement(leaves[0], on_host)
+        on_host = method_call_plan(self, leaves[0], "cpu")
+        return None if on_host is None else self.fix(on_host)
 
 
 def _receiver(node: ast.AST) -> ast.expr | None:

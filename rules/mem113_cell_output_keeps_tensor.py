@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
+from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.rule import Rule
 from memlint.rules._notebook import (cell_span, cell_statements, holds_tensor_memory, last_token, method_result_known,
                                      what_it_keeps)
@@ -120,10 +120,8 @@ class CellOutputKeepsTensor(Rule):
         message = (f"the cell's last expression is a tensor that IPython keeps in its output cache (`Out`, `_`), "
                    f"{what_it_keeps(value)} included, for the life of the kernel; assign it, end the cell with `;`, "
                    "or show `.item()`")
-        # after the cell's last token: a closing parenthesis around the value included
-        _, line, col = last
-        fix = Fix(self.FIX_TITLE, self.FIX_APPLICABILITY, (Edit(line, col, line, col, ";"),))
-        self.report(node, message=message, fix=fix)
+        # libcst puts the `;` after the statement's last token, a closing parenthesis included
+        self.report(node, message=message, fix=self.fix(self.plan("append_semicolon", node)))
 
     def _by_cell(self) -> dict[int, list[ast.stmt]]:
         found = self.__dict__.get("_cells")

@@ -5,7 +5,6 @@ import ast
 from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import is_constant
-from memlint.rules._call_text import CallText
 from memlint.rules._training import arguments_in_order, method_name
 
 
@@ -81,4 +80,4 @@ class ZeroGradKeepsGrads(Rule):
                 return
 
     def _without(self, node: ast.Call, index: int) -> Fix:
-        return self.replacement(node, CallText.of(self.ctx.code(node)).without(index))
+        return self.fix(self.plan("remove_argument", node, index=index))

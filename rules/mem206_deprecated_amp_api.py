@@ -7,7 +7,6 @@ import ast
 from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
-from memlint.rules._call_text import CallText
 
 #: Deprecated name -> (device string, new attribute under ``torch.amp``), per torch 2.4's deprecation warnings.
 DEPRECATED = {
@@ -107,16 +106,53 @@ class DeprecatedAmpApi(Rule):
         return "torch" if "torch" in aliases else next(iter(aliases), None)
 
     def _fix(self, node: ast.Call, device: str, attr: str) -> Fix | None:
+        own = self._call_plan(node, device, attr)
+        if own is None:
+            return None
+        head = (dotted_name(node.func) or "").split(".")[0]
+        bound = self.ctx.imports.aliases.get(head, "")
+        if bound.startswith("torch.") and bound != "torch":
+            together = self._with_import_removed(head)
+            if together is not None:
+                return self.fix(*together, title=self.FIX_TITLE + " and remove the deprecated import")
+        return self.fix(own)
+
+    def _call_plan(self, node: ast.Call, device: str, attr: str):
+        """The plan rewriting one deprecated call, or None when it has none."""
         torch_name = self._torch_spelling(node.func)
         if torch_name is None or any(isinstance(arg, ast.Starred) for arg in node.args):
             return None
-        call = CallText.of(self.ctx.code(node))
-        arguments = list(call.arguments)
+        keywords = None  # GradScaler's positional arguments keep their order after the device
         if attr == "autocast":
             if len(node.args) > len(_AUTOCAST_POSITIONAL):
                 return None
-            for index in range(len(node.args)):  # the positional ones come first
-                arguments[index] = f"{_AUTOCAST_POSITIONAL[index]}={arguments[index]}"
-        kept = "".join(argument + separator for argument, separator in zip(arguments, call.separators))
-        device_argument = f'"{device}", ' if kept else f'"{device}"'
-        return self.replacement(node, f"{torch_name}.amp.{attr}{call.opening}{device_argument}{kept})")
+            keywords = _AUTOCAST_POSITIONAL  # autocast(enabled, dtype, ...) -> autocast(device, enabled=..., ...)
+        return self.plan("rewrite_call", node, callee=f"{torch_name}.amp.{attr}", first=f'"{device}"', keywords=keywords)
+
+    def _with_import_removed(self, head: str) -> list | None:
+        """Plans that rewrite every use of the imported name ``head`` and
+        remove it from its import, or None when one use is not a deprecated
+        call with a fix (the import is then still needed) or the import
+        shares its line with another statement."""
+        imports = [n for n in ast.walk(self.ctx.module) if isinstance(n, (ast.Import, ast.ImportFrom))
+                   and any((alias.asname or alias.name.split(".")[0]) == head for alias in n.names)]
+        if len(imports) != 1 or not self._alone_on_its_lines(imports[0]):
+            return None
+        calls = {id(n.func if isinstance(n.func, ast.Name) else n.func.value): n for n in ast.walk(self.ctx.module)
+                 if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}
+        plans = []
+        for name in ast.walk(self.ctx.module):
+            if not isinstance(name, ast.Name) or name.id != head:
+                continue
+            call = calls.get(id(name))
+            deprecated = DEPRECATED.get(self.ctx.qualified(call.func)) if call is not None else None
+            plan = self._call_plan(call, *deprecated) if deprecated else None
+            if plan is None:
+                return None
+            plans.append(plan)
+        return [*plans, self.plan("remove_import_name", imports[0], name=head)]
+
+    def _alone_on_its_lines(self, statement: ast.stmt) -> bool:
+        parent = self.ctx.semantic.parents.get(statement)
+        siblings = [n for n in ast.iter_child_nodes(parent) if isinstance(n, ast.stmt) and n is not statement]
+        return not any(n.lineno <= statement.end_lineno and n.end_lineno >= statement.lineno for n in siblings)

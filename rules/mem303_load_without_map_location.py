@@ -9,7 +9,6 @@ from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import CPU_ENGINE_KEYWORDS
 from memlint.lint.semantic.values import PLAIN, Kind, Tri
-from memlint.rules._call_text import CallText
 
 LOAD_FUNCTIONS = frozenset({"torch.load"})
 SAVE_FUNCTIONS = frozenset({"torch.save"})
@@ -47,7 +46,6 @@ MEMORY_BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
 DATA_ROLES = frozenset({"dataset", "datamodule"})
 #: A file name inside a path literal: ``"generator_%d.pth"``, ``"model.pt"``.
 _FILE_NAME = re.compile(r"[\w%{}\-]+\.[A-Za-z]\w*$")
-MAP_LOCATION = 'map_location="cpu"'
 
 
 class LoadWithoutMapLocation(Rule):
@@ -158,7 +156,7 @@ class LoadWithoutMapLocation(Rule):
         origin = self._origin(path)
         if origin is Tri.NO or origin is Tri.MAYBE and not self._runs_on_accelerator(node):
             return
-        self.report(node, fix=self.replacement(node, self._with_map_location(node)))
+        self.report(node, fix=self.fix(self.plan("add_keyword", node, keyword="map_location", code='"cpu"')))
 
     def _origin(self, path: ast.expr | None) -> Tri:
         """Whether the file's own saves of ``path`` hold accelerator tensors:
@@ -271,23 +269,6 @@ class LoadWithoutMapLocation(Rule):
             return "literal:" + path.value
         name = dotted_name(path)
         return "code:" + (name if name is not None else self.ctx.code(path))
-
-    def _with_map_location(self, call: ast.Call) -> str:
-        """The call's code with ``map_location="cpu"`` added as its last argument.
-        ``, `` follows the last argument directly; what stood between that
-        argument and the ``)`` (spaces, comments, line breaks) goes after the
-        new argument when it holds a trailing comma, before it otherwise."""
-        call_text = CallText.of(self.ctx.code(call))
-        if not call_text.arguments:
-            return call_text.callee + call_text.opening + MAP_LOCATION + ")"
-        *earlier, last = call_text.arguments
-        between = call_text.separators[-1]
-        before = call_text.callee + call_text.opening
-        before += "".join(argument + separator for argument, separator in zip(earlier, call_text.separators)) + last
-        if call_text.trailing_comma:
-            return before + ", " + MAP_LOCATION + between + ")"
-        return before + ", " + between + MAP_LOCATION + ")"
-
 
 def _path_argument(call: ast.Call, keyword: str, index: int = 0) -> ast.expr | None:
     for named in call.keywords:

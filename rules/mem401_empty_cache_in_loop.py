@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
-from memlint.lint.diagnostic import Applicability, Edit, Fix, Severity
+from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import DEVICE_BACKEND_MODULES
@@ -229,11 +229,7 @@ class EmptyCacheInLoop(Rule):
         block = _block_of(statement, parents[statement])
         if self._after_code_on_its_line(statement) or _shares_a_line(statement, block):
             return None
-        if len(block) == 1:
-            return self.replacement(statement, "pass")
-        start, end = self.ctx.span(statement)
-        edit = Edit(start[0], 1, end[0] + 1, 1, "")
-        return Fix(title=self.FIX_TITLE, applicability=self.FIX_APPLICABILITY, edits=(edit,))
+        return self.fix(self.plan("remove_statement", statement))
 
     def _after_code_on_its_line(self, statement: ast.stmt) -> bool:
         """True when code precedes ``statement`` on its first line (``for b in x: f()``)."""

@@ -51,11 +51,11 @@ from pathlib import Path
 from memlint import __version__
 from memlint.config import Config
 from memlint.lint.notebook import is_notebook_path
-from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult, Fix, Severity
+from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult, Fix, FixPlan, Severity
 from memlint.lint.runner import Job, lint_jobs, read_job
 
 #: Bumped when the entry format changes; old entries are then simply unused.
-FORMAT_VERSION = "v2"
+FORMAT_VERSION = "v3"  # v3: fixes carry libcst fix plans
 DEFAULT_DIR_NAME = ".memlint_cache"
 _CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -342,7 +342,9 @@ def _encode_diagnostic(d: Diagnostic) -> list:
     if d.fix is not None:
         edits = [[e.start_line, e.start_col, e.end_line, e.end_col, e.content, *([e.cell] if e.cell else [])]
                  for e in d.fix.edits]
-        fix = [d.fix.title, d.fix.applicability.value, edits]
+        plans = [[p.kind, [*p.start, *p.end], [[key, _listed(value)] for key, value in p.params],
+                  *([p.cell] if p.cell else [])] for p in d.fix.plans]
+        fix = [d.fix.title, d.fix.applicability.value, edits, plans]
     return [d.code, d.name, d.severity.value, d.message, d.line, d.col, d.end_line, d.end_col, fix,
             *([d.cell] if d.cell else [])]
 
@@ -394,10 +396,38 @@ def _check_span(bounds: FileBounds | None, line, col, end_line, end_col) -> None
         raise ValueError("position outside the file")
 
 
+def _listed(value):
+    """A plan parameter as JSON (tuples become lists)."""
+    return [_listed(item) for item in value] if isinstance(value, tuple) else value
+
+
+def _tupled(value):
+    """A plan parameter from JSON (lists become tuples), checked."""
+    if isinstance(value, list):
+        return tuple(_tupled(item) for item in value)
+    if value is not None and type(value) not in (str, int, bool):
+        raise TypeError("malformed fix parameter")
+    return value
+
+
+def _decode_plans(plans, bounds: FileBounds | None) -> tuple[FixPlan, ...]:
+    decoded = []
+    for kind, (line, col, end_line, end_col), params, *rest in plans:
+        cell = _cell(rest, bounds)
+        _check_span(bounds, line, col, end_line, end_col)
+        if not isinstance(kind, str) or not isinstance(params, list):
+            raise TypeError("malformed fix plan")
+        pairs = tuple((key, _tupled(value)) for key, value in params)
+        if not all(isinstance(key, str) for key, _ in pairs):
+            raise TypeError("malformed fix plan")
+        decoded.append(FixPlan(kind, (line, col), (end_line, end_col), pairs, cell))
+    return tuple(decoded)
+
+
 def _decode_fix(fix, bounds: FileBounds | None = None) -> Fix | None:
     if fix is None:
         return None
-    title, applicability, edits = fix
+    title, applicability, edits, plans = fix
     decoded = []
     for start_line, start_col, end_line, end_col, content, *rest in edits:
         cell = _cell(rest, bounds)
@@ -407,4 +437,4 @@ def _decode_fix(fix, bounds: FileBounds | None = None) -> Fix | None:
         decoded.append(Edit(start_line, start_col, end_line, end_col, content, cell))
     if not isinstance(title, str):
         raise TypeError("fix title is not a string")
-    return Fix(title, Applicability(applicability), tuple(decoded))
+    return Fix(title, Applicability(applicability), tuple(decoded), _decode_plans(plans, bounds))

@@ -54,12 +54,46 @@ class Edit:
 
 
 @dataclass(frozen=True)
+class FixPlan:
+    """One libcst transform of one node, as data (no libcst needed to make it).
+
+    ``kind`` names a transform of :data:`memlint.fix.transforms.TRANSFORMS`;
+    ``start``/``end`` are the node's 1-based (line, column) span as the rule
+    saw it in CPython's ``ast`` (end exclusive, columns in characters, no
+    parentheses around the node), which libcst's ``PositionProvider``
+    reports for the same node; ``params`` are the transform's arguments as
+    ``(name, value)`` pairs (values: str, int, bool, None or tuples of them,
+    so that the plan pickles and caches as JSON).
+    """
+
+    kind: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+    params: tuple[tuple[str, object], ...] = ()
+    #: in a notebook: the cell (1-based) the positions are in; None in a Python file
+    cell: int | None = None
+
+    def param(self, name: str, default: object = None) -> object:
+        """The value of parameter ``name`` (``default`` when absent)."""
+        return next((value for key, value in self.params if key == name), default)
+
+
+@dataclass(frozen=True)
 class Fix:
-    """A set of non-overlapping edits that together repair one diagnostic."""
+    """What repairs one diagnostic: libcst transforms (``plans``) that the
+    fix engine (:mod:`memlint.fix`) turns into ``edits`` -- non-overlapping
+    text edits -- only when a fix is applied, shown or offered (libcst is
+    not loaded to lint). A fix made of edits alone is applied as it is."""
 
     title: str
     applicability: Applicability
-    edits: tuple[Edit, ...]
+    edits: tuple[Edit, ...] = ()
+    plans: tuple[FixPlan, ...] = ()
+
+    @property
+    def resolved(self) -> bool:
+        """True when ``edits`` are known (no plan left to turn into edits)."""
+        return not self.plans or bool(self.edits)
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ import stat
 import sys
 import tempfile
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult, Fix, line_offsets
 from memlint.lint.engine import LintOptions, lint_source
@@ -169,6 +169,7 @@ def fix_text(
     for _ in range(MAX_ROUNDS):
         candidates = [d for d in sorted(remaining, key=Diagnostic.sort_key)
                       if is_applicable(d.fix, unsafe) and _fix_identity(d) not in rejected]
+        candidates = [d for d in _resolve(current, candidates) if d.fix is not None]
         if not candidates:
             break
         candidate, applied = apply_fixes(current, [d.fix for d in candidates])
@@ -185,7 +186,19 @@ def fix_text(
 def _fix_identity(diagnostic: Diagnostic) -> tuple:
     """What names one fix across rounds (its positions move when other fixes apply)."""
     fix = diagnostic.fix
+    if fix.plans:
+        return diagnostic.code, diagnostic.message, fix.title, tuple((plan.kind, plan.params) for plan in fix.plans)
     return diagnostic.code, diagnostic.message, fix.title, tuple(edit.content for edit in fix.edits)
+
+
+def _resolve(text: str, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """The diagnostics with their fixes' edits computed by the libcst fix
+    engine (:mod:`memlint.fix`, loaded only here); unresolvable fixes dropped."""
+    if all(d.fix is None or d.fix.resolved for d in diagnostics):
+        return diagnostics
+    from memlint.fix import resolve
+
+    return resolve(text, diagnostics)
 
 
 def _apply_fixes_that_parse(text: str, candidates: list[Diagnostic], rejected: set[tuple],
@@ -552,6 +565,7 @@ def fix_notebook(path: str, data: bytes, options: LintOptions, unsafe: bool,
     for _ in range(MAX_ROUNDS):
         candidates = [d for d in sorted(remaining, key=Diagnostic.sort_key)
                       if is_applicable(d.fix, unsafe) and d.cell in cell_index and _fix_identity(d) not in rejected]
+        candidates = [d for d in resolve_cells(current, candidates) if d.fix is not None]
         if not candidates:
             break
         sources, applied = _apply_cell_fixes(current.sources, candidates, cell_index)
@@ -590,6 +604,41 @@ def fix_notebook(path: str, data: bytes, options: LintOptions, unsafe: bool,
     outcome.remaining = list(remaining)
     outcome.cells = {index: (original_sources[index], source) for index, source in changed.items()}
     return outcome, None
+
+
+def resolve_cells(notebook, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """Notebook ``diagnostics`` (cell coordinates) with their fixes' edits
+    computed on their cells' masked text; a fix whose edits touch a masked
+    (IPython) line is dropped, since it could not be written back."""
+    if all(d.fix is None or d.fix.resolved for d in diagnostics):
+        return diagnostics
+    from memlint.fix import resolve
+
+    cells = {cell.number: cell for cell in notebook.layout.cells}
+    module_lines = source_lines(notebook.module)
+    out = []
+    for diagnostic in diagnostics:
+        cell = cells.get(diagnostic.cell)
+        if cell is None or diagnostic.fix is None or diagnostic.fix.resolved:
+            out.append(diagnostic)
+            continue
+        text = "".join(module_lines[cell.start - 1:cell.end])
+        (resolved,) = resolve(text, [diagnostic])
+        if resolved.fix is not None and _touches(resolved.fix, cell.masked):
+            resolved = replace(resolved, fix=None)
+        if resolved.fix is not None:
+            resolved = replace(resolved, fix=replace(resolved.fix, edits=tuple(
+                replace(edit, cell=cell.number) for edit in resolved.fix.edits)))
+        out.append(resolved)
+    return out
+
+
+def _touches(fix: Fix, masked: frozenset[int]) -> bool:
+    for edit in fix.edits:
+        last = edit.end_line - (1 if edit.end_col == 1 and edit.end_line > edit.start_line else 0)
+        if any(number in masked for number in range(edit.start_line, max(edit.start_line, last) + 1)):
+            return True
+    return False
 
 
 def _apply_cell_fixes(sources: dict[int, str], diagnostics: list[Diagnostic],

@@ -424,7 +424,13 @@ def _fix_in_cell(fix, cell: CellSpan):
             return None
         edits.append(replace(edit, start_line=start[0], start_col=start[1], end_line=end[0], end_col=end[1],
                              cell=cell.number))
-    return replace(fix, edits=tuple(edits))
+    plans = []
+    for plan in fix.plans:  # resolved on the cell's text when fixing (memlint.lint.fixes.resolve_cells)
+        start, end = _inside(cell, *plan.start), _inside(cell, *plan.end)
+        if start is None or end is None:
+            return None
+        plans.append(replace(plan, start=start, end=end, cell=cell.number))
+    return replace(fix, edits=tuple(edits), plans=tuple(plans))
 
 
 # ---------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, ClassVar
 
-from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, Fix, Severity
+from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, Fix, FixPlan, Severity
 
 if TYPE_CHECKING:
     from memlint.lint.context import FileContext
@@ -99,14 +99,22 @@ class Rule:
             )
         )
 
+    def plan(self, kind: str, node: ast.AST, **params: object) -> FixPlan:
+        """A libcst transform ``kind`` (:data:`memlint.fix.transforms.TRANSFORMS`)
+        of ``node`` with the given parameters (str, int, bool, None or tuples)."""
+        start, end = self.ctx.span(node)
+        return FixPlan(kind, start, end, tuple(sorted(params.items())))
+
+    def fix(self, *plans: FixPlan, title: str | None = None, applicability: Applicability | None = None) -> Fix:
+        """The fix made of ``plans``, titled and as safe as the rule says
+        (``FIX_TITLE``, ``FIX_APPLICABILITY``) unless given."""
+        return Fix(title=title or self.FIX_TITLE or "Apply fix",
+                   applicability=applicability or self.FIX_APPLICABILITY, plans=plans)
+
     def replacement(self, node: ast.AST, new: str, title: str | None = None) -> Fix:
-        """A fix replacing ``node``'s source text by the code ``new``, as safe
-        as the rule's ``FIX_APPLICABILITY`` says."""
-        return Fix(
-            title=title or self.FIX_TITLE or "Apply fix",
-            applicability=self.FIX_APPLICABILITY,
-            edits=(self.ctx.edit_replacing(node, new),),
-        )
+        """A fix replacing the expression ``node`` by the expression ``new``
+        (code, parsed by libcst when the fix is applied)."""
+        return self.fix(self.plan("replace_expression", node, code=new), title=title)
 
 
 def sections_of(doc: str) -> list[str]:

@@ -4,6 +4,7 @@ import pytest
 from _marks import assert_matches_markers, reported_lines
 
 from lint.expectations import lint_text
+from memlint.fix import resolve
 
 CODE = "MEM103"
 
@@ -73,8 +74,8 @@ def test_silent_shapes(source):
 def test_fix_moves_the_stored_leaf_to_cpu():
     source = "import torch\ndef f(model, x, steps):\n    model.eval()\n    s = []\n    for _ in range(steps):\n        model(x)\n        s.append(x.cuda().detach())\n"
     [diagnostic] = lint_text("t.py", source, {CODE})
-    [edit] = diagnostic.fix.edits
-    assert edit.content == "x.cuda().detach().cpu()"
+    [edit] = resolve(source, [diagnostic])[0].fix.edits
+    assert edit.content == ".cpu()" and edit.start_col == edit.end_col == len("        s.append(x.cuda().detach()") + 1
     assert diagnostic.fix.applicability.name == "UNSAFE"
 
 

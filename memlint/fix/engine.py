@@ -1,0 +1,245 @@
+"""Turn fix plans into text edits by transforming one libcst tree per text.
+
+:func:`resolve` is called with a file's (or a notebook cell's) text and its
+diagnostics; libcst is imported here only when one of them has a plan to
+resolve. The text is parsed once; each fix is applied to that tree on its
+own and rendered, and its edits are the line regions where the rendering
+differs from the text (``difflib`` over lines, each region trimmed to the
+characters that differ), so two fixes in different places do not overlap
+and the round logic of :mod:`memlint.lint.fixes` can combine them.
+
+libcst does not keep a lone ``\\r`` line end (old Mac files): such a text
+is parsed with each lone ``\\r`` read as ``\\n`` (same length, so every
+position holds), and the edits' new lines are written back as ``\\r``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from memlint.lint.diagnostic import Diagnostic, Edit, Fix, FixPlan, line_offsets
+
+_LONE_CR = re.compile(r"\r(?!\n)")
+_LONE_LF = re.compile(r"(?<!\r)\n")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def resolve(text: str, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
+    """``diagnostics`` with each fix's ``edits`` computed from its plans on
+    ``text`` (a notebook diagnostic's plans are in its cell's coordinates:
+    pass that cell's text). A fix whose plans cannot be applied -- a node
+    not found, a transform that does not apply, libcst unable to parse the
+    text, or no change at all -- is dropped (``fix=None``). Diagnostics
+    whose fixes need no resolving are returned as they are."""
+    pending = [d for d in diagnostics if d.fix is not None and not d.fix.resolved]
+    if not pending:
+        return list(diagnostics)
+    tree = ParsedText.of(text)
+    out = []
+    for diagnostic in diagnostics:
+        fix = diagnostic.fix
+        if fix is None or fix.resolved:
+            out.append(diagnostic)
+            continue
+        edits = tree.edits_of(fix.plans) if tree is not None else None
+        out.append(replace(diagnostic, fix=replace(fix, edits=edits) if edits else None))
+    return out
+
+
+def resolve_text(text: str, fix: Fix) -> str | None:
+    """``text`` with ``fix`` alone applied (None when it cannot be)."""
+    tree = ParsedText.of(text)
+    if tree is None:
+        return None
+    return tree.render(fix.plans)
+
+
+class ParsedText:
+    """One text parsed by libcst, with its nodes indexed by span."""
+
+    def __init__(self, text: str) -> None:
+        import libcst
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
+        from memlint.fix.locate import NodeIndex
+
+        self.text = text
+        self.lone_cr = bool(_LONE_CR.search(text))
+        self.prepared = _LONE_CR.sub("\n", text) if self.lone_cr else text
+        wrapper = MetadataWrapper(libcst.parse_module(self.prepared))
+        self.module = wrapper.module
+        self.positions = wrapper.resolve(PositionProvider)
+        self.index = NodeIndex(self.positions)
+
+    @classmethod
+    def of(cls, text: str) -> "ParsedText | None":
+        """The parsed text, or None when libcst cannot parse it (then the
+        text has no fix: the file is left as it is)."""
+        import libcst
+
+        try:
+            return cls(text)
+        except (libcst.ParserSyntaxError, RecursionError, ValueError):
+            return None
+        except Exception:  # noqa: BLE001 - libcst's own failures (issue #1061: `else(lambda: 0)`)
+            return None
+
+    def render(self, plans: Sequence[FixPlan]) -> str | None:
+        """The text with every plan's transform applied, or None when one
+        plan's node is not found or its transform does not apply."""
+        from memlint.fix.transforms import TRANSFORMS, Inapplicable
+
+        targets: dict[int, list[FixPlan]] = {}
+        spans = []
+        for plan in plans:
+            transform = TRANSFORMS.get(plan.kind)
+            node = None if transform is None else self.index.find(plan.start, plan.end, transform.node_types)
+            if node is None:
+                return None
+            targets.setdefault(id(node), []).append(plan)
+            spans.append((plan.start, plan.end))
+        try:
+            fixed = self.module.visit(Apply(targets, self._holds_a_target(spans, targets))).code
+        except Inapplicable:
+            return None
+        except Exception:  # noqa: BLE001 - a libcst failure on one fix costs that fix, never the run
+            return None
+        if self.lone_cr:
+            fixed = _LONE_LF.sub("\r", fixed)
+        return fixed
+
+    def _holds_a_target(self, spans: list, targets: dict[int, list[FixPlan]]) -> Callable:
+        """Whether the traversal must enter a node: only the nodes around a
+        plan's node are rebuilt (and re-validated) by libcst; the rest of
+        the tree is kept as parsed (and is not re-validated: libcst issue
+        #1061 fails on some valid code when it is)."""
+        def enter(node) -> bool:
+            where = self.positions.get(node)
+            if where is None:
+                return True  # the module itself
+            first, last = (where.start.line, where.start.column + 1), (where.end.line, where.end.column + 1)
+            inside = [(start, end) for start, end in spans if first <= start and end <= last]
+            own = {(plan.start, plan.end) for plan in targets.get(id(node), ())}
+            return any(span not in own for span in inside) or len(inside) > len(own)
+        return enter
+
+    def edits_of(self, plans: Sequence[FixPlan]) -> tuple[Edit, ...] | None:
+        """The edits that the plans make to the text (None: not applicable or no change)."""
+        fixed = self.render(plans)
+        if fixed is None or fixed == self.text:
+            return None
+        return text_edits(self.text, fixed)
+
+
+def text_edits(before: str, after: str) -> tuple[Edit, ...]:
+    """Non-overlapping edits that turn ``before`` into ``after``: one per
+    region of differing lines, trimmed to the characters that differ."""
+    old_lines, new_lines = _LINE.findall(before), _LINE.findall(after)
+    offsets = line_offsets(before)
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    edits = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        start = offsets[i1] if i1 < len(offsets) else len(before)
+        end = start + sum(map(len, old_lines[i1:i2]))
+        old, new = before[start:end], "".join(new_lines[j1:j2])
+        prefix = _common_prefix(old, new)
+        suffix = _common_prefix(old[prefix:][::-1], new[prefix:][::-1])
+        edits.append(_edit(before, offsets, start + prefix, end - suffix, new[prefix:len(new) - suffix]))
+    return tuple(edits)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _edit(text: str, offsets: list[int], start: int, end: int, content: str) -> Edit:
+    (line, col), (end_line, end_col) = _position(offsets, start), _position(offsets, end)
+    return Edit(line, col, end_line, end_col, content)
+
+
+def _position(offsets: list[int], offset: int) -> tuple[int, int]:
+    """1-based (line, column) of a character offset."""
+    import bisect
+
+    line = bisect.bisect_right(offsets, offset)
+    return line, offset - offsets[line - 1] + 1
+
+
+def _apply_class():
+    import libcst
+
+    from memlint.fix.transforms import REMOVED, TRANSFORMS
+
+    class _Apply(libcst.CSTTransformer):
+        """Apply each target node's plans when the traversal leaves it; a
+        block drops the statements removed from it, keeping the comment
+        lines above them (they go to the next statement, or become the
+        comments above a ``pass`` when the block would be empty)."""
+
+        def __init__(self, targets: dict[int, list[FixPlan]], enter) -> None:
+            super().__init__()
+            self.targets = targets
+            self.enter = enter
+            self.removed: dict[int, Sequence] = {}
+
+        def on_visit(self, node) -> bool:
+            return self.enter(node)
+
+        def on_leave(self, original, updated):
+            updated = super().on_leave(original, updated)
+            if isinstance(original, (libcst.IndentedBlock, libcst.Module)) and isinstance(updated, type(original)):
+                updated = self._drop_removed(original, updated)
+            for plan in self.targets.get(id(original), ()):
+                result = TRANSFORMS[plan.kind].apply(updated, plan)
+                if result is REMOVED:
+                    self.removed[id(original)] = original.leading_lines
+                    return libcst.RemovalSentinel.REMOVE
+                updated = result
+            return updated
+
+        def _drop_removed(self, original, updated):
+            removed = [child for child in original.body if id(child) in self.removed]
+            if not removed:
+                return updated
+            body = list(updated.body)
+            if len(body) != len(original.body) - len(removed):
+                return updated  # another transform reshaped this block: keep it as libcst made it
+            carried: list = []
+            kept = iter(range(len(body)))
+            for child in original.body:
+                if id(child) in self.removed:
+                    carried.extend(line for line in self.removed[id(child)] if line.comment is not None)
+                    continue
+                index = next(kept)
+                if carried:
+                    body[index] = body[index].with_changes(leading_lines=[*carried, *body[index].leading_lines])
+                    carried = []
+            if not body and isinstance(updated, libcst.IndentedBlock):
+                body = [libcst.SimpleStatementLine(body=[libcst.Pass()], leading_lines=carried)]
+            elif carried:
+                return updated.with_changes(body=body, footer=[*carried, *updated.footer])
+            return updated.with_changes(body=body)
+
+    return _Apply
+
+
+def Apply(targets: dict[int, list[FixPlan]], enter):
+    """The libcst transformer that applies ``targets`` (node id -> plans),
+    entering only the nodes for which ``enter(node)`` is true."""
+    global _APPLY
+    if _APPLY is None:
+        _APPLY = _apply_class()
+    return _APPLY(targets, enter)
+
+
+_APPLY = None
