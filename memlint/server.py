@@ -186,8 +186,10 @@ class MemlintServer(LanguageServer):
             return []
         wanted = params.range
         actions = []
-        for finding, lsp in published.pairs:
-            if finding.fix is None or not _overlaps(lsp.range, wanted):
+        touched = [(finding, lsp) for finding, lsp in published.pairs
+                   if finding.fix is not None and _overlaps(lsp.range, wanted)]
+        for finding, lsp in self._resolved(params.text_document.uri, touched):
+            if finding.fix is None:
                 continue
             safe = finding.fix.applicability is Applicability.SAFE
             edits = [types.TextEdit(range=_range(e.start_line, e.start_col, e.end_line, e.end_col, published.lines),
@@ -201,6 +203,18 @@ class MemlintServer(LanguageServer):
         if fix_all is not None:
             actions.append(fix_all)
         return actions
+
+    def _resolved(self, uri: str, pairs: list) -> list:
+        """``pairs`` (finding, LSP diagnostic) with each finding's fix turned
+        into edits by the libcst fix engine on the document's text (loaded
+        only for a code action; a fix it cannot apply is not offered)."""
+        if all(finding.fix.resolved for finding, _ in pairs):
+            return pairs
+        from memlint.fix import resolve
+
+        text = self.workspace.get_text_document(uri).source
+        findings = resolve(text, [finding for finding, _ in pairs])
+        return [(finding, lsp) for finding, (_, lsp) in zip(findings, pairs)]
 
     def fix_all_action(self, uri: str, published: Published) -> types.CodeAction | None:
         """Every safe fix of a Python file, as one whole-document edit (None

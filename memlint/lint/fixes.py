@@ -445,6 +445,38 @@ def apply_fixes_to_run(run, args, trees: dict[str, str] | None = None) -> None:
         print(f"Fixed {total} problem{plural}", file=sys.stderr)
 
 
+def resolve_run(run) -> None:
+    """Compute the edits of every fix in ``run``'s results, for the formats
+    that show them (``json``, ``sarif``): each file with a fix is read
+    again and parsed by libcst (:mod:`memlint.fix`); a fix that cannot be
+    resolved is shown as no fix. A file that cannot be read again keeps
+    its findings, without fixes, and gets one error line."""
+    for index, result in enumerate(run.results):
+        if result.error or all(d.fix is None or d.fix.resolved for d in result.diagnostics):
+            continue
+        resolved = _resolved_diagnostics(run, result)
+        run.results[index] = replace(result, diagnostics=resolved)
+
+
+def _resolved_diagnostics(run, result: FileResult) -> list[Diagnostic]:
+    without = [d if d.fix is None or d.fix.resolved else replace(d, fix=None) for d in result.diagnostics]
+    data = _read_source(run, result)
+    if data is None or (result.digest is not None and result.digest != _digest(data)):
+        return without
+    from memlint.lint.notebook import NotebookError, is_notebook_path, load
+
+    if is_notebook_path(result.path):
+        try:
+            return resolve_cells(load(result.path, data), result.diagnostics)
+        except NotebookError:
+            return without
+    try:
+        text, _ = decode(data)
+    except (SyntaxError, UnicodeDecodeError):
+        return without
+    return _resolve(text, result.diagnostics)
+
+
 def _remaining(result: FileResult, outcome: FileFixes) -> FileResult:
     return FileResult(path=result.path, diagnostics=outcome.remaining, parsed=True, internal_errors=result.internal_errors)
 

@@ -76,5 +76,8 @@ def document(run) -> dict:
 
 
 def render(run, args, stream) -> None:
+    from memlint.lint.fixes import resolve_run
+
+    resolve_run(run)  # each fix's edits, from libcst (loaded only for a file that has a fix)
     json.dump(valid_document(document(run)), stream, indent=2)
     stream.write("\n")

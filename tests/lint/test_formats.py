@@ -263,7 +263,9 @@ def test_sarif_result_points_at_relative_uri_and_region(tmp_path, monkeypatch):
     assert location["region"] == {"startLine": 4, "startColumn": diagnostic.col, "endLine": 4, "endColumn": diagnostic.end_col}
     assert sarif_run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.resolve().as_uri() + "/"
     replacement = result["fixes"][0]["artifactChanges"][0]["replacements"][0]
-    assert replacement["insertedContent"]["text"] == 'torch.load(path, map_location="cpu")'
+    # the fix engine's edit: only the characters that change (an insertion before the call's ")")
+    assert replacement["insertedContent"]["text"] == ', map_location="cpu"'
+    assert replacement["deletedRegion"]["startColumn"] == replacement["deletedRegion"]["endColumn"] == diagnostic.end_col - 1
 
 
 def test_sarif_path_outside_cwd_is_absolute_uri(tmp_path, monkeypatch):
