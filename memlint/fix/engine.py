@@ -52,13 +52,24 @@ def resolve(text: str, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
 def resolve_text(text: str, fix: Fix) -> str | None:
     """``text`` with ``fix`` alone applied (None when it cannot be)."""
     tree = ParsedText.of(text)
-    if tree is None:
+    edits = None if tree is None else tree.edits_of(fix.plans)
+    if edits is None:
         return None
-    return tree.render(fix.plans)
+    from memlint.lint.fixes import apply_fixes
+
+    return apply_fixes(text, [replace(fix, edits=edits)])[0]
 
 
 class ParsedText:
-    """One text parsed by libcst, with its nodes indexed by span."""
+    """One text parsed by libcst, with its nodes indexed by span.
+
+    libcst is given the text *normalised* where it would not keep it byte
+    for byte: a lone ``\r`` line end is read as ``\n`` (same length), and
+    the form feeds in a line's indentation, which libcst drops and CPython
+    ignores, are taken out (a per-line count maps every position between
+    the two texts). A text that libcst still does not render back exactly
+    is not fixed at all (:class:`NotKept`).
+    """
 
     def __init__(self, text: str) -> None:
         import libcst
@@ -68,11 +79,41 @@ class ParsedText:
 
         self.text = text
         self.lone_cr = bool(_LONE_CR.search(text))
-        self.prepared = _LONE_CR.sub("\n", text) if self.lone_cr else text
+        prepared = _LONE_CR.sub("\n", text) if self.lone_cr else text
+        #: line (1-based) -> original columns (1-based) of the form feeds taken out of it
+        self.form_feeds: dict[int, list[int]] = {}
+        self.prepared = self._without_form_feeds(prepared)
         wrapper = MetadataWrapper(libcst.parse_module(self.prepared))
+        if wrapper.module.code != self.prepared:
+            raise NotKept("libcst does not render this text back byte for byte")
         self.module = wrapper.module
         self.positions = wrapper.resolve(PositionProvider)
         self.index = NodeIndex(self.positions)
+
+    def _without_form_feeds(self, text: str) -> str:
+        if "\x0c" not in text:
+            return text
+        lines = _LINE.findall(text)
+        for number, line in enumerate(lines, 1):
+            indent = len(line) - len(line.lstrip(" \t\x0c"))
+            columns = [i + 1 for i in range(indent) if line[i] == "\x0c"]
+            if columns:
+                self.form_feeds[number] = columns
+                lines[number - 1] = line[:indent].replace("\x0c", "") + line[indent:]
+        return "".join(lines)
+
+    def to_prepared(self, line: int, col: int) -> tuple[int, int]:
+        """A position of the text as a position of the normalised text."""
+        return line, col - sum(1 for c in self.form_feeds.get(line, ()) if c < col)
+
+    def to_original(self, line: int, col: int) -> tuple[int, int]:
+        """A position of the normalised text as a position of the text (after
+        the form feeds that precede it)."""
+        shift = 0
+        for index, column in enumerate(self.form_feeds.get(line, ())):
+            if column - index <= col:
+                shift += 1
+        return line, col + shift
 
     @classmethod
     def of(cls, text: str) -> "ParsedText | None":
@@ -84,18 +125,22 @@ class ParsedText:
             return cls(text)
         except (libcst.ParserSyntaxError, RecursionError, ValueError):
             return None
+        except NotKept:
+            return None
         except Exception:  # noqa: BLE001 - libcst's own failures (issue #1061: `else(lambda: 0)`)
             return None
 
     def render(self, plans: Sequence[FixPlan]) -> str | None:
-        """The text with every plan's transform applied, or None when one
-        plan's node is not found or its transform does not apply."""
+        """The normalised text with every plan's transform applied, or None
+        when one plan's node is not found or its transform does not apply."""
         from memlint.fix.transforms import TRANSFORMS, Inapplicable
 
         targets: dict[int, list[FixPlan]] = {}
         spans = []
         for plan in plans:
             transform = TRANSFORMS.get(plan.kind)
+            if self.form_feeds:
+                plan = replace(plan, start=self.to_prepared(*plan.start), end=self.to_prepared(*plan.end))
             node = None if transform is None else self.index.find(plan.start, plan.end, transform.node_types)
             if node is None:
                 return None
@@ -107,8 +152,6 @@ class ParsedText:
             return None
         except Exception:  # noqa: BLE001 - a libcst failure on one fix costs that fix, never the run
             return None
-        if self.lone_cr:
-            fixed = _LONE_LF.sub("\r", fixed)
         return fixed
 
     def _holds_a_target(self, spans: list, targets: dict[int, list[FixPlan]]) -> Callable:
@@ -129,9 +172,19 @@ class ParsedText:
     def edits_of(self, plans: Sequence[FixPlan]) -> tuple[Edit, ...] | None:
         """The edits that the plans make to the text (None: not applicable or no change)."""
         fixed = self.render(plans)
-        if fixed is None or fixed == self.text:
+        if fixed is None or fixed == self.prepared:
             return None
-        return text_edits(self.text, fixed)
+        edits = []
+        for edit in text_edits(self.prepared, fixed):
+            (line, col), (end_line, end_col) = self.to_original(edit.start_line, edit.start_col), \
+                self.to_original(edit.end_line, edit.end_col)
+            content = _LONE_LF.sub("\r", edit.content) if self.lone_cr else edit.content
+            edits.append(Edit(line, col, end_line, end_col, content))
+        return tuple(edits)
+
+
+class NotKept(Exception):
+    """libcst would not keep this text as it is: it is not fixed."""
 
 
 def text_edits(before: str, after: str) -> tuple[Edit, ...]:
