@@ -3,7 +3,8 @@
 import ast
 import re
 
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Applicability, Fix, Severity
+from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.operations import parameterless
 from memlint.lint.semantic.values import Kind, Tri
@@ -63,6 +64,17 @@ class InferenceWithoutNoGrad(Rule):
             logits = model(x)
     ```
 
+    ## Fix safety
+    The fix decorates an evaluation function that has no training step with
+    `@torch.no_grad()`, or else wraps the outermost loop around the forward
+    pass that runs no backward pass and no optimizer step in
+    `with torch.no_grad():` (the loop is indented one level, comments kept).
+    It is unsafe: the outputs no longer require gradients, so code that
+    later backpropagates through them, or reads `.requires_grad`, behaves
+    differently. There is no fix without an `import torch` to spell it, for
+    an `async def`, or for a forward pass outside a loop in code that also
+    trains.
+
     ## Known problems
     Only the first forward pass of a function is reported. A function whose
     every caller in the same file runs it under `no_grad` is not reported;
@@ -90,6 +102,8 @@ class InferenceWithoutNoGrad(Rule):
     NAME = "inference-without-no-grad"
     MESSAGE = "forward pass in an evaluation context with autograd enabled: activations are saved for a backward that never comes"
     SEVERITY = Severity.WARNING
+    FIX_TITLE = "Run the evaluation under `torch.no_grad()`"
+    FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("eval", "valid", "predict", "infer", "test_step", "test_epoch", "run_test", "val_", "sampl", "generat", "rollout")
     NEEDS_GRAPH_SOURCE = True  # a forward pass needs a module
     FRAMEWORK = "torch"
@@ -164,7 +178,39 @@ class InferenceWithoutNoGrad(Rule):
         message = None
         if first in helpers:
             message = f"{self.MESSAGE} (the forward passes run in `{self.ctx.semantic.callee(first).name}`)"
-        self.report(first, message=message)
+        self.report(first, message=message, fix=self._fix(unit, first, trains, in_loops_only))
+
+    # -- the fix -------------------------------------------------------------
+    def _fix(self, unit: ast.AST, first: ast.Call, trains: bool, in_loops_only: bool) -> Fix | None:
+        """``@torch.no_grad()`` on an evaluation function without a training
+        step, else ``with torch.no_grad():`` around the outermost loop that
+        holds the first forward pass and trains nothing; None when neither
+        is known to be right (no ``torch`` import to spell it, an async
+        function, a forward pass outside any loop in code that also trains)."""
+        torch_name = module_spelling(self.ctx, "torch")
+        if torch_name is None:
+            return None
+        no_grad = f"{torch_name}.no_grad()"
+        if isinstance(unit, ast.FunctionDef) and not trains and not in_loops_only:
+            return self.fix(self.plan("add_decorator", unit, code=no_grad),
+                            title=f"Decorate `{unit.name}` with `@{no_grad}`")
+        loop = self._evaluation_loop(unit, first)
+        if loop is None:
+            return None
+        return self.fix(self.plan("wrap_in_with", loop, code=no_grad), title=f"Run the evaluation loop under `with {no_grad}:`")
+
+    def _evaluation_loop(self, unit: ast.AST, call: ast.Call) -> ast.stmt | None:
+        """The outermost ``for``/``while`` statement of ``unit`` around
+        ``call`` that runs no backward pass and no optimizer step."""
+        semantic = self.ctx.semantic
+        found = None
+        for loop in semantic.enclosing_loops(call):  # innermost first
+            if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or semantic.unit_of(loop) is not unit:
+                break
+            if semantic.trains(loop):
+                break
+            found = loop
+        return found
 
     def _helper_forwards(self, unit: ast.AST) -> list[ast.Call]:
         """Calls with autograd on of the file's own helpers that run forward

@@ -3,11 +3,11 @@
 import ast
 import re
 
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
-from memlint.lint.semantic.values import Tri
+from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES, call_arguments
 from memlint.lint.walk import Visitor, visit as walk_visit
 
@@ -55,6 +55,18 @@ class HiddenStateNotDetached(Rule):
         optimizer.step()
     ```
 
+    ## Fix safety
+    The fix detaches the carried state at the top of the loop body:
+    `h = h.detach()` for a name the semantic model knows is a tensor that is
+    never None, otherwise
+    `if h is not None: h = h.detach() if hasattr(h, "detach") else tuple(s.detach() for s in h)`,
+    which also takes an LSTM's `(h, c)` tuple element-wise and leaves a
+    `None` initial state alone. It is unsafe by design: gradients stop
+    flowing into earlier iterations (truncated backpropagation through
+    time), so the trained weights differ. State carried across calls of a
+    method (`self.hidden` outside a loop) and a loop whose body sits on its
+    header line get no fix.
+
     ## Known problems
     The state is considered cut when it is detached (`.detach()`,
     `.detach_()`), passed to a helper whose name contains "repackage" or
@@ -75,6 +87,8 @@ class HiddenStateNotDetached(Rule):
     NAME = "hidden-state-not-detached"
     MESSAGE = "recurrent state `{names}` is fed back across iterations without `.detach()`: the autograd graph spans every iteration"
     SEVERITY = Severity.ERROR
+    FIX_TITLE = "Detach the carried state at the start of each iteration"
+    FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("for ", "while ", "self.")
     NEEDS_GRAPH_SOURCE = True
     FRAMEWORK = "torch"
@@ -112,14 +126,41 @@ class HiddenStateNotDetached(Rule):
         loop = self._carrying_loop(carried, node)
         if loop is not None:
             if semantic.is_run_loop(loop) and not _module_internal(semantic, node) and not self._cut_in(loop, carried, node):
-                self._report(node, carried)
+                self._report(node, carried, loop)
         elif all(name.startswith("self.") for name in carried) and not semantic.enclosing_loops(node):
             # across calls of a method: only a direct module call (`self.rnn(x, self.hidden)`) counts
             if semantic.is_forward_call(node.value) and not self._self_state_reset(carried, node):
                 self._report(node, carried)
 
-    def _report(self, node: ast.Assign, carried: list[str]) -> None:
-        self.report(node, message=self.MESSAGE.format(names=", ".join(carried)))
+    def _report(self, node: ast.Assign, carried: list[str], loop: ast.AST | None = None) -> None:
+        fix = self._fix(loop, carried) if loop is not None else None
+        self.report(node, message=self.MESSAGE.format(names=", ".join(carried)), fix=fix)
+
+    # -- the fix -------------------------------------------------------------
+    def _fix(self, loop: ast.AST, carried: list[str]):
+        """Detach each carried name at the top of the loop body: ``h =
+        h.detach()`` for what the semantic model knows is a tensor never set
+        to None, else a guarded form that also takes an LSTM's ``(h, c)``
+        tuple element-wise. None for a loop whose body is on its header line."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or loop.body[0].lineno == loop.lineno:
+            return None
+        unit = self.ctx.semantic.unit_of(loop)
+        code = "".join(self._detaching(name, unit, loop) for name in carried)
+        return self.fix(self.plan("prepend_to_body", loop, code=code),
+                        title=f"Detach {', '.join(f'`{name}`' for name in carried)} at the start of each iteration")
+
+    def _detaching(self, name: str, unit: ast.AST, loop: ast.AST) -> str:
+        if self._known_tensor(name, loop) and not _may_be_none(name, unit):
+            return f"{name} = {name}.detach()\n"
+        return (f"if {name} is not None:\n"
+                f"    {name} = {name}.detach() if hasattr({name}, \"detach\") else tuple(s.detach() for s in {name})\n")
+
+    def _known_tensor(self, name: str, loop: ast.AST) -> bool:
+        """The name is bound to a tensor by every assignment in the loop."""
+        semantic = self.ctx.semantic
+        values = [node.value for node in ast.walk(loop) if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  and isinstance(node.targets[0], (ast.Name, ast.Attribute)) and dotted_name(node.targets[0]) == name]
+        return bool(values) and all(semantic.value(value).kind is Kind.TENSOR for value in values)
 
     def _carried_names(self, target: ast.expr, call: ast.Call) -> list[str]:
         """Names bound by the assignment that are also passed, bare, to the call."""
@@ -168,6 +209,23 @@ def _target_named(target: ast.expr, name: str) -> ast.expr:
         if isinstance(node, (ast.Name, ast.Attribute)) and dotted_name(node) == name:
             return node
     return target
+
+
+def _may_be_none(name: str, unit: ast.AST) -> bool:
+    """``name`` is a parameter of ``unit`` or is assigned None in it (``h = c = None``)."""
+    if isinstance(unit, FUNCTION_TYPES):
+        arguments = unit.args
+        if name in {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}:
+            return True
+    for node in ast.walk(unit):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is None:
+            if any(dotted_name(target) == name for target in node.targets):
+                return True
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple) and isinstance(node.targets[0], ast.Tuple):
+            pairs = zip(node.targets[0].elts, node.value.elts)
+            if any(dotted_name(t) == name and isinstance(v, ast.Constant) and v.value is None for t, v in pairs):
+                return True
+    return False
 
 
 def _in_loop(stack: list[ast.AST]) -> bool:

@@ -2,7 +2,8 @@
 
 import ast
 
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Applicability, Fix, Severity
+from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import CONTEXT_OPTIMIZERS
 from memlint.lint.semantic.values import Kind
@@ -49,6 +50,16 @@ class MissingZeroGrad(Rule):
     With several optimizers (GANs), an optimizer that is stepped but never
     cleared while the others are is reported too.
 
+    ## Fix safety
+    The fix inserts `optimizer.zero_grad()` (the optimizer the loop steps,
+    as the code names it) as the first statement of the loop body. It is
+    unsafe: the updates change (each step now sees one iteration's
+    gradients instead of the running sum), which is the point, but also
+    what code that accumulated gradients across iterations on purpose
+    relied on. There is no fix when the step is conditional inside the loop
+    (`if (i + 1) % k == 0:`, gradient accumulation), when the stepped
+    optimizer is not a plain name, or when the body is on the header line.
+
     ## Known problems
     A conditional `zero_grad` anywhere in the loop counts as clearing
     (gradient accumulation), even if its condition never holds. Loops whose
@@ -74,6 +85,8 @@ class MissingZeroGrad(Rule):
     NAME = "missing-zero-grad"
     MESSAGE = "the loop calls `.backward()` and an optimizer step but never clears gradients: they accumulate across iterations"
     SEVERITY = Severity.WARNING
+    FIX_TITLE = "Clear the stepped optimizer's gradients at the start of each iteration"
+    FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("backward",)
     NEEDS_NAMES = ("backward", "manual_backward")
     FRAMEWORK = "torch"
@@ -115,11 +128,42 @@ class MissingZeroGrad(Rule):
             return
         self._claimed.update(id(step) for step in steps)
         if not reaches(loop.body, clears_grads, semantic):
-            self.report(steps[0])
+            self.report(steps[0], fix=self._fix(loop, steps[0]))
             return
         uncleared = self._uncleared_optimizers(loop, steps)
         if uncleared:
-            self.report(uncleared[0], message=f"`{self._stepped(uncleared[0])}` is stepped in this loop but never cleared (only other optimizers are): its gradients accumulate")
+            self.report(uncleared[0], message=f"`{self._stepped(uncleared[0])}` is stepped in this loop but never cleared (only other optimizers are): its gradients accumulate",
+                        fix=self._fix(loop, uncleared[0]))
+
+    # -- the fix -------------------------------------------------------------
+    def _fix(self, loop: Loop, step: ast.Call) -> Fix | None:
+        """``<optimizer>.zero_grad()`` as the loop body's first statement, for
+        the optimizer ``step`` steps (``opt.step()``, ``scaler.step(opt)``);
+        None when that is not a plain name, when the step is conditional in
+        the loop (``if (i + 1) % k == 0``: gradient accumulation, which a
+        clear per iteration would undo), or when the body is on the header line."""
+        receiver = step.func.value
+        positional = positional_args(step)
+        if positional and self.ctx.semantic.value(positional[0]).kind is Kind.OPTIMIZER:
+            receiver = positional[0]  # scaler.step(opt)
+        elif positional:
+            return None
+        optimizer = dotted_name(receiver)
+        if optimizer is None or loop.body[0].lineno == loop.lineno or not self._unconditional(step, loop):
+            return None
+        return self.fix(self.plan("prepend_to_body", loop, code=f"{optimizer}.zero_grad()\n"),
+                        title=f"Call `{optimizer}.zero_grad()` at the start of each iteration")
+
+    def _unconditional(self, node: ast.AST, loop: Loop) -> bool:
+        """``node`` runs on every iteration of ``loop`` (no ``if``/``try``/inner loop between them)."""
+        parents = self.ctx.semantic.parents
+        current = parents.get(node)
+        while current is not None and current is not loop:
+            if isinstance(current, (ast.If, ast.Try, ast.For, ast.AsyncFor, ast.While, ast.IfExp, ast.BoolOp,
+                                    ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Match)):
+                return False
+            current = parents.get(current)
+        return current is loop
 
     def _known_optimizer(self, step: ast.Call) -> bool:
         semantic = self.ctx.semantic

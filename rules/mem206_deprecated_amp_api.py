@@ -53,9 +53,11 @@ class DeprecatedAmpApi(Rule):
     arguments become keywords, since the new signature starts with the
     device). It spells `torch` the way the file imports it (`import torch
     as T` gives `T.amp.autocast`). A name imported with `from torch.cuda.amp
-    import autocast` is rewritten only when the file also imports `torch`
-    itself (the now unused import is left for the user to remove); there is
-    no fix otherwise, nor for calls with `*args`.
+    import autocast` (or `from torch.cuda import amp`) is rewritten only
+    when the file also imports `torch` itself; when every use of that name
+    is a deprecated call with a fix, the fix rewrites them all and removes
+    the name from its import (the whole line when nothing else is imported
+    there). There is no fix otherwise, nor for calls with `*args`.
 
     ## Known problems
     Only calls are reported: a bare reference such as

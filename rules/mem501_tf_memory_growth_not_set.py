@@ -3,7 +3,7 @@
 import ast
 import re
 
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
 
@@ -68,6 +68,16 @@ class TfMemoryGrowthNotSet(Rule):
     model.fit(x, y, epochs=10)
     ```
 
+    ## Fix safety
+    The fix inserts, right after the module's `import tensorflow as tf`,
+    a loop that calls `tf.config.experimental.set_memory_growth(gpu, True)`
+    for each GPU of `tf.config.list_physical_devices("GPU")`. It is
+    unsafe: TensorFlow raises `RuntimeError` when the GPUs were initialised
+    before (by another module imported earlier), and growing the pool on
+    demand can fragment it and run somewhat slower than one reservation.
+    There is no fix without an `import tensorflow` line of its own at the
+    module's top level.
+
     ## Known problems
     The setting may live in another module of the program (or in the
     environment of the job); the rule only sees this file, which is why it
@@ -84,6 +94,8 @@ class TfMemoryGrowthNotSet(Rule):
     NAME = "tf-memory-growth-not-set"
     MESSAGE = "TensorFlow training without `set_memory_growth`: TensorFlow reserves nearly all GPU memory at start"
     SEVERITY = Severity.INFO
+    FIX_TITLE = "Turn on memory growth for every GPU right after `import tensorflow`"
+    FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("tensorflow", "keras")
     NEEDS_NAMES = ("tensorflow", "keras")
     FRAMEWORK = "tensorflow"
@@ -145,7 +157,28 @@ class TfMemoryGrowthNotSet(Rule):
             return
         if _configured(self.ctx.index):
             return
-        self.report(site)
+        self.report(site, fix=self._fix(node))
+
+    def _fix(self, module: ast.Module) -> Fix | None:
+        """The memory-growth loop right after the module's own
+        ``import tensorflow [as tf]`` line; None without such a line (a
+        ``from tensorflow import keras`` alone, an import sharing its line)."""
+        for position, statement in enumerate(module.body):
+            if not isinstance(statement, ast.Import):
+                continue
+            names = [alias.asname or alias.name for alias in statement.names if alias.name == "tensorflow"]
+            if not names:
+                continue
+            following = module.body[position + 1] if position + 1 < len(module.body) else None
+            shares = len(statement.names) != 1 or (following is not None and following.lineno == statement.end_lineno)
+            previous = module.body[position - 1] if position else None
+            if shares or (previous is not None and previous.end_lineno == statement.lineno):
+                return None
+            tf = names[0]
+            code = (f'for _gpu in {tf}.config.list_physical_devices("GPU"):\n'
+                    f"    {tf}.config.experimental.set_memory_growth(_gpu, True)\n")
+            return self.fix(self.plan("insert_after", statement, code=code))
+        return None
 
     def _in_framework_hook(self) -> bool:
         function = self.ctx.enclosing(*FUNCTION_TYPES)

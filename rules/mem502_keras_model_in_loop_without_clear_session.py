@@ -4,7 +4,8 @@ import ast
 import re
 
 from memlint.lint.rule import Rule
-from memlint.lint.diagnostic import Severity
+from memlint.lint.diagnostic import Applicability, Fix, Severity
+from memlint.lint.patterns import module_spelling
 from memlint.lint.syntax import FUNCTION_TYPES
 from memlint.lint.walk import Visitor, visit as walk_visit
 
@@ -55,6 +56,18 @@ class KerasModelInLoopWithoutClearSession(Rule):
         model.fit(x, y)
     ```
 
+    ## Fix safety
+    The fix calls `tf.keras.backend.clear_session()` (or
+    `keras.backend.clear_session()`, as the file imports it) as the first
+    statement of the innermost loop that builds the model. It is marked
+    safe: each iteration builds, trains and evaluates its own model, which
+    computes what it computed before; what changes is Keras's global
+    state: the names Keras gives layers automatically restart from the
+    first (`dense`, not `dense_7`), which code that looks layers up by an
+    automatic name would notice. There is no fix for a function that a
+    driver calls repeatedly (no loop in the file to put it in), nor without
+    a `tensorflow` or `keras` import to spell it.
+
     ## Known problems
     `clear_session()` anywhere in the loop, or in the function the loop
     calls to build the model, counts (even when conditional). A loop that
@@ -75,6 +88,8 @@ class KerasModelInLoopWithoutClearSession(Rule):
     NAME = "keras-model-in-loop-without-clear-session"
     MESSAGE = "a Keras model is built in a loop without `clear_session()`: every iteration's model state accumulates"
     SEVERITY = Severity.WARNING
+    FIX_TITLE = "Call `tf.keras.backend.clear_session()` at the start of each iteration"
+    FIX_APPLICABILITY = Applicability.SAFE
     TRIGGERS = ("keras",)
     NEEDS_NAMES = ("keras",)
     FRAMEWORK = "tensorflow"
@@ -110,7 +125,24 @@ class KerasModelInLoopWithoutClearSession(Rule):
         bodies = [loop.body for loop in loops] + ([function.body] if repeated else [])
         if any(_clears_session(body, self.ctx) for body in bodies):
             return
-        self.report(node)
+        self.report(node, fix=self._fix(loops[0]) if loops else None)
+
+    def _fix(self, loop: ast.AST) -> Fix | None:
+        """``clear_session()`` as the first statement of the innermost loop
+        that builds the model, spelled through the file's own import of
+        TensorFlow (``tf.keras.backend``) or Keras (``keras.backend``)."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or loop.body[0].lineno == loop.lineno:
+            return None
+        tensorflow = module_spelling(self.ctx, "tensorflow")
+        keras = module_spelling(self.ctx, "keras") or module_spelling(self.ctx, "tensorflow.keras")
+        if tensorflow is not None:
+            call = f"{tensorflow}.keras.backend.clear_session()"
+        elif keras is not None:
+            call = f"{keras}.backend.clear_session()"
+        else:
+            return None
+        return self.fix(self.plan("prepend_to_body", loop, code=call + "\n"),
+                        title=f"Call `{call}` at the start of each iteration")
 
     def _builds_parts(self, call: ast.Call, loop: ast.AST) -> bool:
         """The loop assembles one model: it runs in a Keras layer's or model's

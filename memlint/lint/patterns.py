@@ -48,3 +48,11 @@ class _NamesIn(Visitor):
         dotted = dotted_name(node)
         if dotted is not None and dotted.startswith("self."):
             self.names.add(".".join(dotted.split(".")[:2]))
+
+
+def module_spelling(ctx, module: str) -> str | None:
+    """How the file names the imported module ``module`` (``torch``,
+    ``tensorflow``): the name itself when imported plainly, else an alias
+    (``import torch as T`` gives ``T``); None when it is not imported whole."""
+    aliases = sorted(alias for alias, target in ctx.imports.aliases.items() if target == module)
+    return module if module in aliases else next(iter(aliases), None)

@@ -78,7 +78,7 @@ def print_rule(code: str, stream=None) -> int:
 
 def print_rule_table(fmt: str = "table", stream=None) -> int:
     """List every rule (code, name, severity, default on/off, fix: safe
-    with ``--fix``, unsafe with ``--unsafe-fixes``); returns 0."""
+    with ``--fix``, unsafe with ``--unsafe-fixes``, none); returns 0."""
     stream = stream or sys.stdout
     records = [rule_record(rule) for rule in all_rules()]
     if fmt == "json":
@@ -97,7 +97,7 @@ def print_rule_table(fmt: str = "table", stream=None) -> int:
             record["name"],
             record["severity"],
             "on" if record["default_enabled"] else "off",
-            record["fix_applicability"] or "",
+            record["fix_applicability"] or "none",
         )
     console = Console(file=stream)
     if not console.is_terminal:
