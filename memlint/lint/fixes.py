@@ -21,7 +21,10 @@ replacement is given back to that user; where that is not permitted the file
 is rewritten in place). Writes are atomic -- a temporary file in the same
 directory, the original mode, then ``os.replace`` -- except for a file with
 several hard links, which is rewritten in place so that every link sees the
-fix. ``--diff`` prints a unified diff instead and writes nothing.
+fix. ``--diff`` prints a unified diff instead and writes nothing, then on stderr
+``Would fix N problems`` and, without ``--unsafe-fixes``, how many fixes
+only ``--unsafe-fixes`` would add (``M hidden fixes can be enabled with the
+`--unsafe-fixes` option.``).
 
 After fixing, the run's diagnostics are the ones that remain, as ruff does.
 
@@ -441,6 +444,11 @@ def apply_fixes_to_run(run, args, trees: dict[str, str] | None = None) -> None:
     if diff_only:
         if total:
             print(f"Would fix {total} problem{plural}", file=sys.stderr)
+        from memlint.report.statistics import hidden_fixes, hidden_fixes_line
+
+        hidden = hidden_fixes_line(hidden_fixes(run.diagnostics, unsafe))
+        if hidden:
+            print(hidden, file=sys.stderr)
     elif total:
         print(f"Fixed {total} problem{plural}", file=sys.stderr)
 

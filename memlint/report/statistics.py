@@ -2,8 +2,10 @@
 
 A code is marked ``[*]`` when some of its findings have a fix that ``--fix``
 applies (a safe fix, or any fix with ``--unsafe-fixes``), as ruff marks them.
-With ``--format json`` the same counts are a JSON array of
-``{"code", "name", "count", "fixable"}``.
+Without ``--unsafe-fixes``, a last line says how many findings have a fix
+that only ``--unsafe-fixes`` applies (``N hidden fixes can be enabled with
+the `--unsafe-fixes` option.``, as ruff says it). With ``--format json`` the
+same counts are a JSON array of ``{"code", "name", "count", "fixable"}``.
 """
 
 from __future__ import annotations
@@ -25,8 +27,24 @@ def rows(run, unsafe_fixes: bool) -> list[dict]:
     return [{"code": code, "name": name, "count": count, "fixable": fixable[code]} for (code, name), count in ordered]
 
 
+def hidden_fixes(diagnostics, unsafe_fixes: bool) -> int:
+    """How many of ``diagnostics`` have a fix that only ``--unsafe-fixes`` applies
+    (0 when ``unsafe_fixes`` is on)."""
+    if unsafe_fixes:
+        return 0
+    return sum(1 for d in diagnostics if d.fix is not None and d.fix.applicability is Applicability.UNSAFE)
+
+
+def hidden_fixes_line(count: int) -> str:
+    """``N hidden fixes can be enabled with the `--unsafe-fixes` option.`` (as ruff says it); '' for 0."""
+    if not count:
+        return ""
+    return f"{count} hidden fix{'es' if count != 1 else ''} can be enabled with the `--unsafe-fixes` option."
+
+
 def render(run, args, stream) -> None:
-    table = rows(run, bool(getattr(args, "unsafe_fixes", False)))
+    unsafe = bool(getattr(args, "unsafe_fixes", False))
+    table = rows(run, unsafe)
     if getattr(args, "format", None) == "json":
         json.dump(table, stream, indent=2)
         stream.write("\n")
@@ -34,3 +52,6 @@ def render(run, args, stream) -> None:
     for row in table:
         mark = "[*]" if row["fixable"] else "   "
         print(f"{row['count']:>6}\t{row['code']}\t{mark} {row['name']}", file=stream)
+    hidden = hidden_fixes_line(hidden_fixes(run.diagnostics, unsafe))
+    if hidden:
+        print(hidden, file=stream)
