@@ -89,10 +89,14 @@ def remove_argument(node: libcst.Call, plan: FixPlan) -> libcst.Call:
     args = list(node.args)
     if not isinstance(index, int) or not 0 <= index < len(args):
         raise Inapplicable("no such argument")
-    had_trailing_comma = not isinstance(args[-1].comma, MaybeSentinel)
-    del args[index]
-    if args and index == len(args) and not had_trailing_comma:
-        args[-1] = args[-1].with_changes(comma=MaybeSentinel.DEFAULT)
+    removed = args.pop(index)
+    if args and index == len(args):  # the last one: the new last takes over its layout up to ")"
+        previous = args[-1]
+        if isinstance(removed.comma, libcst.Comma) and isinstance(previous.comma, libcst.Comma):
+            args[-1] = previous.with_changes(comma=previous.comma.with_changes(
+                whitespace_after=removed.comma.whitespace_after))
+        else:
+            args[-1] = previous.with_changes(comma=MaybeSentinel.DEFAULT, whitespace_after_arg=removed.whitespace_after_arg)
     return node.with_changes(args=args)
 
 
