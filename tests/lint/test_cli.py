@@ -56,7 +56,8 @@ def test_rules_table_and_json():
         assert ("on" if rule.DEFAULT_ENABLED else "off") in row.split()
     cells = [[cell.strip() for cell in line.split("│")] for line in table.stdout.splitlines() if line.strip().startswith("MEM")]
     fix_column = {row[0]: row[-1] for row in cells}
-    assert (fix_column["MEM101"], fix_column["MEM303"], fix_column["MEM104"]) == ("safe", "unsafe", "")
+    assert (fix_column["MEM101"], fix_column["MEM303"], fix_column["MEM104"], fix_column["MEM106"]) == (
+        "safe", "unsafe", "unsafe", "none")
     records = json.loads(run_memlint("rules", "--format", "json").stdout)
     assert [r["code"] for r in records] == [rule.CODE for rule in rules]
     for record, rule in zip(records, rules):
@@ -117,7 +118,8 @@ def test_statistics(tmp_path):
     buggy = tmp_path / "buggy.py"
     buggy.write_text(BUGGY + "again = torch.load('b')\n")
     proc = run_memlint("--statistics", str(buggy))
-    assert proc.stdout.split() == ["2", "MEM303", "load-without-map-location"]
+    assert proc.stdout.splitlines() == ["     2\tMEM303\t    load-without-map-location",
+                                        "2 hidden fixes can be enabled with the `--unsafe-fixes` option."]
     proc = run_memlint("--statistics", "--unsafe-fixes", str(buggy))
     assert proc.stdout.split() == ["2", "MEM303", "[*]", "load-without-map-location"]
     proc = run_memlint("--statistics", "--format", "json", str(buggy))

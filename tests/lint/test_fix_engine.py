@@ -204,3 +204,17 @@ def test_mem206_keeps_an_import_still_used_elsewhere():
 
 def test_parsed_text_refuses_what_libcst_cannot_keep():
     assert ParsedText.of("x = (a if b else(lambda: 0))\n") is None  # libcst issue #1061
+
+
+def test_diff_says_how_many_fixes_hide_behind_unsafe_fixes(tmp_path, capsys):
+    path = tmp_path / "a.py"
+    path.write_text("import torch\ndef step(opt):\n    opt.zero_grad(set_to_none=False)\n"
+                    "def total(model, loader):\n    t = 0\n    for x in loader:\n        loss = model(x).sum()\n"
+                    "        loss.backward()\n        t += loss\n    return t\n")
+    main(["check", "--no-cache", "--diff", "--select", "MEM101,MEM203", str(path)])
+    captured = capsys.readouterr()
+    assert "+        t += loss.detach()" in captured.out and "zero_grad()" not in captured.out
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option." in captured.err
+    main(["check", "--no-cache", "--diff", "--unsafe-fixes", "--select", "MEM101,MEM203", str(path)])
+    captured = capsys.readouterr()
+    assert "+    opt.zero_grad()" in captured.out and "hidden fix" not in captured.err
