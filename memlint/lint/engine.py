@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import sys
 import traceback
 from collections import defaultdict
@@ -362,9 +363,20 @@ def _python_tree(path: str, source: str, result: FileResult):
     return None, None
 
 
+#: Text without which :mod:`memlint.lint.newer_syntax` has nothing to
+#: down-level: ``def``/``class NAME[`` (type parameters), a ``type NAME``
+#: statement, an f-string prefix. A syntax error in a file without any is
+#: CPython's verdict at once, without importing libcst.
+_NEWER_SYNTAX_HINT = re.compile(r"\b(?:def|class)\s+\w+\s*\[|(?:^|[;:])[ \t]*type[ \t]+\w|(?<![\w])(?:[rR]?[fF]|[fF][rR])['\"]",
+                                re.MULTILINE)
+
+
 def _parse_newer(source: str):
     """(tree, down-levelled text) of newer syntax, or None (libcst rejects it
-    too: a real syntax error). libcst is imported here only."""
+    too: a real syntax error). libcst is imported here only, and only for a
+    file with a construct it could down-level."""
+    if not _NEWER_SYNTAX_HINT.search(source):
+        return None
     try:
         from memlint.lint.newer_syntax import parse_newer
     except ImportError:  # libcst missing from a broken install: CPython's verdict stands

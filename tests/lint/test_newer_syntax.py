@@ -126,13 +126,21 @@ def test_field_that_is_a_bare_tuple_stays_one_field(monkeypatch):
     assert [type(v).__name__ for v in joined.values] == ["FormattedValue", "Constant"]
 
 
+def _libcst_imported(*paths) -> tuple[str, str]:
+    probe = ("import sys\nfrom memlint.cli import main\nrc = main(['--no-cache', *sys.argv[1:]])\n"
+             "print(rc, 'libcst' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe, *map(str, paths)], capture_output=True, text=True, timeout=60)
+    return tuple(out.stdout.split()[-2:])
+
+
 def test_plain_lint_does_not_import_libcst(tmp_path):
     (tmp_path / "a.py").write_text("import torch; torch.cuda.init()\nstate = torch.load('x')\n")
-    probe = ("import sys\nfrom memlint.cli import main\nrc = main(['--no-cache', sys.argv[1]])\n"
-             "print(rc, 'libcst' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "a.py")], capture_output=True, text=True,
-                         timeout=60)
-    assert out.stdout.split()[-2:] == ["1", "False"], out.stderr
+    assert _libcst_imported(tmp_path / "a.py") == ("1", "False")
+    # a syntax error without any construct libcst could help with: CPython's verdict at once
+    (tmp_path / "py2.py").write_text("print 'hello'\n")
+    assert _libcst_imported(tmp_path / "py2.py") == ("2", "False")
+    (tmp_path / "new.py").write_text("if True: type X = int\n")
+    assert _libcst_imported(tmp_path / "new.py") == ("0", "True")
 
 
 def test_newer_file_through_the_cli(tmp_path):
