@@ -55,6 +55,8 @@ class CheckRun:
     #: were applied (--fix) or are only available
     shown_fixes: list = field(default_factory=list)
     fixes_applied: bool = False
+    #: --diff with --output-file: the diffs, written to the file before the report
+    diff_text: str = ""
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -160,7 +162,8 @@ def render_run(run: CheckRun, args: argparse.Namespace) -> None:
         return
     import io
 
-    buffer = io.StringIO()
+    buffer = io.StringIO(getattr(run, "diff_text", ""))
+    buffer.seek(0, io.SEEK_END)
     render(run, args, buffer)
     write_report(target, buffer.getvalue())
 
@@ -243,18 +246,23 @@ def _run_check(args: argparse.Namespace) -> int:
 
 
 def _apply_fixes(run: CheckRun, args: argparse.Namespace, roots: dict[str, str] | None) -> None:
-    from memlint.lint.fixes import apply_fixes_to_run
-
-    if not args.quiet:
-        apply_fixes_to_run(run, args, roots)
-        return
+    """``--fix``/``--diff``; with ``--quiet`` the fix engine's "Fixed N
+    problems" line is not printed (its errors and notes are in ``run`` and
+    still reported); with ``--diff --output-file`` the diffs go to the file."""
     import contextlib
     import io
 
-    # --quiet: the fix engine's "Fixed N problems" line is not printed; its
-    # errors and notes are in ``run`` and still reported.
-    with contextlib.redirect_stderr(io.StringIO()):
+    from memlint.lint.fixes import apply_fixes_to_run
+
+    with contextlib.ExitStack() as stack:
+        if args.quiet:
+            stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+        diffs = None
+        if args.diff and args.output_file:
+            diffs = stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
         apply_fixes_to_run(run, args, roots)
+        if diffs is not None:
+            run.diff_text = diffs.getvalue()
 
 
 def _record_shown_fixes(run: CheckRun, args: argparse.Namespace, before: list[FileResult]) -> None:

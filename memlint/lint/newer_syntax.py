@@ -140,6 +140,8 @@ class _Rewriter(cst.CSTVisitor):
         self._opaque: list[tuple[int, int]] = []
         #: the string nodes that are parts of a rewritten unit
         self._handled: set[int] = set()
+        #: [start, end) of the blanked type-parameter lists
+        self._blanked: list[tuple[int, int]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node.type_parameters is not None:
@@ -169,8 +171,8 @@ class _Rewriter(cst.CSTVisitor):
         if id(node) in self._handled:
             return
         start, end = self._range(node)
-        if any(a <= start < b for a, b in self._opaque):
-            return
+        if any(a <= start < b for a, b in self._opaque + self._blanked):
+            return  # inside text that is blanked whole (`def f[T = f"..."]`)
         if _has_fstring(node) and not _parses(self.source[start:end]):
             self._fstring_unit(node, start, end)
 
@@ -192,6 +194,7 @@ class _Rewriter(cst.CSTVisitor):
     def _blank_region(self, start: int, end: int) -> None:
         """Blank ``[start, end)``; each line break inside it is preceded by a
         backslash, so that the statement continues on the next line."""
+        self._blanked.append((start, end))
         for index in range(start, end):
             self._blank(index)
         for match in LINE_BREAK.finditer(self.source, start, end):

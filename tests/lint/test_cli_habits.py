@@ -142,6 +142,18 @@ def test_output_file_holds_the_sarif_document_of_a_usage_error(tmp_path):
     assert document["runs"][0]["invocations"][0]["executionSuccessful"] is False
 
 
+def test_diff_goes_to_the_output_file_and_quiet_hides_the_fix_count(tmp_path):
+    path = tmp_path / "t.py"
+    path.write_text(BUGGY)
+    out = tmp_path / "fix.diff"
+    proc = run_memlint("--no-cache", "--diff", "--unsafe-fixes", "-o", str(out), str(path))
+    assert proc.returncode == 1 and proc.stdout == "" and "Would fix 1 problem" in proc.stderr
+    assert "+state = torch.load('ckpt.pt', map_location=\"cpu\")" in out.read_text()
+    quiet = run_memlint("--no-cache", "--diff", "--unsafe-fixes", "-q", str(path))
+    assert quiet.stderr == "" and quiet.stdout.startswith("--- ")
+    assert path.read_text() == BUGGY
+
+
 # --- --show-fixes -------------------------------------------------------------------------
 
 

@@ -75,6 +75,12 @@ def test_newer_syntax_is_linted_at_its_own_positions():
     assert all(d.fix is None for d in result.diagnostics)
 
 
+def test_fstring_inside_a_blanked_type_parameter_default():
+    source = 'import torch; torch.cuda.init()\ndef f[T = f"{d["k"]}"](x): return torch.load(x)\n'
+    result = lint_source("d.py", source.encode(), ALL)
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == [("MEM303", 2, source.split("\n")[1].index("torch.load") + 1)]
+
+
 def test_real_syntax_errors_stay_mem001():
     for broken in ("def f[T(x):\n    pass\n", "x = f\"{d[\"k\"]\n", "type = = 1\n", "class C[T]\n    pass\n"):
         result = lint_source("bad.py", broken.encode(), ALL)
