@@ -55,6 +55,8 @@ class CheckRun:
     #: were applied (--fix) or are only available
     shown_fixes: list = field(default_factory=list)
     fixes_applied: bool = False
+    #: the options that apply the listed fixes ("--fix", "--fix --unsafe-fixes")
+    fixes_options: str = "--fix"
     #: --diff with --output-file: the diffs, written to the file before the report
     diff_text: str = ""
 
@@ -281,6 +283,7 @@ def _record_shown_fixes(run: CheckRun, args: argparse.Namespace, before: list[Fi
 
     after = {result.path: result for result in run.results}
     run.fixes_applied = bool(args.fix)
+    run.fixes_options = "--fix --unsafe-fixes" if unsafe else "--fix"
     for result in before:
         counts = fixable(result.diagnostics)
         if args.fix:

@@ -188,7 +188,7 @@ def shown_fixes_lines(run) -> list[str]:
     total = sum(count for _, rows in shown for _, _, count in rows)
     plural = "s" if total != 1 else ""
     title = (f"Fixed {total} finding{plural}:" if getattr(run, "fixes_applied", False)
-             else f"{total} finding{plural} fixable with --fix:")
+             else f"{total} finding{plural} fixable with {getattr(run, 'fixes_options', '--fix')}:")
     lines = [title]
     for path, rows in shown:
         lines.append(f"- {printable_name(path)}:")

@@ -162,7 +162,7 @@ def test_show_fixes_lists_applied_and_available_fixes(tmp_path):
     path.write_text(BUGGY + "again = torch.load('b')\n")
     available = run_memlint("--no-cache", "--show-fixes", "--unsafe-fixes", str(path))
     assert available.stdout.splitlines()[-3:] == [
-        "2 findings fixable with --fix:", f"- {path}:", "    2 x MEM303 (load-without-map-location)"]
+        "2 findings fixable with --fix --unsafe-fixes:", f"- {path}:", "    2 x MEM303 (load-without-map-location)"]
     assert path.read_text().count("map_location") == 0
     fixed = run_memlint("--no-cache", "--fix", "--unsafe-fixes", "--show-fixes", "--format", "full", str(path))
     assert fixed.returncode == 0, fixed.stderr
