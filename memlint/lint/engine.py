@@ -383,7 +383,7 @@ def _parse_newer(source: str):
         return None
     try:
         return parse_newer(source)
-    except (RecursionError, MemoryError):
+    except Exception:  # noqa: BLE001 - libcst's native parser on hostile input: CPython's verdict (MEM001) stands
         return None
 
 

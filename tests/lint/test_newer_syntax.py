@@ -155,3 +155,11 @@ def test_newer_file_through_the_cli(tmp_path):
     assert proc.returncode == 1 and "MEM001" not in proc.stdout
     line, col = _position(NEWER, 'torch.load("ckpt.pt")')
     assert f"new.py:{line}:{col}: MEM303 " in proc.stdout
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_line_ends_tabs_and_wide_characters_keep_columns(newline):
+    lines = ["import torch; torch.cuda.init()", "def f[T](x):", '\tname = "café"; s = f"{d["k"]}"; return torch.load(x)']
+    source = newline.join(lines) + newline
+    result = lint_source("w.py", source.encode(), ALL)
+    assert [(d.code, d.line, d.col) for d in result.diagnostics] == [("MEM303", 3, lines[2].index("torch.load") + 1)]
