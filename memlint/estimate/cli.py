@@ -377,6 +377,6 @@ def _run(args) -> int:
         if advice is not None:
             report.render_advice(advice, notes=notes)
     if args.plot:
-        report.plot_timeline(result, args.plot)
+        report.plot_timeline(result, args.plot, verdict, name)
         print(f"memlint: wrote the memory timeline to {args.plot}", file=sys.stderr)
     return 1 if verdict is not None and not verdict.fits else 0

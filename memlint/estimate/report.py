@@ -5,13 +5,7 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from memlint.errors import UsageError
 from memlint.estimate.units import GiB, format_bytes
-
-CATEGORY_COLORS = {
-    "parameter": "#4c72b0", "buffer": "#8172b2", "gradient": "#dd8452", "optimizer_state": "#c44e52",
-    "activation": "#55a868", "temporary": "#937860", "input": "#da8bc3", "workspace": "#8c8c8c",
-}
 
 
 def shown(text) -> str:
@@ -117,65 +111,15 @@ def render_json(result, verdict=None, max_batch: int | None = None) -> str:
     return json.dumps(document, indent=2)
 
 
-def plot_timeline(result, path: str) -> None:
-    """Write a stacked area plot of live bytes by category over the op sequence (.png or .svg).
+def plot_timeline(result, path: str, verdict=None, gpu: str | None = None) -> None:
+    """Write the memory timeline plot (.png or .svg): :func:`memlint.estimate.plot.write_plot`.
 
+    verdict: the fit verdict (draws the capacity and usable-limit lines); gpu: the target's name.
     Raises UsageError when matplotlib is missing or the suffix is not .png/.svg.
     """
-    if not path.lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {path!r}: the file name must end in .png or .svg")
-    try:
-        import matplotlib  # noqa: PLC0415
+    from memlint.estimate.plot import write_plot  # noqa: PLC0415 - matplotlib only with --plot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        raise UsageError("--plot needs matplotlib (pip install 'memlint[plot]')") from None
-    timeline = result.timeline
-    xs = timeline.op_index
-    cats = [c for c, v in timeline.by_category.items() if any(v)]
-    unit, scale = plot_unit(max(timeline.reserved, default=0))
-    fig, ax = plt.subplots(figsize=(11, 5))
-    if xs:
-        ax.stackplot(xs, [[b / scale for b in timeline.by_category[c]] for c in cats], labels=cats,
-                     colors=[CATEGORY_COLORS.get(c) for c in cats], step="post")
-        ax.plot(xs, [b / scale for b in timeline.reserved], color="black", lw=1, ls="--", label="reserved (model)")
-    shades = {"forward": "#e8f0ff", "backward": "#fff0e0", "optimizer": "#f0e8ff"}
-    phases = merged_phases(timeline.phases)
-    for i, (start, phase, step) in enumerate(phases):
-        end = phases[i + 1][0] if i + 1 < len(phases) else (xs[-1] if xs else start)
-        if phase in shades and end > start:
-            ax.axvspan(start, end, color=shades[phase], alpha=0.5, zorder=0)
-            ax.text((start + end) / 2, 1.0, f"{phase[0].upper()}{step + 1}", transform=ax.get_xaxis_transform(),
-                    ha="center", va="bottom", fontsize=7)
-    ax.set_xlabel("aten op index")
-    ax.set_ylabel(f"live memory ({unit})")
-    ax.set_title(f"memlint estimate: {result.workload} (batch {result.batch_size})", pad=14)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def plot_unit(largest: int) -> tuple[str, int]:
-    """The binary unit (name, bytes) in which ``largest`` bytes is at least 1:
-    a tiny model's plot in KiB or MiB rather than 0.00x GiB."""
-    for name, size in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
-        if largest >= size:
-            return name, size
-    return "bytes", 1
-
-
-def merged_phases(phases: list[tuple[int, str, int]]) -> list[tuple[int, str, int]]:
-    """``(start op, phase, step)`` with consecutive entries of the same phase
-    and step joined, so that each forward/backward/optimizer span of a step is
-    shaded and labelled once (the tracer can open a phase twice in a row)."""
-    merged: list[tuple[int, str, int]] = []
-    for entry in phases:
-        if merged and merged[-1][1:] == entry[1:]:
-            continue
-        merged.append(entry)
-    return merged
+    write_plot(result, path, verdict, gpu)
 
 
 def render_advice(rows, file: TextIO | None = None, notes: dict[str, str] | None = None) -> None:
