@@ -93,6 +93,8 @@ class PlotData:
     title: str
     limit: Limit | None = None
     notes: list[str] = field(default_factory=list)
+    reserved_label: str = "reserved (caching allocator model)"
+    device: str = "GPU"
 
     @property
     def labels(self) -> list[str]:
@@ -228,11 +230,13 @@ def plot_data(result, verdict=None, gpu: str | None = None) -> PlotData:
         title=_title(result, verdict, gpu),
         limit=limit,
     )
+    if result.options.device == "cpu":
+        data.reserved_label, data.device = "CPU allocator (no cache: = allocated)", "CPU"
     off = [(name, v) for name, v in zip(("capacity", "usable limit"), _limit_values(limit))
            if not on_scale(v, data_top)]
     if off:
-        data.notes.append(f"{limit.gpu} " + " and ".join(f"{name} {format_size(v)}" for name, v in off)
-                          + (" are" if len(off) > 1 else " is") + " above this scale")
+        data.notes.append(f"{limit.gpu} " + "\nand ".join(f"{name} {format_size(v)}" for name, v in off)
+                          + ("\nare" if len(off) > 1 else "\nis") + " above this scale")
     return data
 
 
@@ -318,7 +322,7 @@ def _draw(ax, data: PlotData) -> None:
                      colors=[CATEGORY_COLORS[c] for c in data.stacks], step="post", zorder=2, lw=0)
         handles = [Patch(color=CATEGORY_COLORS[c], label=CATEGORY_LABELS[c]) for c in data.stacks] + handles
         handles.append(ax.step(data.x, data.reserved, where="post", color="black", lw=1.2, ls="--", zorder=4,
-                               label="reserved (caching allocator model)")[0])
+                               label=data.reserved_label)[0])
     top = max(data.reserved, default=0) or 1
     if data.limit is not None:
         handles += _draw_limit(ax, data, top)
@@ -329,11 +333,11 @@ def _draw(ax, data: PlotData) -> None:
     ax.set_xticks(_ticks(data.steps))
     ax.set_xticklabels([f"{round(100 * (t % 1)):d}%" if t % 1 else "0%" for t in _ticks(data.steps)])
     ax.set_xlabel("progress through each training step (% of its aten ops); phase boundaries as thin lines")
-    ax.set_ylabel(f"GPU memory ({data.unit})")
+    ax.set_ylabel(f"{data.device} memory ({data.unit})")
     ax.set_title(data.title, color="#b00000" if data.limit is not None and not data.limit.fits else "black",
                  fontweight="bold", pad=22)
     for note in data.notes:
-        ax.text(0.99, 0.97, note, transform=ax.transAxes, ha="right", va="top", fontsize=8,
+        ax.text(1.015, 0.0, note, transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
                 bbox={"boxstyle": "round", "fc": "#eaf7ea", "ec": "#55a868"}, zorder=6)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
@@ -351,8 +355,7 @@ def _draw_limit(ax, data: PlotData, top: float) -> list:
                                   label=f"{limit.gpu} capacity {format_size(limit.capacity)}"))
     if on_scale(limit.usable, data_top):
         handles.append(ax.axhline(usable, color="#e07000", lw=1.5, ls="-.", zorder=5,
-                                  label=f"usable limit {format_size(limit.usable)}\n= capacity - {limit.reserve:.0%} "
-                                        f"reserve\n- CUDA context & libraries\n  {format_size(limit.overhead)}"))
+                                  label=_usable_label(limit)))
     if data.x and any(r > usable for r in data.reserved):
         over = [r > usable for r in data.reserved]
         ax.fill_between(data.x, usable, data.reserved, where=over, step="post", facecolor="none", hatch="///",
@@ -362,6 +365,13 @@ def _draw_limit(ax, data: PlotData, top: float) -> list:
         ax.text(0.01, 0.97, f"first over the limit: {limit.first_over}", transform=ax.transAxes, va="top",
                 fontsize=8, color="#b00000", bbox={"boxstyle": "round", "fc": "white", "ec": "#b00000"}, zorder=6)
     return handles
+
+
+def _usable_label(limit: Limit) -> str:
+    text = f"usable limit {format_size(limit.usable)}\n= capacity - {limit.reserve:.0%} reserve"
+    if limit.overhead:
+        text += f"\n- CUDA context & libraries\n  {format_size(limit.overhead)}"
+    return text
 
 
 def _draw_steps(ax, data: PlotData) -> None:
