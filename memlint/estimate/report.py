@@ -53,7 +53,7 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
     console.print(f"[bold]memlint estimate[/] {shown(result.workload)}  batch={result.batch_size} "
                   f"micro-batch={result.micro_batch} optimizer={shown(result.optimizer)} "
                   f"precision={shown(result.options.precision)}  target={shown(result.target)}")
-    table = Table(title="Memory at peak (steady-state step)")
+    table = Table(title="Memory at peak (steady-state step)", min_width=34)  # the title on one line
     table.add_column("category")
     table.add_column("bytes", justify="right")
     table.add_column("share", justify="right")
@@ -65,7 +65,7 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
     console.print(_numbers_table(result, Table))
     _print_checkpointing(console, result)
     if result.by_module:
-        modules = Table(title="Top modules by activation bytes")
+        modules = Table(title="Top modules by activation bytes", min_width=31)  # the title on one line
         modules.add_column("module")
         modules.add_column("activations", justify="right")
         for name, nbytes in sorted(result.by_module.items(), key=lambda kv: -kv[1])[:10]:
