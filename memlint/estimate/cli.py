@@ -230,10 +230,15 @@ class ProgressStatus:
 
     def _start(self):
         from rich.console import Console  # noqa: PLC0415
+        from rich.live import Live  # noqa: PLC0415
+        from rich.spinner import Spinner  # noqa: PLC0415
 
         with self.lock:
             if self.timer is not None:
-                self.status = Console(file=self.stream).status(self.message)
+                # rich's console.status() would swap sys.stderr for its own proxy, past the warnings capture
+                self.spinner = Spinner("dots", text=self.message)
+                self.status = Live(self.spinner, console=Console(file=self.stream), transient=True,
+                                   redirect_stdout=False, redirect_stderr=False, refresh_per_second=12.5)
                 self.status.start()
 
     def update(self, message: str) -> None:
@@ -242,7 +247,7 @@ class ProgressStatus:
             self.message = message
             self.updates += 1
             if self.status is not None:
-                self.status.update(message)
+                self.spinner.update(text=message)
         if self.lines:
             elapsed = time.monotonic() - self.started
             print(f"memlint: {message} (step {self.updates}, {elapsed:.1f} s)", file=self.stream, flush=True)
