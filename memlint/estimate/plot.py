@@ -187,13 +187,23 @@ def _where(index: int, result) -> str:
     return f"{op_text(record.op)}{place}, {when}"
 
 
-def _picks(values: list[int], keep: int, limit: int) -> list[int]:
-    """Indices of at most ``limit`` points (each window's highest) plus ``keep``."""
-    n = len(values)
+def _picks(values: list[int], ops: list[int], keep: int, limit: int) -> list[int]:
+    """Indices of the points drawn: per aten op its highest event (several events of one op share
+    an x, and only the last would show), then at most ``limit`` of those (each window's highest),
+    plus ``keep`` (the peak)."""
+    per_op: list[int] = []
+    for i, op in enumerate(ops):
+        if per_op and ops[per_op[-1]] == op:
+            if values[i] > values[per_op[-1]]:
+                per_op[-1] = i
+        else:
+            per_op.append(i)
+    n = len(per_op)
     stride = max(1, -(-n // limit))
-    picks = {max(range(s, min(n, s + stride)), key=values.__getitem__) for s in range(0, n, stride)}
+    picks = {max(per_op[s:s + stride], key=values.__getitem__) for s in range(0, n, stride)}
+    picks = {p for p in picks if p == keep or ops[p] != ops[keep]}
     picks.add(keep)
-    return sorted(p for p in picks if 0 <= p < n)
+    return sorted(picks)
 
 
 def plot_data(result, verdict=None, gpu: str | None = None) -> PlotData:
@@ -213,7 +223,7 @@ def plot_data(result, verdict=None, gpu: str | None = None) -> PlotData:
     data_top = max(max(timeline.reserved, default=0), 1)
     top = max([data_top] + [v for v in _limit_values(limit) if on_scale(v, data_top)])
     unit, scale = plot_unit(top)
-    picks = _picks(timeline.allocated, peak, MAX_POINTS) if n else []
+    picks = _picks(timeline.allocated, timeline.op_index, peak, MAX_POINTS) if n else []
     cats = [c for c in CATEGORY_LABELS if any(timeline.by_category.get(c, ()))]
     peak_bytes = timeline.allocated[peak] if n else 0
     data = PlotData(
@@ -280,8 +290,9 @@ def _title(result, verdict, gpu) -> str:
     where = gpu or result.gpu or "the given capacity"
     if verdict.fits:
         return f"{head}\nfits on {where}: headroom {format_size(verdict.headroom_bytes)}"
-    return (f"{head}\nDOES NOT FIT on {where}: needs {format_size(verdict.required_bytes)}, usable "
-            f"{format_size(verdict.usable_bytes)} ({format_size(-verdict.headroom_bytes)} short)")
+    return (f"{head}\nDOES NOT FIT on {where}: needs {format_size(verdict.required_bytes)} of device memory, "
+            f"{format_size(verdict.usable_bytes)} usable after the {verdict.reserve:.0%} reserve: "
+            f"{format_size(-verdict.headroom_bytes)} short")
 
 
 def write_plot(result, path: str, verdict=None, gpu: str | None = None) -> None:
@@ -321,6 +332,10 @@ def _draw(ax, data: PlotData) -> None:
         ax.stackplot(data.x, list(data.stacks.values()), labels=data.labels,
                      colors=[CATEGORY_COLORS[c] for c in data.stacks], step="post", zorder=2, lw=0)
         handles = [Patch(color=CATEGORY_COLORS[c], label=CATEGORY_LABELS[c]) for c in data.stacks] + handles
+        # the stack's outline: a spike one op wide (often the peak) is thinner than a pixel as an area
+        total = [sum(values) for values in zip(*data.stacks.values())]
+        handles.append(ax.step(data.x, total, where="post", color="#303030", lw=0.7, zorder=3,
+                               label="allocated (top of the stack)")[0])
         handles.append(ax.step(data.x, data.reserved, where="post", color="black", lw=1.2, ls="--", zorder=4,
                                label=data.reserved_label)[0])
     top = max(data.reserved, default=0) or 1

@@ -57,6 +57,7 @@ def test_the_peak_and_the_usable_limit_come_from_the_estimate(mlp_cuda):
     assert [s.name for s in data.steps] == ["warm-up step", "step 1", "step 2"]
     assert all(s.step <= p.start <= p.end <= s.step + 1 for p in data.phases for s in data.steps if s.step == p.step)
     assert data.x == sorted(data.x) and 0 <= data.x[0] and data.x[-1] <= 3
+    assert data.x.count(data.peak_x) == 1  # one point per op: the op's highest, so a one-op peak is drawn
 
 
 def test_png_and_svg_name_capacity_peak_phases_and_categories(mlp_cpu, tmp_path):
