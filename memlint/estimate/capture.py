@@ -99,7 +99,12 @@ class _StderrCapture:
 
 @dataclass
 class CapturedWarnings:
-    """Context manager collecting warnings and stderr output (see the module docstring)."""
+    """Context manager collecting warnings and stderr output (see the module docstring).
+
+    It may be entered again after it exits (one estimate's traces, then the
+    advisor's); the items accumulate. Left by an exception, it prints its
+    :meth:`summary` on stderr at once, since no report will follow.
+    """
 
     items: list[Captured] = field(default_factory=list)
     _pending: dict = field(default_factory=dict)
@@ -124,6 +129,10 @@ class CapturedWarnings:
                 if line.strip():
                     self._add(source, line.strip().removeprefix(f"[{source}] "))  # transformers' own prefix
         self._pending.clear()
+        if exc[0] is not None and self.items:  # the run ends here: what was captured may explain why
+            from memlint.report.text import printable  # noqa: PLC0415
+
+            print(f"memlint: {printable(self.summary())}", file=self._previous)
         return False
 
     def _collect_text(self, source: str, text: str) -> None:

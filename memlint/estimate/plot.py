@@ -156,10 +156,12 @@ def _step_bounds(phases: list[tuple[int, str, int]], last_op: int) -> dict[int, 
 
 
 def _to_x(op: int, bounds: dict[int, tuple[int, int]]) -> float:
+    """x of aten op ``op``: its step plus its share of that step's ops (0 before the first step,
+    the end of the last step after it)."""
     for step, (first, end) in bounds.items():
         if first <= op < end:
             return step + (op - first) / max(1, end - first)
-    return float(max(bounds) + 1) if bounds and op >= max(e for _, e in bounds.values()) else 0.0
+    return float(max(bounds) + 1) if bounds and op >= bounds[max(bounds)][1] else 0.0
 
 
 #: Ledger records not made by an aten op (memlint.estimate.step: the storages placed before the step).
@@ -219,7 +221,7 @@ def plot_data(result, verdict=None, gpu: str | None = None) -> PlotData:
     steady = next((op for op, _, step in phases if step == 1), 0)
     measured = [i for i in range(n) if timeline.op_index[i] >= steady] or list(range(n))
     peak = max(measured, key=lambda i: (timeline.allocated[i], -i)) if measured else 0
-    limit = _limit(result, verdict, gpu, timeline, bounds)
+    limit = _limit(result, verdict, gpu, timeline)
     data_top = max(max(timeline.reserved, default=0), 1)
     top = max([data_top] + [v for v in _limit_values(limit) if on_scale(v, data_top)])
     unit, scale = plot_unit(top)
@@ -232,11 +234,10 @@ def plot_data(result, verdict=None, gpu: str | None = None) -> PlotData:
         reserved=[timeline.reserved[i] / scale for i in picks],
         unit=unit, scale=scale,
         phases=[_span(k, phases, bounds, last_op) for k in range(len(phases)) if phases[k][1] in PHASE_COLORS],
-        steps=[Span(first, end, step_name(s), s) for s, (first, end) in
-               ((s, (float(s), float(s + 1))) for s in sorted(bounds))],
+        steps=[Span(float(s), float(s + 1), step_name(s), s) for s in sorted(bounds)],
         peak_x=_to_x(timeline.op_index[peak], bounds) if n else 0.0,
         peak_bytes=peak_bytes,
-        peak_label=f"peak allocated {format_size(peak_bytes)}\nat {_where(peak, result)}" if n else "",
+        peak_label=_peak_label(peak_bytes, _where(peak, result)) if n else "",
         title=_title(result, verdict, gpu),
         limit=limit,
     )
@@ -248,6 +249,10 @@ def plot_data(result, verdict=None, gpu: str | None = None) -> PlotData:
         data.notes.append(f"{limit.gpu} " + "\nand ".join(f"{name} {format_size(v)}" for name, v in off)
                           + ("\nare" if len(off) > 1 else "\nis") + " above this scale")
     return data
+
+
+def _peak_label(nbytes: int, where: str) -> str:
+    return f"peak allocated {format_size(nbytes)}" + (f"\nat {where}" if where else "")
 
 
 def on_scale(nbytes: int, data_top: int) -> bool:
@@ -268,7 +273,7 @@ def _span(k: int, phases, bounds, last_op: int) -> Span:
     return Span(_to_x(start, bounds), step + (end - first) / max(1, stop - first), phase, step)
 
 
-def _limit(result, verdict, gpu, timeline, bounds) -> Limit | None:
+def _limit(result, verdict, gpu, timeline) -> Limit | None:
     """The capacity lines, or None without a verdict; ``first_over`` names the first op over the limit."""
     if verdict is None:
         return None

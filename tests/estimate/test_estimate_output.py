@@ -167,3 +167,30 @@ def test_capture_attributes_warnings_and_logging_and_lets_memlint_through(capsys
     assert capsys.readouterr().err == "memlint: progress\n"
     assert package_of("/x/lib/python3.12/site-packages/transformers/configuration_utils.py") == "transformers"
     assert Path(__file__).name == package_of(__file__)
+
+
+def test_a_failing_trace_still_says_what_was_captured(capsys, tmp_path):
+    model = tmp_path / "noisy.py"
+    model.write_text("import warnings\n\ndef build():\n    warnings.warn('config looks odd')\n"
+                     "    raise ValueError('bad')\n")
+    assert run([f"{model}:build"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("memlint: 1 warning from noisy.py while building")
+    assert "UserWarning: config looks odd" in err[0]
+    assert err[1].startswith("memlint: error: ") and "raised ValueError: bad" in err[1] and len(err) == 2
+
+
+def test_the_check_report_does_not_wrap_its_tables_when_piped(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    from rich.console import Console
+
+    from memlint.report.estimate_section import PIPED_WIDTH, _unwrapped
+
+    console = Console(file=io.StringIO())
+    with _unwrapped(console) as wide:
+        assert wide.width == PIPED_WIDTH
+    assert console.width == 80
+    monkeypatch.setenv("COLUMNS", "120")
+    console = Console(file=io.StringIO())
+    with _unwrapped(console) as kept:
+        assert kept.width == 120
