@@ -138,11 +138,11 @@ def module_label(fqn: str, classes: dict[str, str]) -> str:
     return f"{fqn} (root)" if cls == fqn else f"{fqn} ({cls})"
 
 
-def format_size(nbytes: int) -> str:
-    """``27.53 MiB (0.027 GiB)``: the readable unit, and GiB when that is not GiB."""
+def format_size(nbytes: int, gib: bool = True) -> str:
+    """``27.53 MiB (0.027 GiB)``: the readable unit, and (``gib``) GiB when that is not GiB."""
     unit, scale = plot_unit(abs(nbytes))
     text = f"{nbytes / scale:.2f} {unit}" if scale > 1 else f"{nbytes} bytes"
-    return text if unit == "GiB" else f"{text} ({nbytes / 2**30:.3f} GiB)"
+    return text if unit == "GiB" or not gib else f"{text} ({nbytes / 2**30:.3f} GiB)"
 
 
 def _step_bounds(phases: list[tuple[int, str, int]], last_op: int) -> dict[int, tuple[int, int]]:
@@ -282,7 +282,10 @@ def _limit(result, verdict, gpu, timeline) -> Limit | None:
     limit = Limit(gpu or result.gpu or "capacity", verdict.capacity_bytes, usable, verdict.reserve, overhead,
                   verdict.fits, verdict.headroom_bytes)
     over = next((i for i, r in enumerate(timeline.reserved) if r > usable), None)
-    if over is not None and not verdict.fits:
+    if usable == 0 and overhead:
+        limit.first_over = (f"the CUDA context and libraries alone ({format_size(overhead, gib=False)}) take "
+                            f"more than the usable {format_size(verdict.usable_bytes, gib=False)}")
+    elif over is not None and not verdict.fits:
         limit.first_over = _where(over, result)
     return limit
 
@@ -294,10 +297,10 @@ def _title(result, verdict, gpu) -> str:
         return f"{head} (no --gpu or --capacity: no limit drawn)"
     where = gpu or result.gpu or "the given capacity"
     if verdict.fits:
-        return f"{head}\nfits on {where}: headroom {format_size(verdict.headroom_bytes)}"
-    return (f"{head}\nDOES NOT FIT on {where}: needs {format_size(verdict.required_bytes)} of device memory, "
-            f"{format_size(verdict.usable_bytes)} usable after the {verdict.reserve:.0%} reserve: "
-            f"{format_size(-verdict.headroom_bytes)} short")
+        return f"{head}\nfits on {where}: headroom {format_size(verdict.headroom_bytes, gib=False)}"
+    return (f"{head}\nDOES NOT FIT on {where}: needs {format_size(verdict.required_bytes, gib=False)} of device "
+            f"memory, {format_size(verdict.usable_bytes, gib=False)} usable after the {verdict.reserve:.0%} "
+            f"reserve: {format_size(-verdict.headroom_bytes, gib=False)} short")
 
 
 def write_plot(result, path: str, verdict=None, gpu: str | None = None) -> None:
@@ -382,7 +385,8 @@ def _draw_limit(ax, data: PlotData, top: float) -> list:
                         edgecolor="#d00000", lw=0, zorder=3)
         handles.append(Patch(facecolor="none", hatch="///", edgecolor="#d00000", label="over the usable limit"))
     if limit.first_over:
-        ax.text(0.01, 0.97, f"first over the limit: {limit.first_over}", transform=ax.transAxes, va="top",
+        text = limit.first_over if limit.usable == 0 else f"first over the limit: {limit.first_over}"
+        ax.text(0.01, 0.97, text, transform=ax.transAxes, va="top",
                 fontsize=8, color="#b00000", bbox={"boxstyle": "round", "fc": "white", "ec": "#b00000"}, zorder=6)
     return handles
 
