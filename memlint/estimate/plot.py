@@ -32,15 +32,19 @@ from memlint.errors import UsageError
 
 #: Stacking order (bottom to top) and legend label of each ledger category
 #: (memlint.estimate.tracer.CATEGORIES): what lives longest at the bottom.
+#: A category the table does not know is stacked on top under its own name.
 CATEGORY_LABELS = {
     "parameter": "parameters", "buffer": "buffers", "optimizer_state": "optimizer state",
-    "gradient": "gradients", "input": "inputs", "activation": "activations (saved for backward)",
-    "temporary": "temporaries", "workspace": "workspaces (cuBLAS, kernel scratch)",
+    "gradient": "gradients", "communication": "communication buffers (collectives)", "input": "inputs",
+    "activation": "activations (saved for backward)", "temporary": "temporaries",
+    "workspace": "workspaces (cuBLAS, kernel scratch)",
 }
 CATEGORY_COLORS = {
     "parameter": "#4c72b0", "buffer": "#8172b2", "optimizer_state": "#c44e52", "gradient": "#dd8452",
-    "input": "#da8bc3", "activation": "#55a868", "temporary": "#937860", "workspace": "#9a9a9a",
+    "communication": "#64b5cd", "input": "#da8bc3", "activation": "#55a868", "temporary": "#937860",
+    "workspace": "#9a9a9a",
 }
+OTHER_COLOR = "#ccb974"
 PHASE_COLORS = {"forward": "#dbe8ff", "backward": "#ffe6cc", "optimizer": "#eadcff"}
 #: When the usable limit is more than this many times the highest point of
 #: the data, the limit is stated in the plot instead of drawn to scale (the
@@ -99,7 +103,16 @@ class PlotData:
     @property
     def labels(self) -> list[str]:
         """Legend names of the stacked categories, bottom first."""
-        return [CATEGORY_LABELS[c] for c in self.stacks]
+        return [category_label(c) for c in self.stacks]
+
+
+def category_label(category: str) -> str:
+    """The legend name of a ledger category (its own name for one :data:`CATEGORY_LABELS` lacks)."""
+    return CATEGORY_LABELS.get(category, category.replace("_", " "))
+
+
+def category_color(category: str) -> str:
+    return CATEGORY_COLORS.get(category, OTHER_COLOR)
 
 
 def plot_unit(largest: int) -> tuple[str, int]:
@@ -226,7 +239,8 @@ def plot_data(result, verdict=None, gpu: str | None = None) -> PlotData:
     top = max([data_top] + [v for v in _limit_values(limit) if on_scale(v, data_top)])
     unit, scale = plot_unit(top)
     picks = _picks(timeline.allocated, timeline.op_index, peak, MAX_POINTS) if n else []
-    cats = [c for c in CATEGORY_LABELS if any(timeline.by_category.get(c, ()))]
+    order = list(CATEGORY_LABELS) + [c for c in timeline.by_category if c not in CATEGORY_LABELS]
+    cats = [c for c in order if any(timeline.by_category.get(c, ()))]
     peak_bytes = timeline.allocated[peak] if n else 0
     data = PlotData(
         x=[_to_x(timeline.op_index[i], bounds) for i in picks],
@@ -338,8 +352,8 @@ def _draw(ax, data: PlotData) -> None:
                 if any(s.name == p for s in data.phases)]
     if data.x:
         ax.stackplot(data.x, list(data.stacks.values()), labels=data.labels,
-                     colors=[CATEGORY_COLORS[c] for c in data.stacks], step="post", zorder=2, lw=0)
-        handles = [Patch(color=CATEGORY_COLORS[c], label=CATEGORY_LABELS[c]) for c in data.stacks] + handles
+                     colors=[category_color(c) for c in data.stacks], step="post", zorder=2, lw=0)
+        handles = [Patch(color=category_color(c), label=category_label(c)) for c in data.stacks] + handles
         # the stack's outline: a spike one op wide (often the peak) is thinner than a pixel as an area
         total = [sum(values) for values in zip(*data.stacks.values())]
         handles.append(ax.step(data.x, total, where="post", color="#303030", lw=0.7, zorder=3,

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from memlint.estimate.api import EstimateOptions, estimate, fits
-from memlint.estimate.plot import (CATEGORY_LABELS, format_size, merged_phases, module_label, plot_data, plot_unit,
+from memlint.estimate.plot import (category_label, format_size, merged_phases, module_label, plot_data, plot_unit,
                                    write_plot)
 from memlint.estimate.workload import load_workload
 
@@ -72,7 +72,7 @@ def test_png_and_svg_name_capacity_peak_phases_and_categories(mlp_cpu, tmp_path)
     assert f"usable limit {format_size(verdict.usable_bytes)}" in text
     assert f"peak allocated {format_size(mlp_cpu.peak_allocated)}" in text
     categories = [c for c, values in mlp_cpu.timeline.by_category.items() if any(values)]
-    assert categories and all(CATEGORY_LABELS[c] in text for c in categories)
+    assert categories and all(category_label(c) in text for c in categories)
     phases = {phase for _, phase, _ in mlp_cpu.timeline.phases}
     assert phases == {"forward", "backward", "optimizer"} and all(f"{p} phase" in text for p in phases)
     assert "step 2" in text and "fits on custom" in text
@@ -86,3 +86,13 @@ def test_a_limit_far_above_the_curve_is_stated_not_drawn(mlp_cuda, tmp_path):
     assert data.unit == plot_unit(mlp_cuda.peak_reserved)[0]
     no_limit = plot_data(replace(mlp_cuda), None)
     assert no_limit.limit is None and "no --gpu or --capacity" in no_limit.title
+
+
+def test_a_category_the_plot_does_not_know_is_stacked_under_its_own_name(mlp_cpu):
+    timeline = mlp_cpu.timeline
+    extra = [1024] * len(timeline.op_index)
+    result = replace(mlp_cpu, timeline=replace(timeline, by_category={**timeline.by_category, "new_kind": extra,
+                                                                      "communication": extra}))
+    data = plot_data(result)
+    assert list(data.stacks)[-1] == "new_kind" and data.labels[-1] == "new kind"
+    assert "communication buffers (collectives)" in data.labels
