@@ -96,7 +96,7 @@ class PlotData:
     peak_label: str
     title: str
     limit: Limit | None = None
-    notes: list[str] = field(default_factory=list)
+    off_scale: list[tuple[str, int]] = field(default_factory=list)
     reserved_label: str = "reserved (caching allocator model)"
     device: str = "GPU"
 
@@ -257,11 +257,8 @@ def plot_data(result, verdict=None, gpu: str | None = None) -> PlotData:
     )
     if result.options.device == "cpu":
         data.reserved_label, data.device = "CPU allocator (no cache: = allocated)", "CPU"
-    off = [(name, v) for name, v in zip(("capacity", "usable limit"), _limit_values(limit))
-           if not on_scale(v, data_top)]
-    if off:
-        data.notes.append(f"{limit.gpu} " + "\nand ".join(f"{name} {format_size(v)}" for name, v in off)
-                          + ("\nare" if len(off) > 1 else "\nis") + " above this scale")
+    data.off_scale = [(name, v) for name, v in zip(("capacity", "usable"), _limit_values(limit))
+                      if not on_scale(v, data_top)]
     return data
 
 
@@ -333,14 +330,21 @@ def write_plot(result, path: str, verdict=None, gpu: str | None = None) -> None:
         raise UsageError("--plot needs matplotlib (pip install 'memlint[plot]')") from None
     data = plot_data(result, verdict, gpu)
     with plt.rc_context({"svg.fonttype": "none", "font.size": 9}):
-        fig, ax = plt.subplots(figsize=(13, 6))
-        _draw(ax, data)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
+        if data.off_scale:  # a broken y axis: the limits in a band of their own above the curve
+            fig, (upper, ax) = plt.subplots(2, 1, sharex=True, figsize=(13, 6.5),
+                                            gridspec_kw={"height_ratios": [1, 6], "hspace": 0.08})
+        else:
+            fig, ax = plt.subplots(figsize=(13, 6))
+            upper = None
+        _draw(ax, data, upper)
+        if upper is None:  # with the band, the spacing above is kept; the saved box takes in the legend
+            fig.tight_layout()
+        fig.savefig(path, dpi=110, bbox_inches="tight")  # the legend beside the axes included
         plt.close(fig)
 
 
-def _draw(ax, data: PlotData) -> None:
+def _draw(ax, data: PlotData, upper=None) -> None:
+    """The figure on the main axes ``ax``, and on ``upper`` (a band above it) the limits that are off its scale."""
     from matplotlib.patches import Patch  # noqa: PLC0415
 
     handles = []
@@ -363,7 +367,12 @@ def _draw(ax, data: PlotData) -> None:
     top = max(data.reserved, default=0) or 1
     if data.limit is not None:
         handles += _draw_limit(ax, data, top)
-    _draw_steps(ax, data)
+    if upper is not None:
+        handles += _draw_upper(upper, ax, data)
+    head = upper if upper is not None else ax
+    _draw_steps(ax, data, labels=upper is None)
+    if upper is not None:
+        _draw_steps(upper, data)
     _draw_peak(ax, data)
     ax.set_xlim(0, max((s.end for s in data.steps), default=1))
     ax.set_ylim(0, ax.get_ylim()[1] * 1.12)
@@ -371,12 +380,38 @@ def _draw(ax, data: PlotData) -> None:
     ax.set_xticklabels([f"{round(100 * (t % 1)):d}%" if t % 1 else "0%" for t in _ticks(data.steps)])
     ax.set_xlabel("progress through each training step (% of its aten ops); phase boundaries as thin lines")
     ax.set_ylabel(f"{data.device} memory ({data.unit})")
-    ax.set_title(data.title, color="#b00000" if data.limit is not None and not data.limit.fits else "black",
-                 fontweight="bold", pad=22)
-    for note in data.notes:
-        ax.text(1.015, 0.0, note, transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
-                bbox={"boxstyle": "round", "fc": "#eaf7ea", "ec": "#55a868"}, zorder=6)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    head.set_title(data.title, color="#b00000" if data.limit is not None and not data.limit.fits else "black",
+                   fontweight="bold", pad=22)
+    head.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
+def _limit_line(ax, name: str, limit: Limit, scale: int):
+    """The capacity (red) or usable (orange) line at its height in units of ``scale`` bytes."""
+    if name == "capacity":
+        return ax.axhline(limit.capacity / scale, color="#b00000", lw=1.8, zorder=5,
+                          label=f"{limit.gpu} capacity {format_size(limit.capacity)}")
+    return ax.axhline(limit.usable / scale, color="#e07000", lw=1.5, ls="-.", zorder=5, label=_usable_label(limit))
+
+
+def _draw_upper(upper, ax, data: PlotData) -> list:
+    """The off-scale limits in their own band, in their own unit, with the break marked on both axes."""
+    unit, scale = plot_unit(max(v for _, v in data.off_scale))
+    handles = [_limit_line(upper, name, data.limit, scale) for name, _ in data.off_scale]
+    values = [v / scale for _, v in data.off_scale]
+    pad = max((max(values) - min(values)) * 0.5, max(values) * 0.03)
+    upper.set_ylim(min(values) - pad, max(values) + pad)
+    upper.set_ylabel(unit)
+    upper.text(0.5, 0.5, "y axis broken: the limits are far above the step's memory", transform=upper.transAxes,
+               ha="center", va="center", fontsize=8, color="#505050", zorder=6,
+               bbox={"boxstyle": "round", "fc": "white", "ec": "#a0a0a0"})
+    upper.spines["bottom"].set_visible(False)
+    ax.spines["top"].set_visible(False)
+    upper.tick_params(bottom=False)
+    for axes, y in ((upper, 0.0), (ax, 1.0)):  # the break: two short slanted strokes on each side
+        for x in (0.0, 1.0):
+            axes.plot([x - 0.005, x + 0.005], [y - 0.02, y + 0.02], transform=axes.transAxes, color="black",
+                      lw=1, clip_on=False, zorder=8)
+    return handles
 
 
 def _draw_limit(ax, data: PlotData, top: float) -> list:
@@ -387,12 +422,9 @@ def _draw_limit(ax, data: PlotData, top: float) -> list:
     data_top = top * data.scale
     usable = limit.usable / data.scale
     handles = []
-    if on_scale(limit.capacity, data_top):
-        handles.append(ax.axhline(limit.capacity / data.scale, color="#b00000", lw=1.8, zorder=5,
-                                  label=f"{limit.gpu} capacity {format_size(limit.capacity)}"))
-    if on_scale(limit.usable, data_top):
-        handles.append(ax.axhline(usable, color="#e07000", lw=1.5, ls="-.", zorder=5,
-                                  label=_usable_label(limit)))
+    for name, nbytes in (("capacity", limit.capacity), ("usable", limit.usable)):
+        if on_scale(nbytes, data_top):
+            handles.append(_limit_line(ax, name, limit, data.scale))
     if data.x and any(r > usable for r in data.reserved):
         over = [r > usable for r in data.reserved]
         ax.fill_between(data.x, usable, data.reserved, where=over, step="post", facecolor="none", hatch="///",
@@ -412,11 +444,12 @@ def _usable_label(limit: Limit) -> str:
     return text
 
 
-def _draw_steps(ax, data: PlotData) -> None:
+def _draw_steps(ax, data: PlotData, labels: bool = True) -> None:
     for span in data.steps:
         ax.axvline(span.start, color="black", lw=1.2, zorder=5)
-        ax.text((span.start + span.end) / 2, 1.005, span.name + (" (not in the peak)" if span.step == 0 else ""),
-                transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=8, fontweight="bold")
+        if labels:
+            ax.text((span.start + span.end) / 2, 1.005, span.name + (" (not in the peak)" if span.step == 0 else ""),
+                    transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=8, fontweight="bold")
 
 
 def _draw_peak(ax, data: PlotData) -> None:

@@ -78,14 +78,18 @@ def test_png_and_svg_name_capacity_peak_phases_and_categories(mlp_cpu, tmp_path)
     assert "step 2" in text and "fits on custom" in text
 
 
-def test_a_limit_far_above_the_curve_is_stated_not_drawn(mlp_cuda, tmp_path):
+def test_limits_far_above_the_curve_get_a_band_of_their_own(mlp_cuda, tmp_path):
     verdict = fits(mlp_cuda, 15 * 2**30, reserve=0.1)
     data = plot_data(mlp_cuda, verdict, "T4")
-    assert data.notes == [f"T4 capacity {format_size(15 * 2**30)}\nand usable limit "
-                          f"{format_size(data.limit.usable)}\nare above this scale"]
-    assert data.unit == plot_unit(mlp_cuda.peak_reserved)[0]
+    assert data.off_scale == [("capacity", 15 * 2**30), ("usable", data.limit.usable)]
+    assert data.unit == plot_unit(mlp_cuda.peak_reserved)[0]  # the curve keeps its own scale
+    svg = tmp_path / "t.svg"
+    write_plot(mlp_cuda, str(svg), verdict, "T4")
+    text = svg_text(svg)
+    assert f"T4 capacity {format_size(15 * 2**30)}" in text and f"usable limit {format_size(data.limit.usable)}" in text
+    assert "y axis broken" in text and "fits on T4" in text
     no_limit = plot_data(replace(mlp_cuda), None)
-    assert no_limit.limit is None and "no --gpu or --capacity" in no_limit.title
+    assert no_limit.limit is None and no_limit.off_scale == [] and "no --gpu or --capacity" in no_limit.title
 
 
 def test_a_category_the_plot_does_not_know_is_stacked_under_its_own_name(mlp_cpu):
