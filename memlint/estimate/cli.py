@@ -56,7 +56,7 @@ def check_estimate_inputs(batch_size: int | None, grad_accum: int, world_size: i
             1..:data:`MAX_DIMENSION`, more accumulation steps than samples, an
             input larger than :data:`MAX_INPUT_BYTES`.
     """
-    from memlint.estimate.workload import parse_input_spec  # noqa: PLC0415 - no torch
+    from memlint.estimate.workload import check_input_names, parse_input_spec  # noqa: PLC0415 - no torch
 
     for name, value in zip(names, (batch_size, grad_accum, world_size)):
         if value is not None and not 1 <= value <= MAX_DIMENSION:
@@ -64,6 +64,7 @@ def check_estimate_inputs(batch_size: int | None, grad_accum: int, world_size: i
     if batch_size is not None and grad_accum > batch_size:
         raise UsageError(f"{names[1]} {grad_accum} is greater than the batch size {batch_size}: "
                          "some micro-batches would be empty")
+    check_input_names([parse_input_spec(text) for text in inputs])
     for text in inputs:
         spec = parse_input_spec(text)
         if any(d != "B" and d > MAX_DIMENSION for d in spec.shape):
@@ -148,7 +149,8 @@ def add_estimate_arguments(parser: argparse.ArgumentParser, measuring: bool = Fa
     which passes ``measuring=True``: its ``--steps`` are the steps measured)."""
     parser.add_argument("target", metavar="TARGET", help="path/to/file.py:factory or package.module:factory")
     parser.add_argument("--input", action="append", default=[], metavar="SPEC",
-                        help="model input, e.g. float32[B,3,224,224] or int64[B,1024] (B = batch size); repeatable")
+                        help="model input, e.g. float32[B,3,224,224] or int64[B,1024] (B = batch size), or by keyword: "
+                             "input_ids=int64[B,512]; repeatable")
     parser.add_argument("--batch-size", type=int, default=None, help="batch size per rank (default: the workload's)")
     parser.add_argument("--optimizer", default=None,
                         choices=["sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop", "adafactor"],
@@ -214,9 +216,12 @@ class ProgressStatus:
     one ``memlint: ...`` line per :meth:`update` (CI logs show progress too)."""
 
     def __init__(self, message: str, delay: float = 1.0, lines: bool = False):
+        from memlint.estimate.capture import real_stderr  # noqa: PLC0415
+
+        self.stream = real_stderr()  # not the model's warnings, which are captured meanwhile
         self.message = message
         self.delay = delay
-        self.lines = lines and not sys.stderr.isatty()
+        self.lines = lines and not self.stream.isatty()
         self.started = time.monotonic()
         self.updates = 0
         self.status = None
@@ -225,10 +230,15 @@ class ProgressStatus:
 
     def _start(self):
         from rich.console import Console  # noqa: PLC0415
+        from rich.live import Live  # noqa: PLC0415
+        from rich.spinner import Spinner  # noqa: PLC0415
 
         with self.lock:
             if self.timer is not None:
-                self.status = Console(stderr=True).status(self.message)
+                # rich's console.status() would swap sys.stderr for its own proxy, past the warnings capture
+                self.spinner = Spinner("dots", text=self.message)
+                self.status = Live(self.spinner, console=Console(file=self.stream), transient=True,
+                                   redirect_stdout=False, redirect_stderr=False, refresh_per_second=12.5)
                 self.status.start()
 
     def update(self, message: str) -> None:
@@ -237,13 +247,13 @@ class ProgressStatus:
             self.message = message
             self.updates += 1
             if self.status is not None:
-                self.status.update(message)
+                self.spinner.update(text=message)
         if self.lines:
             elapsed = time.monotonic() - self.started
-            print(f"memlint: {message} (step {self.updates}, {elapsed:.1f} s)", file=sys.stderr, flush=True)
+            print(f"memlint: {message} (step {self.updates}, {elapsed:.1f} s)", file=self.stream, flush=True)
 
     def __enter__(self):
-        if sys.stderr.isatty():
+        if self.stream.isatty():
             self.timer = threading.Timer(self.delay, self._start)
             self.timer.daemon = True
             self.timer.start()
@@ -325,6 +335,7 @@ def run_estimate(args) -> int:
 def _run(args) -> int:
     from memlint.estimate import report  # noqa: PLC0415
     from memlint.estimate.api import estimate, fits, max_batch_size, resolve_capacity  # noqa: PLC0415
+    from memlint.estimate.capture import CapturedWarnings  # noqa: PLC0415
     from memlint.estimate.units import parse_fraction  # noqa: PLC0415
     from memlint.estimate.workload import load_workload  # noqa: PLC0415
 
@@ -341,7 +352,8 @@ def _run(args) -> int:
             raise UsageError(f"--plot {args.plot!r}: the folder {folder!r} does not exist or is not writable")
     if args.max_batch_size and not capacity:
         raise UsageError("--max-batch-size needs --gpu or --capacity")
-    with ProgressStatus(f"tracing {args.target} on the meta device...", lines=args.max_batch_size) as status:
+    captured = CapturedWarnings()  # the model's and its libraries' warnings, summarised once below
+    with captured, ProgressStatus(f"tracing {args.target} on the meta device...", lines=args.max_batch_size) as status:
         workload = load_workload(args.target, args.input, args.batch_size)
         if args.batch_size is None:
             check_estimate_inputs(workload.default_batch_size, args.grad_accum, args.world_size, args.input,
@@ -359,9 +371,11 @@ def _run(args) -> int:
 
         from memlint.estimate.advisor import with_flops  # noqa: PLC0415
 
-        with ProgressStatus("re-estimating under each remedy...", lines=True) as status:
+        with captured, ProgressStatus("re-estimating under each remedy...", lines=True) as status:
             advice = advise(workload, result, capacity, reserve, run=reporting(with_flops, status.update), full=True)
         notes = not_offered(result, advice)
+    if captured.summary():
+        print(f"memlint: {printable(captured.summary())}", file=sys.stderr)
     if args.format == "json":
         document = report.render_json(result, verdict, best)
         if advice is not None:
@@ -371,12 +385,21 @@ def _run(args) -> int:
             data["advice"] = [row.to_json() for row in advice]
             data["not_offered"] = notes
             document = json.dumps(data, indent=2)
-        print(document)
+        print(_with_warnings(document, captured))
     else:
         report.render_table(result, verdict, best)
         if advice is not None:
             report.render_advice(advice, notes=notes)
     if args.plot:
-        report.plot_timeline(result, args.plot)
+        report.plot_timeline(result, args.plot, verdict, name)
         print(f"memlint: wrote the memory timeline to {args.plot}", file=sys.stderr)
     return 1 if verdict is not None and not verdict.fits else 0
+
+
+def _with_warnings(document: str, captured) -> str:
+    """The JSON document with ``captured_warnings``: the distinct messages captured, with their counts."""
+    import json  # noqa: PLC0415
+
+    data = json.loads(document)
+    data["captured_warnings"] = [item.to_json() for item in captured.items]
+    return json.dumps(data, indent=2)

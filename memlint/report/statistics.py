@@ -52,6 +52,11 @@ def render(run, args, stream) -> None:
     for row in table:
         mark = "[*]" if row["fixable"] else "   "
         print(f"{row['count']:>6}\t{row['code']}\t{mark} {row['name']}", file=stream)
-    hidden = hidden_fixes_line(hidden_fixes(run.diagnostics, unsafe))
-    if hidden:
-        print(hidden, file=stream)
+    from memlint.report.full import shows_summary, summary
+
+    if shows_summary(args, stream, always=False):  # on a terminal, as the concise format
+        print(summary(run.diagnostics, unsafe, getattr(run, "fixed", 0)), file=stream)  # "K more with --unsafe-fixes"
+    elif not getattr(args, "quiet", False):
+        hidden = hidden_fixes_line(hidden_fixes(run.diagnostics, unsafe))
+        if hidden:
+            print(hidden, file=stream)
