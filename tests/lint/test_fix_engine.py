@@ -218,3 +218,20 @@ def test_diff_says_how_many_fixes_hide_behind_unsafe_fixes(tmp_path, capsys):
     main(["check", "--no-cache", "--diff", "--unsafe-fixes", "--select", "MEM101,MEM203", str(path)])
     captured = capsys.readouterr()
     assert "+    opt.zero_grad()" in captured.out and "hidden fix" not in captured.err
+
+
+def test_fix_plans_survive_the_cache():
+    """A cached result keeps its fixes' plans (tuples included), so a warm
+    run fixes what a cold one does."""
+    from memlint.lint.cache import decode_result, encode_result
+    from memlint.lint.diagnostic import FileResult
+
+    source = ("import torch\nfrom torch.cuda.amp import autocast\nwith autocast(True):\n    pass\n"
+              "def f(lstm, loader, opt, crit, h, c):\n    for x, y in loader:\n        out, (h, c) = lstm(x, (h, c))\n"
+              "        crit(out, y).backward()\n        opt.step()\n")
+    found = lint_source("t.py", source.encode(), LintOptions(frozenset({"MEM206", "MEM105"}))).diagnostics
+    assert {d.code for d in found if d.fix is not None and d.fix.plans} == {"MEM206", "MEM105"}
+    import json
+
+    payload = json.loads(json.dumps(encode_result(FileResult("t.py", found, parsed=True))))
+    assert decode_result(payload, "t.py").diagnostics == found
