@@ -6,6 +6,7 @@ import ast
 
 from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.names import dotted_name
+from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
 
 #: Deprecated name -> (device string, new attribute under ``torch.amp``), per torch 2.4's deprecation warnings.
@@ -104,8 +105,7 @@ class DeprecatedAmpApi(Rule):
         head = dotted.split(".")[0]
         if self.ctx.imports.aliases.get(head) == "torch":
             return head
-        aliases = sorted(alias for alias, target in self.ctx.imports.aliases.items() if target == "torch")
-        return "torch" if "torch" in aliases else next(iter(aliases), None)
+        return module_spelling(self.ctx, "torch")
 
     def _fix(self, node: ast.Call, device: str, attr: str) -> Fix | None:
         own = self._call_plan(node, device, attr)
