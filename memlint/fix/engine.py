@@ -83,7 +83,8 @@ class ParsedText:
         #: line (1-based) -> original columns (1-based) of the form feeds taken out of it
         self.form_feeds: dict[int, list[int]] = {}
         self.prepared = self._without_form_feeds(prepared)
-        wrapper = MetadataWrapper(libcst.parse_module(self.prepared))
+        # the tree is this object's own: no defensive deep copy (it costs as much as the parse)
+        wrapper = MetadataWrapper(libcst.parse_module(self.prepared), unsafe_skip_copy=True)
         if wrapper.module.code != self.prepared:
             raise NotKept("libcst does not render this text back byte for byte")
         self.module = wrapper.module
