@@ -76,8 +76,9 @@ class InferenceWithoutNoGrad(Rule):
     It is unsafe: the outputs no longer require gradients, so code that
     later backpropagates through them, or reads `.requires_grad`, behaves
     differently. There is no fix without an `import torch` to spell it, for
-    an `async def`, or for a forward pass outside a loop in code that also
-    trains.
+    an `async def`, for a forward pass outside a loop in code that also
+    trains, or for a loop holding a `yield` or `await` (the `with` would stay
+    open, autograd off, while the caller runs).
 
     ## Known problems
     Only the first forward pass of a function is reported. A function whose
@@ -201,8 +202,8 @@ class InferenceWithoutNoGrad(Rule):
             return self.fix(self.plan("add_decorator", unit, code=no_grad),
                             title=f"Decorate `{unit.name}` with `@{no_grad}`")
         loop = self._evaluation_loop(unit, first)
-        if loop is None:
-            return None
+        if loop is None or any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(loop)):
+            return None  # a `with` suspended at a `yield`/`await` would turn autograd off in the caller
         return self.fix(self.plan("wrap_in_with", loop, code=no_grad), title=f"Run the evaluation loop under `with {no_grad}:`")
 
     def _evaluation_loop(self, unit: ast.AST, call: ast.Call) -> ast.stmt | None:

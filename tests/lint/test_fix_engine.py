@@ -235,3 +235,13 @@ def test_fix_plans_survive_the_cache():
 
     payload = json.loads(json.dumps(encode_result(FileResult("t.py", found, parsed=True))))
     assert decode_result(payload, "t.py").diagnostics == found
+
+
+def test_no_with_around_a_loop_that_yields():
+    """`with torch.no_grad():` suspended at a `yield` would leave autograd off
+    in the caller: MEM104 offers no fix there (it still reports)."""
+    source = ("import torch\n\ndef train(model, loader, opt, val):\n    for x, y in loader:\n"
+              "        model(x).sum().backward()\n        opt.step()\n    model.eval()\n"
+              "    for x, y in val:\n        yield model(x)\n")
+    found = lint_source("t.py", source.encode(), LintOptions(frozenset({"MEM104"}))).diagnostics
+    assert [d.code for d in found] == ["MEM104"] and found[0].fix is None
