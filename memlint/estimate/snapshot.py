@@ -322,9 +322,10 @@ def record_step(result, module=None) -> Recording:
 
     ledger = result.ledger
     if ledger is None:
-        raise UsageError("--snapshot: this estimate has no trace to write")
+        raise UsageError("this estimate kept no trace (ledger) to replay")
     if result.options.device == "cpu":
-        raise UsageError("--snapshot writes the CUDA caching allocator's state: not available with --device cpu")
+        raise UsageError("--snapshot and --format summary show the CUDA caching allocator: "
+                         "not available with --device cpu (no caching on the CPU)")
     allocator = RecordingAllocator()
     steady_start = next((op for op, _, step in ledger.phases if step == 1), 0)
     maker = _FrameMaker(module)
