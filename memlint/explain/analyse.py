@@ -37,6 +37,10 @@ MEMLINT_PREFIX = "memlint."
 #: the profiler's event name, e.g. ``train.py(12): step``.
 PROFILER_NAME = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 LIBRARY_PARTS = ("site-packages", "dist-packages")
+#: The profiler's frame for a module call (``nn.Module: Linear_0``) and its
+#: file names of installed code, relative to site-packages (``torch/nn/modules/linear.py``).
+PROFILER_MODULE = "nn.Module: "
+PROFILER_LIBRARY_PREFIXES = ("torch/",)
 
 
 def python_frames(frames: list[Frame]) -> list[Frame]:
@@ -68,7 +72,7 @@ def is_library(filename: str) -> bool:
     """Whether a frame's file is installed code (site-packages, the standard library), not the user's."""
     parts = filename.replace("\\", "/").split("/")
     return any(p in LIBRARY_PARTS for p in parts) or os.path.normpath(filename).startswith(STDLIB) \
-        or filename.startswith("<")
+        or filename.startswith(("<",) + PROFILER_LIBRARY_PREFIXES)
 
 
 def module_of(frames: list[Frame]) -> str:
@@ -76,6 +80,10 @@ def module_of(frames: list[Frame]) -> str:
     named = _memlint(frames, "module")
     if named is not None:
         return named.name
+    profiled = next((f.name[len(PROFILER_MODULE):] for f in frames
+                     if f.filename == "none" and f.name.startswith(PROFILER_MODULE)), None)
+    if profiled is not None:
+        return profiled
     forward = next((f for f in python_frames(frames) if f.name == "forward"), None)
     if forward is None:
         return "<no module forward on the stack>"
@@ -273,7 +281,8 @@ def find_iterations(trace) -> tuple[list[int], tuple | None]:
 
     The alloc call sites (:func:`site_key`) that occur more than once are
     counted; the number of occurrences shared by the most distinct sites (ties:
-    the larger) is the number of iterations, and the earliest site that occurs
+    the smaller, as a site may occur several times per iteration; at least two sites) is the
+    number of iterations, and the earliest site that occurs
     exactly that often marks each iteration's start.  Returns ([], None) when
     no site repeats (a trace of less than two iterations, or without frames).
     """
@@ -283,7 +292,9 @@ def find_iterations(trace) -> tuple[list[int], tuple | None]:
     if not repeated:
         return [], None
     by_count = Counter(repeated.values())
-    iterations = max(by_count, key=lambda n: (by_count[n], n))
+    iterations = max(by_count, key=lambda n: (by_count[n], -n))
+    if by_count[iterations] < 2:  # one site repeated alone is a loop inside the step, not the step
+        return [], None
     anchor = next(key for _, key in allocs if repeated.get(key) == iterations)
     return [i for i, key in allocs if key == anchor], anchor
 

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from memlint.errors import UsageError
 from memlint.estimate.units import format_bytes
@@ -62,7 +63,7 @@ def lint_named_files(named: dict[str, set[int]]) -> list[dict]:
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
-            config = load_config(None, os.path.dirname(os.path.abspath(path)))
+            config = load_config(None, Path(path).absolute().parent)
             enabled = selection(argparse.Namespace(select=None, extend_select=None, ignore=None), config)
         except (OSError, UsageError) as exc:
             findings.append({"path": path, "error": str(getattr(exc, "strerror", None) or exc)})
