@@ -38,7 +38,7 @@ timestamps (``time_us``): the trace has no time, only op order.
 
 Frames: the tracer records no Python stack, so each allocation carries
 frames that say what memlint knows, innermost first:
-``memlint.op:<op index>:<aten op>``, ``memlint.module:0:<module FQN>``, the
+``memlint.op:<op index>:<aten op>``, ``memlint.module:0:<module FQN> (<class>)``, the
 Python frame of that module's ``forward`` (its file and the line of its
 ``def``) when the module's class can be found, ``memlint.category:0:<category>``
 and ``memlint.phase:<step>:<phase>``.  ``memlint explain`` reads these back.
@@ -278,31 +278,38 @@ class _FrameMaker:
 
     def __init__(self, module=None):
         self.module = module
-        self.python: dict[str, dict | None] = {}
+        self.python: dict[str, tuple[str, dict | None]] = {}
 
-    def forward_frame(self, fqn: str) -> dict | None:
-        if self.module is None or not fqn:
-            return None
+    def resolved(self, fqn: str) -> tuple[str, dict | None]:
+        """(module label, Python frame of its forward or None) for the FQN ``fqn``."""
         if fqn not in self.python:
             self.python[fqn] = self._resolve(fqn)
         return self.python[fqn]
 
-    def _resolve(self, fqn: str) -> dict | None:
+    def _resolve(self, fqn: str) -> tuple[str, dict | None]:
+        label = fqn or "<root>"
+        if self.module is None or not fqn:
+            return label, None
         try:
             submodule = self.module if fqn == type(self.module).__name__ else self.module.get_submodule(fqn)
-            forward = type(submodule).forward
-            filename = inspect.getsourcefile(forward)
-            line = inspect.getsourcelines(forward)[1]
+        except AttributeError:
+            return label, None
+        cls = type(submodule)
+        if fqn != cls.__name__:
+            label = f"{fqn} ({cls.__name__})"
+        try:
+            filename = inspect.getsourcefile(cls.forward)
+            line = inspect.getsourcelines(cls.forward)[1]
         except (AttributeError, TypeError, OSError):
-            return None
+            return label, None
         if filename is None:
-            return None
-        return {"filename": filename, "line": line, "name": "forward"}
+            return label, None
+        return label, {"filename": filename, "line": line, "name": "forward"}
 
     def frames(self, record) -> list[dict]:
+        label, python = self.resolved(record.module)
         frames = [{"filename": FRAME_OP, "line": record.born, "name": record.op or "?"},
-                  {"filename": FRAME_MODULE, "line": 0, "name": record.module or "<root>"}]
-        python = self.forward_frame(record.module)
+                  {"filename": FRAME_MODULE, "line": 0, "name": label}]
         if python is not None:
             frames.append(python)
         frames.append({"filename": FRAME_CATEGORY, "line": 0, "name": record.category})

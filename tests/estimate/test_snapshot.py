@@ -31,29 +31,37 @@ def traced(tmp_path_factory):
     return result, recording, path
 
 
-def viz_timeline_peak(snapshot, device=0):
-    """The peak of the "Active Memory Timeline", replayed as MemoryViz.js's process_alloc_data does
-    (written here from its behaviour): allocations alive before the trace are those freed without an
-    alloc and the active blocks of the segments never allocated in it; the peak is taken after each action."""
+def viz_timeline_peak(snapshot, device=0, plot_segments=False):
+    """The peak of the "Active Memory Timeline" (``plot_segments``: of the "Active Cached Segment
+    Timeline"), replayed as MemoryViz.js's process_alloc_data does (written here from its behaviour):
+    what was alive before the trace is what is freed without an alloc, and what the segments hold
+    (active blocks; with plot_segments, whole segments) that the trace did not allocate; the peak is
+    taken after each action."""
+    alloc, free = ("segment_alloc", "segment_free") if plot_segments else ("alloc", "free_completed")
     trace = snapshot["device_traces"][device]
     open_allocs, initial = {}, 0
     for entry in trace:
-        if entry["action"] == "alloc":
+        if entry["action"] == alloc:
             open_allocs[entry["addr"]] = entry["size"]
-        elif entry["action"] == "free_completed":
+        elif entry["action"] == free:
             if open_allocs.pop(entry["addr"], None) is None:
                 initial += entry["size"]
     for segment in snapshot["segments"]:
         address = segment["address"]
+        if plot_segments:
+            initial += segment["total_size"] if address not in open_allocs else 0
+            continue
         for block in segment["blocks"]:
             if block["state"] == "active_allocated" and address not in open_allocs:
                 initial += block["requested_size"]
             address += block["size"]
+    if not any(entry["action"] in (alloc, free) for entry in trace):
+        return initial  # no action: the visualizer shows the initial state as one flat step
     total, peak = initial, 0
     for entry in trace:
-        if entry["action"] == "alloc":
+        if entry["action"] == alloc:
             total += entry["size"]
-        elif entry["action"] == "free_completed":
+        elif entry["action"] == free:
             total -= entry["size"]
         else:
             continue
@@ -82,6 +90,8 @@ def test_memory_viz_reads_the_pickle(traced):
     stats = recording.memory_stats
     # the visualizer's timeline shows requested bytes (the trace records orig_size)
     assert viz_timeline_peak(snapshot) == stats["requested_bytes.all.peak"]
+    # ... and its segment timeline shows reserved memory: its peak is the estimate's peak_reserved
+    assert viz_timeline_peak(snapshot, plot_segments=True) == result.peak_reserved
     # PyTorch's flamegraph data path: one line per block with its bytes
     lines = _memory_viz.memory(snapshot, format_flamegraph=lambda text: text).splitlines()
     sizes = [(line.split(";")[1], int(line.rsplit(" ", 1)[1])) for line in lines]
@@ -101,7 +111,7 @@ def test_frames_name_module_op_category_and_phase(traced):
     snapshot = recording.snapshot()
     alloc = next(e for e in snapshot["device_traces"][0] if e["action"] == "alloc" and e["frames"][0]["name"] == "addmm")
     names = {f["filename"]: f for f in alloc["frames"]}
-    assert names["memlint.module"]["name"] in {"0", "2", "4", "6"}
+    assert names["memlint.module"]["name"] in {"0 (Linear)", "2 (Linear)", "4 (Linear)", "6 (Linear)"}
     assert names["memlint.phase"] == {"filename": "memlint.phase", "line": 1, "name": "forward"}
     assert any(f["filename"].endswith("torch/nn/modules/linear.py") and f["name"] == "forward" for f in alloc["frames"])
 
