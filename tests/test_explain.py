@@ -96,3 +96,24 @@ def test_bad_snapshots_are_one_line_errors(tmp_path, capsys, content, words):
     err = capsys.readouterr().err
     assert err.startswith("memlint: error:") and err.count("\n") == 1 and words in err
     assert not marker.exists()
+
+
+def test_segments_list_and_no_torch_import(tmp_path):
+    import subprocess
+    import sys
+
+    snapshot = pickle.loads((SNAPSHOTS / "fragmentation_oom.pickle").read_bytes())
+    path = tmp_path / "segments.pickle"
+    path.write_bytes(pickle.dumps(snapshot["segments"], protocol=4))  # what torch.cuda.memory_snapshot() returns
+    report = analyse(load_snapshot(str(path)))[0]
+    assert report.fragmentation.inactive_split_bytes == 44 * MiB and report.trace_peak is None
+    code = ("import sys; from memlint.cli import main; main(['explain', sys.argv[1]]); "
+            "print('torch' in sys.modules, file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code, str(SNAPSHOTS / "leak.pickle")], capture_output=True,
+                         text=True, check=True, timeout=60)
+    assert out.stderr.strip().endswith("False")
+
+
+def test_top_must_be_positive(capsys):
+    assert main(["explain", str(SNAPSHOTS / "leak.pickle"), "--top", "0"]) == 2
+    assert "--top 0" in capsys.readouterr().err
