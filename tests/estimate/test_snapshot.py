@@ -77,6 +77,15 @@ def test_snapshot_replay_agrees_with_the_estimate(traced):
     for key in ("allocated_bytes.all.current", "reserved_bytes.all.current", "inactive_split_bytes.all.peak"):
         assert stats[key] == result.memory_stats[key]
     assert stats["requested_bytes.all.peak"] <= stats["allocated_bytes.all.peak"]
+    # the counts at the end agree with the blocks of the segments
+    segments = recording.snapshot()["segments"]
+    split = [b for s in segments if len(s["blocks"]) > 1 for b in s["blocks"] if b["state"] == "inactive"]
+    active = [b for s in segments for b in s["blocks"] if b["state"] == "active_allocated"]
+    assert (len(split), sum(b["size"] for b in split)) == (stats["inactive_split.all.current"],
+                                                          stats["inactive_split_bytes.all.current"])
+    assert len(active) == stats["allocation.all.current"] and len(segments) == stats["segment.all.current"]
+    small = [s for s in segments if s["segment_type"] == "small"]
+    assert sum(s["total_size"] for s in small) == stats["reserved_bytes.small_pool.current"]
 
 
 def test_memory_viz_reads_the_pickle(traced):
