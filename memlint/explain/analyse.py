@@ -23,6 +23,8 @@ call site that occurs once per iteration marks where each one begins (see
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
 import re
 import sysconfig
@@ -43,8 +45,9 @@ PROFILER_MODULE = "nn.Module: "
 PROFILER_LIBRARY_PREFIXES = ("torch/",)
 
 
-def python_frames(frames: list[Frame]) -> list[Frame]:
-    """The Python frames of ``frames`` (innermost first), profiler-style names unpacked."""
+@functools.lru_cache(maxsize=1 << 16)
+def python_frames(frames: tuple) -> tuple:
+    """The Python frames of a frame tuple (innermost first), profiler-style names unpacked (memoized)."""
     out = []
     for frame in frames:
         if frame.filename.endswith(".py"):
@@ -53,10 +56,10 @@ def python_frames(frames: list[Frame]) -> list[Frame]:
             match = PROFILER_NAME.match(frame.name)
             if match:
                 out.append(Frame(match["file"], int(match["line"]), match["func"]))
-    return out
+    return tuple(out)
 
 
-def _memlint(frames: list[Frame], kind: str) -> Frame | None:
+def _memlint(frames: tuple, kind: str) -> Frame | None:
     return next((f for f in frames if f.filename == MEMLINT_PREFIX + kind), None)
 
 
@@ -75,7 +78,8 @@ def is_library(filename: str) -> bool:
         or filename.startswith(("<",) + PROFILER_LIBRARY_PREFIXES)
 
 
-def module_of(frames: list[Frame]) -> str:
+@functools.lru_cache(maxsize=1 << 16)
+def module_of(frames: tuple) -> str:
     """The module a block is attributed to (see the module docstring)."""
     named = _memlint(frames, "module")
     if named is not None:
@@ -90,7 +94,8 @@ def module_of(frames: list[Frame]) -> str:
     return f"{_short(forward.filename)}:{forward.line} forward"
 
 
-def call_site(frames: list[Frame]) -> str:
+@functools.lru_cache(maxsize=1 << 16)
+def call_site(frames: tuple) -> str:
     """The call site a block is attributed to (see the module docstring)."""
     op = _memlint(frames, "op")
     if op is not None:
@@ -109,7 +114,8 @@ def _short(filename: str) -> str:
     return "/".join(parts[-2:]) if len(parts) > 1 else filename
 
 
-def site_key(frames: list[Frame]) -> tuple:
+@functools.lru_cache(maxsize=1 << 16)
+def site_key(frames: tuple) -> tuple:
     """A key equal for the same allocation in two iterations: its Python stack (and memlint's
     op/module/phase), without op indices and step numbers."""
     key = []
@@ -279,24 +285,54 @@ def _analyse_trace(report: DeviceReport, trace, live_at_end, top: int) -> None:
 def find_iterations(trace) -> tuple[list[int], tuple | None]:
     """Trace indices where each repetition of the step begins, and the key of the marking allocation.
 
-    The alloc call sites (:func:`site_key`) that occur more than once are
-    counted; the number of occurrences shared by the most distinct sites (ties:
-    the smaller, as a site may occur several times per iteration; at least two sites) is the
-    number of iterations, and the earliest site that occurs
-    exactly that often marks each iteration's start.  Returns ([], None) when
-    no site repeats (a trace of less than two iterations, or without frames).
+    A training step allocates the same call sites (:func:`site_key`) in the
+    same order every iteration, so the step is found as a site that splits
+    the allocations into equal windows: candidate sites (occurring at least
+    twice) are tried from the fewest occurrences up (the longest period
+    first), and the first one is taken whose windows between consecutive
+    occurrences -- the first window left out when there are more, as the
+    first iteration may create state -- (a) have one length
+    (:data:`STEADY_SHARE` of them), (b) cover at least half of the
+    allocations from the site's first occurrence on, (c) leave a tail no
+    longer than 1.5 windows (the step in flight), and (d) hold the same
+    sequence of sites (:data:`STEADY_SHARE` of them), more than one site.  Returns ([], None) when no site
+    qualifies (fewer than two iterations, no frames, no repetition).
     """
     allocs = [(i, site_key(e.frames)) for i, e in enumerate(trace) if e.action == "alloc"]
-    counts = Counter(key for _, key in allocs if key)
-    repeated = {key: n for key, n in counts.items() if n >= 2}
-    if not repeated:
-        return [], None
-    by_count = Counter(repeated.values())
-    iterations = max(by_count, key=lambda n: (by_count[n], -n))
-    if by_count[iterations] < 2:  # one site repeated alone is a loop inside the step, not the step
-        return [], None
-    anchor = next(key for _, key in allocs if repeated.get(key) == iterations)
-    return [i for i, key in allocs if key == anchor], anchor
+    keys = [key for _, key in allocs]
+    positions: dict[tuple, list[int]] = {}
+    for index, key in enumerate(keys):
+        if key:
+            positions.setdefault(key, []).append(index)
+    candidates = sorted((p for p in positions.values() if len(p) >= 2), key=lambda p: (len(p), p[0]))
+    for found in candidates[:MAX_ITERATION_CANDIDATES]:
+        if _periodic(found, keys):
+            anchor = keys[found[0]]
+            return [allocs[i][0] for i in found], anchor
+    return [], None
+
+
+#: Candidate sites tried by :func:`find_iterations` (a bound of ours on its
+#: time: each costs one pass over the trace's allocations).
+MAX_ITERATION_CANDIDATES = 200
+
+
+#: Share of the windows after the first that must agree (length, then sites) for
+#: :func:`find_iterations` (a choice of ours: a steady training loop repeats exactly;
+#: the first window differs when it creates the optimizer state).
+STEADY_SHARE = 0.75
+
+
+def _periodic(found: list[int], keys: list) -> bool:
+    lengths = [b - a for a, b in zip(found, found[1:])]
+    steady = lengths[1:] or lengths
+    length, count = Counter(steady).most_common(1)[0]
+    tail = len(keys) - found[-1]
+    if count < STEADY_SHARE * len(steady) or sum(lengths) * 2 < len(keys) - found[0] or tail > 1.5 * length:
+        return False
+    windows = [tuple(keys[a:b]) for a, b in zip(found, found[1:])]
+    window, same = Counter(windows[1:] or windows).most_common(1)[0]
+    return same >= STEADY_SHARE * len(steady) and len(set(window)) > 1
 
 
 def _iterations(report: DeviceReport, trace, before: list[int], end_live: int, start: dict) -> None:
@@ -311,12 +347,12 @@ def _iterations(report: DeviceReport, trace, before: list[int], end_live: int, s
     iterations = [Iteration(n, s, before[s]) for n, s in enumerate(starts)]
     for current, following in zip(iterations, iterations[1:]):
         current.growth = following.live_at_start - current.live_at_start
-    bounds = starts[1:] + [len(trace)]
-    for iteration, end in zip(iterations, bounds):
-        for size, frames, born in live_at_end.values():
-            if iteration.start <= born < end:
-                site = call_site(frames)
-                iteration.survivors[site] = iteration.survivors.get(site, 0) + size
+    for size, frames, born in live_at_end.values():
+        number = bisect.bisect_right(starts, born) - 1
+        if number >= 0:
+            survivors = iterations[number].survivors
+            site = call_site(frames)
+            survivors[site] = survivors.get(site, 0) + size
     report.iterations = iterations
 
 
@@ -338,10 +374,11 @@ def frame_files(snapshot: Snapshot, base: str) -> dict[str, set[int]]:
     snapshot's folder ``base``; library and standard-library files are left out.
     """
     named: dict[str, set[int]] = {}
-    frames = [f for s in snapshot.segments for b in s.blocks for f in b.frames]
-    frames += [f for trace in snapshot.traces for e in trace for f in e.frames]
+    stacks = {b.frames for s in snapshot.segments for b in s.blocks}
+    stacks |= {e.frames for trace in snapshot.traces for e in trace}
+    frames = {frame for stack in stacks for frame in python_frames(stack)}
     seen: dict[str, str | None] = {}
-    for frame in python_frames(frames):
+    for frame in sorted(frames):
         if frame.filename not in seen:
             seen[frame.filename] = _resolve(frame.filename, base)
         path = seen[frame.filename]

@@ -19,6 +19,8 @@ from memlint.estimate.units import format_bytes
 #: Most files linted for one snapshot (a bound of ours: a snapshot's frames
 #: name a handful of user files; this keeps a hostile one from naming thousands).
 MAX_LINTED_FILES = 100
+#: Iterations printed at each end of a long trace in the text report (a choice of ours).
+ITERATIONS_SHOWN = 5
 
 
 def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
@@ -159,7 +161,13 @@ def _render_iterations(lines: list[str], report, suspects: dict[str, int]) -> No
             lines.append("  iterations: no repeated step found in the trace")
         return
     lines.append(f"  iterations: {len(report.iterations)}, each beginning at {report.anchor}")
-    for it in report.iterations:
+    shown = report.iterations
+    if len(shown) > 2 * ITERATIONS_SHOWN:
+        shown = shown[:ITERATIONS_SHOWN] + [None] + shown[-ITERATIONS_SHOWN:]
+    for it in shown:
+        if it is None:
+            lines.append(f"    ... {len(report.iterations) - 2 * ITERATIONS_SHOWN} more (all in --format json)")
+            continue
         growth = "" if it.growth is None else f", then {'+' if it.growth >= 0 else ''}{format_bytes(it.growth)}"
         lines.append(f"    #{it.index} at entry {it.start}: {format_bytes(it.live_at_start)} allocated{growth}")
     if len(report.iterations) < 3:

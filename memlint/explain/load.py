@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from memlint.errors import UsageError
 
@@ -28,13 +29,15 @@ class _NoGlobalsUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"it names the Python global {module}.{name}")
 
 
-@dataclass
-class Frame:
+class Frame(NamedTuple):
     """One stack frame: file name, line, function name (as ``_snapshot()`` records them)."""
 
     filename: str
     line: int
     name: str
+
+
+Frames = tuple  # a tuple of Frame, innermost first; equal stacks are one shared tuple
 
 
 @dataclass
@@ -45,7 +48,7 @@ class SnapshotBlock:
     size: int
     requested_size: int
     state: str
-    frames: list[Frame]
+    frames: Frames
 
 
 @dataclass
@@ -66,7 +69,7 @@ class TraceEntry:
     action: str
     addr: int
     size: int
-    frames: list[Frame]
+    frames: Frames
     device_free: int | None = None
 
 
@@ -113,8 +116,9 @@ def _checked(path: str, data) -> Snapshot:
         raise UsageError(f"{path}: not a memory snapshot: no 'segments' list "
                          "(expected what torch.cuda.memory._snapshot() returns)")
     snapshot = Snapshot(path)
+    interned = _Interned()
     for index, segment in enumerate(data["segments"]):
-        snapshot.segments.append(_segment(path, f"segments[{index}]", segment))
+        snapshot.segments.append(_segment(path, f"segments[{index}]", segment, interned))
     traces = data.get("device_traces", [])
     if not isinstance(traces, list):
         raise UsageError(f"{path}: 'device_traces' is not a list")
@@ -122,7 +126,7 @@ def _checked(path: str, data) -> Snapshot:
         where = f"device_traces[{device}]"
         if not isinstance(trace, list):
             raise UsageError(f"{path}: {where} is not a list")
-        snapshot.traces.append([_entry(path, f"{where}[{i}]", entry) for i, entry in enumerate(trace)])
+        snapshot.traces.append([_entry(path, f"{where}[{i}]", entry, interned) for i, entry in enumerate(trace)])
     return snapshot
 
 
@@ -137,18 +141,34 @@ def _field(path: str, where: str, item, key: str, kind, default=None):
     return value
 
 
-def _frames(path: str, where: str, frames) -> list[Frame]:
+class _Interned:
+    """Equal frame lists of a snapshot become one tuple (a snapshot repeats the same stacks)."""
+
+    def __init__(self):
+        self.stacks: dict[tuple, Frames] = {}
+
+
+def _frames(path: str, where: str, frames, interned: _Interned) -> Frames:
     if not isinstance(frames, list):
         raise UsageError(f"{path}: {where}.frames is not a list")
-    out = []
+    items = []
     for index, frame in enumerate(frames):
+        if type(frame) is dict:
+            filename, line, name = frame.get("filename", ""), frame.get("line", 0), frame.get("name", "")
+            if type(filename) is str and type(line) is int and type(name) is str:
+                items.append((filename, line, name))
+                continue
         at = f"{where}.frames[{index}]"
-        out.append(Frame(str(_field(path, at, frame, "filename", str, "")),
-                         _field(path, at, frame, "line", int, 0), str(_field(path, at, frame, "name", str, ""))))
-    return out
+        items.append((_field(path, at, frame, "filename", str, ""), _field(path, at, frame, "line", int, 0),
+                      _field(path, at, frame, "name", str, "")))
+    key = tuple(items)
+    stack = interned.stacks.get(key)
+    if stack is None:
+        stack = interned.stacks[key] = tuple(Frame(*item) for item in items)
+    return stack
 
 
-def _segment(path: str, where: str, segment) -> SnapshotSegment:
+def _segment(path: str, where: str, segment, interned: _Interned) -> SnapshotSegment:
     address = _field(path, where, segment, "address", int)
     total = _field(path, where, segment, "total_size", int)
     blocks_data = _field(path, where, segment, "blocks", list)
@@ -162,7 +182,7 @@ def _segment(path: str, where: str, segment) -> SnapshotSegment:
         if frames is None and isinstance(block.get("history"), list) and block["history"]:
             frames = block["history"][0].get("frames", []) if isinstance(block["history"][0], dict) else []
         blocks.append(SnapshotBlock(_field(path, at, block, "address", int, offset), size, requested, state,
-                                    _frames(path, at, frames or [])))
+                                    _frames(path, at, frames or [], interned)))
         offset += size
     segment_type = segment.get("segment_type")
     if not isinstance(segment_type, str):
@@ -171,9 +191,9 @@ def _segment(path: str, where: str, segment) -> SnapshotSegment:
     return SnapshotSegment(device if isinstance(device, int) else 0, address, total, segment_type, blocks)
 
 
-def _entry(path: str, where: str, entry) -> TraceEntry:
+def _entry(path: str, where: str, entry, interned: _Interned) -> TraceEntry:
     action = _field(path, where, entry, "action", str)
     size = _field(path, where, entry, "size", int, 0)
     addr = _field(path, where, entry, "addr", int, 0)
     device_free = entry.get("device_free") if isinstance(entry.get("device_free"), int) else None
-    return TraceEntry(action, addr, size, _frames(path, where, entry.get("frames") or []), device_free)
+    return TraceEntry(action, addr, size, _frames(path, where, entry.get("frames") or [], interned), device_free)
