@@ -2,8 +2,8 @@
 
 Subcommands: ``check`` (the default: ``memlint train.py`` = ``memlint check
 train.py``; ``memlint`` alone checks ``.``), ``rule CODE``, ``rules``,
-``estimate``, ``validate``, ``server`` (the language server, with the ``lsp``
-extra). A sub-command is added to :data:`SUBCOMMANDS`, to
+``estimate``, ``validate``, ``explain SNAPSHOT`` (a PyTorch memory snapshot),
+``server`` (the language server, with the ``lsp`` extra). A sub-command is added to :data:`SUBCOMMANDS`, to
 :func:`build_parser` and to :func:`_dispatch`; a mistyped one (``memlint
 chek``) gets the closest names of :data:`SUBCOMMANDS` suggested.
 
