@@ -3,9 +3,10 @@
 Subcommands: ``check`` (the default: ``memlint train.py`` = ``memlint check
 train.py``; ``memlint`` alone checks ``.``), ``rule CODE``, ``rules``,
 ``estimate``, ``validate``, ``explain SNAPSHOT`` (a PyTorch memory snapshot),
-``server`` (the language server, with the ``lsp`` extra). A sub-command is added to :data:`SUBCOMMANDS`, to
-:func:`build_parser` and to :func:`_dispatch`; a mistyped one (``memlint
-chek``) gets the closest names of :data:`SUBCOMMANDS` suggested.
+``server`` (the language server, with the ``lsp`` extra). A sub-command is
+added to :data:`SUBCOMMANDS`, to :func:`build_parser` and to
+:func:`_dispatch`; a mistyped one (``memlint chek``) gets the closest names
+of :data:`SUBCOMMANDS` suggested.
 
 Exit codes: 0 nothing reported; 1 findings (``--exit-zero`` forces 0);
 2 usage, configuration, parse or estimate errors. Errors are one line on
