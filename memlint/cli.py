@@ -2,10 +2,11 @@
 
 Subcommands: ``check`` (the default: ``memlint train.py`` = ``memlint check
 train.py``; ``memlint`` alone checks ``.``), ``rule CODE``, ``rules``,
-``estimate``, ``validate``, ``server`` (the language server, with the ``lsp``
-extra). A sub-command is added to :data:`SUBCOMMANDS`, to
-:func:`build_parser` and to :func:`_dispatch`; a mistyped one (``memlint
-chek``) gets the closest names of :data:`SUBCOMMANDS` suggested.
+``estimate``, ``validate``, ``explain SNAPSHOT`` (a PyTorch memory snapshot),
+``server`` (the language server, with the ``lsp`` extra). A sub-command is
+added to :data:`SUBCOMMANDS`, to :func:`build_parser` and to
+:func:`_dispatch`; a mistyped one (``memlint chek``) gets the closest names
+of :data:`SUBCOMMANDS` suggested.
 
 Exit codes: 0 nothing reported; 1 findings (``--exit-zero`` forces 0);
 2 usage, configuration, parse or estimate errors. Errors are one line on
@@ -23,7 +24,7 @@ import sys
 from memlint import __version__
 from memlint.errors import UsageError
 
-SUBCOMMANDS = ("check", "rule", "rules", "estimate", "validate", "server")
+SUBCOMMANDS = ("check", "rule", "rules", "estimate", "validate", "explain", "server")
 FORMATS = ("full", "concise", "json", "github", "sarif")
 
 
@@ -68,6 +69,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         from memlint.validate.cli import add_validate_arguments
 
         add_validate_arguments(validate)
+
+    explain = sub.add_parser("explain", help="explain a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)")
+    if command == "explain":
+        from memlint.explain.cli import add_explain_arguments
+
+        add_explain_arguments(explain)
 
     sub.add_parser("server", help="run the language server (LSP over stdio) for editors; needs the 'lsp' extra")
     return parser
@@ -223,6 +230,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from memlint.validate.cli import run_validate
 
         return run_validate(args)
+    if args.command == "explain":
+        from memlint.explain.cli import run_explain
+
+        return run_explain(args)
     if args.command == "server":
         return _serve()
     raise UsageError("no command given")

@@ -179,7 +179,13 @@ def add_estimate_arguments(parser: argparse.ArgumentParser, measuring: bool = Fa
                         else "training steps traced, the first a warm-up (default 3)")
     parser.add_argument("--reserve", default="10%", help="headroom kept free (default 10%%)")
     parser.add_argument("--max-batch-size", action="store_true", help="search the largest batch size that fits")
-    parser.add_argument("--format", default="table", choices=["table", "json"], dest="format")
+    formats = ["table", "json"] if measuring else ["table", "json", "summary"]
+    parser.add_argument("--format", default="table", choices=formats, dest="format",
+                        help=None if measuring else "table, json, or summary (as torch.cuda.memory_summary())")
+    if not measuring:
+        parser.add_argument("--snapshot", default=None, metavar="FILE.pickle",
+                            help="write the traced step as a torch.cuda.memory._snapshot() pickle "
+                                 "(opens in pytorch.org/memory_viz)")
     parser.add_argument("--plot", default=None, metavar="FILE", help="write the memory timeline (.png or .svg)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                         help="stop the whole command (tracing, --max-batch-size, --advise) after this many "
@@ -332,6 +338,17 @@ def run_estimate(args) -> int:
         return 2
 
 
+def _check_output_file(path: str | None, option: str) -> None:
+    """Refuse, before tracing, an output file whose folder does not exist or is not writable."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise UsageError(f"{option} {path!r}: the folder {folder!r} does not exist or is not writable")
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path!r}: is a directory")
+
+
 def _run(args) -> int:
     from memlint.estimate import report  # noqa: PLC0415
     from memlint.estimate.api import estimate, fits, max_batch_size, resolve_capacity  # noqa: PLC0415
@@ -350,6 +367,10 @@ def _run(args) -> int:
         folder = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             raise UsageError(f"--plot {args.plot!r}: the folder {folder!r} does not exist or is not writable")
+    _check_output_file(getattr(args, "snapshot", None), "--snapshot")
+    if (getattr(args, "snapshot", None) or args.format == "summary") and options.device == "cpu":
+        raise UsageError("--snapshot and --format summary show the CUDA caching allocator: "
+                         "not available with --device cpu (no caching on the CPU)")
     if args.max_batch_size and not capacity:
         raise UsageError("--max-batch-size needs --gpu or --capacity")
     captured = CapturedWarnings()  # the model's and its libraries' warnings, summarised once below
@@ -376,7 +397,18 @@ def _run(args) -> int:
         notes = not_offered(result, advice)
     if captured.summary():
         print(f"memlint: {printable(captured.summary())}", file=sys.stderr)
-    if args.format == "json":
+    if getattr(args, "snapshot", None):
+        from memlint.estimate.snapshot import write_snapshot  # noqa: PLC0415
+
+        write_snapshot(result, args.snapshot, workload.module)
+        print(f"memlint: wrote the memory snapshot to {printable(args.snapshot)} (open it at pytorch.org/memory_viz)",
+              file=sys.stderr)
+    if args.format == "summary":
+        from memlint.estimate.snapshot import record_step  # noqa: PLC0415
+        from memlint.estimate.summary import format_summary  # noqa: PLC0415
+
+        print(format_summary(record_step(result).memory_stats), end="")
+    elif args.format == "json":
         document = report.render_json(result, verdict, best)
         if advice is not None:
             import json  # noqa: PLC0415
