@@ -190,10 +190,19 @@ def _nbytes(value) -> int:
     return 0
 
 
-def _collective_mode(ledger, counter: dict):
+#: Scratch the gloo backend (the CPU target's collectives) allocates inside one collective, as a
+#: fraction of the collective's full buffer.  Measured on torch 2.13.0+cpu, 2 ranks:
+#: all_gather_into_tensor and reduce_scatter_tensor each allocate one full-size temporary for the
+#: duration of the call, all_reduce works in place (tests/benchmarks/gloo_scratch.py).  NCCL works on
+#: the caller's buffers (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), so CUDA targets get none.
+GLOO_SCRATCH_FRACTION = {"all_gather": 1.0, "reduce_scatter": 1.0, "all_reduce": 0.0, "broadcast": 0.0}
+
+
+def _collective_mode(ledger, counter: dict, gloo: bool):
     """A TorchDispatchMode above the ledger: tags collective buffers ``communication`` and counts them.
 
     counter["step"] is the step being counted (others are ignored); counter["comm"] the Communication.
+    gloo: the collectives run on gloo (the CPU target): add its scratch (:data:`GLOO_SCRATCH_FRACTION`).
     """
     import torch  # noqa: PLC0415
     from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
@@ -213,6 +222,9 @@ def _collective_mode(ledger, counter: dict):
                         ledger.retag(value, "communication")
                 if counter["step"] == ledger.step:
                     counter["comm"].add(kind, _nbytes(buffers))
+                scratch = int(_nbytes(buffers) * GLOO_SCRATCH_FRACTION[kind]) if gloo else 0
+                if scratch:
+                    ledger.transient(scratch, f"gloo {kind} scratch")
             elif namespace == "fsdp" and name in _FSDP_BUFFER_OPS:
                 for value in tree_flatten((out, kwargs.get("out")))[0]:
                     if isinstance(value, torch.Tensor):
@@ -385,7 +397,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             mesh = init_device_mesh("cpu", (options.world_size,))  # before FakeTensorMode: its ranks are real
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(make_ledger_mode(ledger, target))
-        stack.enter_context(_collective_mode(ledger, counter))
+        stack.enter_context(_collective_mode(ledger, counter, gloo=not target.is_cuda))
         stack.enter_context(_report_resizes(ledger))
         ledger.set_phase("setup", step=0)
         if options.parallel == "ddp":
