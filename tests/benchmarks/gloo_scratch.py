@@ -13,7 +13,8 @@ def run(rank, port):
             elif name == "reduce_scatter": dist.reduce_scatter_tensor(shard, full)
             else: dist.all_reduce(full)
         peak = max([0] + [v for _, v in prof.timeline])
-        if rank == 0: print(name, "full bytes", full.nbytes, "scratch peak", peak, "ratio", peak / full.nbytes, flush=True)
+        end = prof.timeline[-1][1] if prof.timeline else 0
+        if rank == 0: print(name, "full bytes", full.nbytes, "scratch peak", peak, "ratio", peak / full.nbytes, "live after", end, flush=True)
     dist.destroy_process_group()
 if __name__ == "__main__":
     mp.spawn(run, args=(free_port(),), nprocs=2)
