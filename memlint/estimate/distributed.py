@@ -107,6 +107,18 @@ class Communication:
                 "largest_buffer_bytes": self.largest_buffer}
 
 
+def describe_communication(comm: dict) -> str:
+    """One line: the bytes each rank sends per step and the collectives behind them (from ``Communication.to_json``)."""
+    from memlint.estimate.units import format_bytes  # noqa: PLC0415
+
+    names = {"all_reduce": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
+             "broadcast": "broadcast"}
+    parts = [f"{comm['calls'][kind]} {names[kind]} of {format_bytes(comm['buffer_bytes'][kind])}"
+             for kind in sorted(comm["calls"])]
+    return (f"needs {comm['world_size']} GPUs; sends {format_bytes(comm['sent_bytes_total'])} per rank per step "
+            f"(ring: {', '.join(parts) or 'no collectives'})")
+
+
 def check_parallel_options(options) -> None:
     """Raise UsageError (one line, naming the option) for an invalid distributed configuration."""
     if options.parallel is None:
@@ -359,6 +371,20 @@ def _tag_setup(ledger, module) -> None:
             record.category = "communication"
 
 
+def _own_copy(workload):
+    """The module the engines may change (they replace its parameters and class): a deep copy of the
+    workload's meta module when the workload has no factory to build a fresh one (meta tensors copy no data)."""
+    import copy  # noqa: PLC0415
+
+    if workload.factory is not None:
+        return workload.module  # api.estimate built this workload fresh for this trace
+    try:
+        return copy.deepcopy(workload.module)
+    except Exception as exc:  # noqa: BLE001
+        raise TargetError(f"--parallel: the module of {workload.name!r} cannot be copied for the engine "
+                          f"({one_line(exc)}); give the workload a factory") from None
+
+
 def trace_distributed(workload, options, ledger, target) -> dict:
     """Trace ``options.trace_steps`` steps of rank 0 under ``options.parallel``; the facts of step.trace_training.
 
@@ -377,7 +403,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
     if batch % options.grad_accum:
         raise UsageError(f"--batch-size {batch} is not a multiple of --grad-accum {options.grad_accum}")
     micro_batch = batch // options.grad_accum
-    module = workload.module
+    module = _own_copy(workload)
     module.train()
     if options.precision in ("bf16", "fp16"):
         module.to(torch.bfloat16 if options.precision == "bf16" else torch.float16)

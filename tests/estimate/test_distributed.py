@@ -72,3 +72,17 @@ def test_fake_process_group_is_gone_after_the_estimate():
 def test_bad_parallel_options_are_one_line_errors(options, needle):
     with pytest.raises(UsageError, match=needle):
         EstimateOptions(**options).validate()
+
+
+def test_advisor_sharding_rows_come_from_the_engine_traces():
+    from memlint.estimate.advisor import FSDP_ADVISOR_WORLDS, advise
+
+    workload = load_workload(f"{TINY}:mlp", [], None)
+    base = estimate(workload, EstimateOptions(device="cpu", optimizer="adam"))
+    rows = {row.key: row for row in advise(workload, base, world_size=8, full=True, run=estimate)}
+    ddp, fsdp = rows["ddp"], [rows[f"fsdp-{n}"] for n in FSDP_ADVISOR_WORLDS]
+    assert ddp.options.parallel == "ddp" and ddp.options.world_size == 8
+    assert "1 all-reduce" in ddp.cost and "per rank per step" in ddp.cost
+    assert all("all-gather" in row.cost and "reduce-scatter" in row.cost for row in fsdp)
+    peaks = [row.device_used for row in fsdp]
+    assert peaks == sorted(peaks, reverse=True) and ddp.device_used > rows["fsdp-8"].device_used
