@@ -329,6 +329,37 @@ def _fsdp(module, options, mesh):
     return units + ["<root>"]
 
 
+def _emulation(target, note_unmodelled):
+    """memlint.estimate.emulation.KernelEmulation for this trace's "cpu" FakeTensors.
+
+    Its CUDA kernels (SDPA backends, fused dropout, cuDNN RNNs) are registered at
+    ``AutogradMeta`` for meta tensors; on a CUDA target they are registered at
+    ``AutogradCPU`` too, where the FakeTensors of the engines dispatch.  On the CPU
+    target the FakeTensors take the CPU kernels themselves.
+    """
+    from memlint.estimate.emulation import KernelEmulation  # noqa: PLC0415
+
+    class FakeCpuEmulation(KernelEmulation):
+        def _register_kernels(self) -> None:
+            if not self.target.is_cuda:
+                return super()._register_kernels()
+            library = self._library
+            register = library.impl
+
+            def on_both_keys(name, kernel, key):
+                register(name, kernel, key)
+                if key == "AutogradMeta":
+                    register(name, kernel, "AutogradCPU")
+
+            library.impl = on_both_keys
+            try:
+                return super()._register_kernels()
+            finally:
+                del library.impl
+
+    return FakeCpuEmulation(target, note_unmodelled)
+
+
 def _meta_inputs(workload, micro_batch: int):
     """The workload's inputs for ``micro_batch`` on meta, built outside every mode (nothing recorded)."""
     import torch  # noqa: PLC0415
@@ -395,7 +426,6 @@ def trace_distributed(workload, options, ledger, target) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
 
     from memlint.estimate import step as steps  # noqa: PLC0415
-    from memlint.estimate.emulation import KernelEmulation  # noqa: PLC0415
     from memlint.estimate.tracer import ModuleTracker, make_ledger_mode  # noqa: PLC0415
 
     check_parallel_options(options)
@@ -409,7 +439,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
         module.to(torch.bfloat16 if options.precision == "bf16" else torch.float16)
     checkpointed = steps.apply_checkpointing(module) if options.checkpointing else []
     counter = {"step": 1, "comm": Communication(options.world_size)}
-    emulation = KernelEmulation(target, ledger.note_unmodelled)
+    emulation = _emulation(target, ledger.note_unmodelled)
     if not target.is_cuda:
         from memlint.estimate.cpu_scratch import ScratchProbe  # noqa: PLC0415
 
@@ -421,6 +451,9 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             from torch.distributed.device_mesh import init_device_mesh  # noqa: PLC0415
 
             mesh = init_device_mesh("cpu", (options.world_size,))  # before FakeTensorMode: its ranks are real
+            # fully_shard on the meta module outside every mode: it chunks each parameter into one piece
+            # per rank (1024 ranks: ~80,000 meta ops) and allocates nothing; to_empty below materializes
+            units = _fsdp(module, options, mesh)
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(make_ledger_mode(ledger, target))
         stack.enter_context(_collective_mode(ledger, counter, gloo=not target.is_cuda))
@@ -430,7 +463,6 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             _fake_materialize(module)
             engine = _ddp(module, options, ledger, counter)
         else:
-            units = _fsdp(module, options, mesh)
             module.to_empty(device="cpu")
             engine = module
         _tag_setup(ledger, module)
