@@ -482,7 +482,10 @@ def trace_distributed(workload, options, ledger, target) -> dict:
     if ledger.scratch_probe is not None:
         from memlint.estimate.cpu_scratch import add_measured_scratch  # noqa: PLC0415
 
-        add_measured_scratch(ledger, ledger.scratch_probe)
+        try:
+            add_measured_scratch(ledger, ledger.scratch_probe)
+        except RuntimeError as exc:  # a probed call whose traced dtypes a real CPU kernel rejects
+            ledger.report_unsupported("CPU kernel scratch probe", f"not measured ({one_line(exc)})")
     return {"checkpointed": checkpointed, "micro_batch": micro_batch, "batch_size": batch,
             "optimizer": steps._optimizer_label(optimizer), "kernel_choices": dict(emulation.choices),
             "unmodelled": [{"kernel": what, "module": fqn, "count": n}
