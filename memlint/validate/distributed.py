@@ -24,6 +24,7 @@ the warm-up steps.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -146,7 +147,7 @@ def _run_rank(rank: int, world: int, job) -> dict:
             for index in range(steps):
                 ledger = _ShardLedger()
                 ledger.track_state(step)
-                with record_function(f"{MEASURED_RANGE}_{index}"):
+                with record_function(f"{MEASURED_RANGE}_{index}"), _resizes_into(ledger):
                     _run_step(step, ledger)
                 tensor_peak = max(tensor_peak, ledger.peak)
             dist.barrier()
@@ -188,7 +189,16 @@ def _prepare_rank(target: str, inputs, options):
 
 
 class _ShardLedger:
-    """memlint.validate.cpu.StorageLedger that counts a DTensor by its local shard."""
+    """memlint.validate.cpu.StorageLedger for an engine-wrapped run.
+
+    A DTensor counts by its local shard; a storage resized in place
+    (``UntypedStorage.resize_``: FSDP2's unsharded parameters) changes size in the
+    ledger; at the step's start every CPU tensor reachable from Python is counted
+    (the engines keep buffers across steps: FSDP2's retained reduce-scatter
+    inputs).  Its frees come from storage finalizers, which run on whichever
+    thread drops the last reference -- unlike the profiler's memory events,
+    which miss frees on gloo's worker threads (docs/validator.md).
+    """
 
     def __new__(cls):
         from memlint.validate.cpu import StorageLedger  # noqa: PLC0415
@@ -198,7 +208,49 @@ class _ShardLedger:
                 local = getattr(tensor, "_local_tensor", None)
                 super().track(local if local is not None else tensor)
 
+            def resized(self, storage) -> None:
+                import weakref  # noqa: PLC0415
+
+                key = storage._cdata
+                if key not in self.live:
+                    if storage.nbytes() == 0:
+                        return
+                    weakref.finalize(storage, self._free, key)
+                    self.live[key] = 0
+                self.total += storage.nbytes() - self.live[key]
+                self.live[key] = storage.nbytes()
+                self.peak = max(self.peak, self.total)
+
+            def track_state(self, step) -> None:
+                import gc  # noqa: PLC0415
+
+                import torch  # noqa: PLC0415
+
+                super().track_state(step)
+                for obj in gc.get_objects():
+                    if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
+                        self.track(obj)
+
         return ShardLedger()
+
+
+@contextlib.contextmanager
+def _resizes_into(ledger):
+    """While active, every ``UntypedStorage.resize_`` is reported to ``ledger.resized``."""
+    import torch  # noqa: PLC0415
+
+    original = torch.UntypedStorage.resize_
+
+    def resize_(storage, size):
+        result = original(storage, size)
+        ledger.resized(storage)
+        return result
+
+    torch.UntypedStorage.resize_ = resize_
+    try:
+        yield
+    finally:
+        torch.UntypedStorage.resize_ = original
 
 
 def check_validate_parallel(options, device: str) -> None:
