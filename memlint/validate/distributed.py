@@ -164,7 +164,7 @@ def _prepare_rank(target: str, inputs, options):
     """The real workload on CPU wrapped by the engine of ``options.parallel``; a PreparedStep that calls the engine."""
     import torch  # noqa: PLC0415
 
-    from memlint.estimate.distributed import DDP_DEFAULT_BUCKET_CAP_MB, _fsdp  # noqa: PLC0415
+    from memlint.estimate.distributed import DDP_DEFAULT_BUCKET_CAP_MB, apply_fully_shard  # noqa: PLC0415
     from memlint.validate.runner import CAST_DTYPES, load_real_workload, prepare_step  # noqa: PLC0415
 
     workload = load_real_workload(target, inputs, options.batch_size, "cpu")
@@ -181,7 +181,7 @@ def _prepare_rank(target: str, inputs, options):
     else:
         from torch.distributed.device_mesh import init_device_mesh  # noqa: PLC0415
 
-        _fsdp(module, options, init_device_mesh("cpu", (options.world_size,)))
+        apply_fully_shard(module, options, init_device_mesh("cpu", (options.world_size,)))
         engine = module
     step = prepare_step(workload, options, "cpu")
     step.module = engine
