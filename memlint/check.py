@@ -51,6 +51,14 @@ class CheckRun:
     fixed: int = 0
     #: --diff: report changes, not findings (exit 1 when there are changes)
     diff_only: bool = False
+    #: --show-fixes: (path, [(code, name, count)]) per file, and whether they
+    #: were applied (--fix) or are only available
+    shown_fixes: list = field(default_factory=list)
+    fixes_applied: bool = False
+    #: the options that apply the listed fixes ("--fix", "--fix --unsafe-fixes")
+    fixes_options: str = "--fix"
+    #: --diff with --output-file: the diffs, written to the file before the report
+    diff_text: str = ""
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -135,10 +143,69 @@ def run_check(args: argparse.Namespace) -> int:
     except UsageError as exc:
         if getattr(args, "format", None) not in ("json", "sarif"):
             raise
-        from memlint.report import render
-
-        render(CheckRun(errors=[str(exc)]), args)
+        render_run(CheckRun(errors=[str(exc)]), args)
         return exc.exit_code
+
+
+def render_run(run: CheckRun, args: argparse.Namespace) -> None:
+    """Print the report of ``run`` (:func:`memlint.report.render`) on stdout,
+    or with ``--output-file`` into that file: written whole to a temporary
+    file in its directory, then renamed over it, so a reader never sees half
+    a report.
+
+    Raises:
+        UsageError: the file cannot be written (one line naming it).
+    """
+    from memlint.report import render
+
+    target = getattr(args, "output_file", None)
+    if not target:
+        render(run, args)
+        return
+    import io
+
+    buffer = io.StringIO(getattr(run, "diff_text", ""))
+    buffer.seek(0, io.SEEK_END)
+    render(run, args, buffer)
+    write_report(target, buffer.getvalue())
+
+
+def write_report(path: str, text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) atomically: a temporary file in
+    the same directory, then ``os.replace``.
+
+    Raises:
+        UsageError: the directory or the file is not writable (names the file).
+    """
+    import os
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(21, "Is a directory")
+        handle, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".memlint-tmp")
+    except OSError as exc:
+        raise UsageError(f"--output-file {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+        os.chmod(temp, 0o666 & ~_umask())
+        os.replace(temp, path)
+    except OSError as exc:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise UsageError(f"--output-file {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _run_check(args: argparse.Namespace) -> int:
@@ -153,10 +220,8 @@ def _run_check(args: argparse.Namespace) -> int:
     roots: dict[str, str] | None = None
     if args.paths == ["-"] or (not args.paths and args.stdin_filename):
         run.results.append(_lint_stdin(args, enabled, config, run))
-    elif not args.paths:
-        print("memlint: no files to check", file=sys.stderr)
-        return 0
     else:
+        args.paths = args.paths or ["."]  # as ruff: no path checks the current directory
         if "-" in args.paths:
             raise UsageError("'-' (stdin) cannot be combined with other paths")
         collected = collect_files(args.paths, config)
@@ -168,15 +233,65 @@ def _run_check(args: argparse.Namespace) -> int:
         run.results = _lint_with_cache(jobs, args, config)
         if not collected.files and not collected.errors:
             run.notes.append("no Python files or notebooks to check")
+    if args.add_noqa:
+        from memlint.lint.add_noqa import add_noqa_to_run
+
+        add_noqa_to_run(run, roots, quiet=args.quiet)
+    before_fixes = list(run.results)
     if args.fix or args.diff:
-        from memlint.lint.fixes import apply_fixes_to_run
-
-        apply_fixes_to_run(run, args, roots)
+        _apply_fixes(run, args, roots)
+    if args.show_fixes:
+        _record_shown_fixes(run, args, before_fixes)
     _estimates(run, args, config, limits)
-    from memlint.report import render
-
-    render(run, args)
+    render_run(run, args)
     return run.exit_code(args.exit_zero)
+
+
+def _apply_fixes(run: CheckRun, args: argparse.Namespace, roots: dict[str, str] | None) -> None:
+    """``--fix``/``--diff``; with ``--quiet`` the fix engine's "Fixed N
+    problems" line is not printed (its errors and notes are in ``run`` and
+    still reported); with ``--diff --output-file`` the diffs go to the file."""
+    import contextlib
+    import io
+
+    from memlint.lint.fixes import apply_fixes_to_run
+
+    with contextlib.ExitStack() as stack:
+        if args.quiet:
+            stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+        diffs = None
+        if args.diff and args.output_file:
+            diffs = stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+        apply_fixes_to_run(run, args, roots)
+        if diffs is not None:
+            run.diff_text = diffs.getvalue()
+
+
+def _record_shown_fixes(run: CheckRun, args: argparse.Namespace, before: list[FileResult]) -> None:
+    """``--show-fixes``: per file, the findings whose fix was applied (found
+    before ``--fix`` with an applicable fix, gone after it), or, without
+    ``--fix``, the findings whose fix ``--fix`` would apply."""
+    from collections import Counter
+
+    from memlint.lint.diagnostic import Applicability
+
+    unsafe = bool(args.unsafe_fixes)
+
+    def fixable(diagnostics) -> Counter:
+        return Counter((d.code, d.name) for d in diagnostics
+                       if d.fix is not None and (unsafe or d.fix.applicability is Applicability.SAFE))
+
+    after = {result.path: result for result in run.results}
+    run.fixes_applied = bool(args.fix)
+    run.fixes_options = "--fix --unsafe-fixes" if unsafe else "--fix"
+    for result in before:
+        counts = fixable(result.diagnostics)
+        if args.fix:
+            remaining = Counter((d.code, d.name) for d in after[result.path].diagnostics)
+            counts = counts - remaining
+        if counts:
+            rows = sorted(((code, name, count) for (code, name), count in counts.items()), key=lambda r: r[0])
+            run.shown_fixes.append((result.path, rows))
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -185,7 +300,7 @@ def check_options(args: argparse.Namespace) -> None:
 
     Raises:
         UsageError: ``--jobs`` below 1, ``--estimate-timeout`` not above 0,
-            ``--diff`` with ``--fix``.
+            ``--diff`` with ``--fix``, ``--add-noqa`` with a fix option or stdin.
     """
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: must be at least 1")
@@ -194,8 +309,16 @@ def check_options(args: argparse.Namespace) -> None:
         raise UsageError(f"--estimate-timeout {timeout}: must be a positive number of seconds")
     if args.diff and args.fix:
         raise UsageError("--diff and --fix are mutually exclusive (--diff shows the fixes and writes nothing)")
-    if args.unsafe_fixes and not (args.fix or args.diff):
+    if args.add_noqa and (args.fix or args.diff):
+        raise UsageError("--add-noqa cannot be combined with --fix or --diff (run them one after the other)")
+    if args.add_noqa and (args.paths == ["-"] or (not args.paths and args.stdin_filename)):
+        raise UsageError("--add-noqa edits files in place; it cannot be used with stdin ('-')")
+    if args.unsafe_fixes and not (args.fix or args.diff or args.show_fixes):
         print("memlint: warning: --unsafe-fixes has no effect without --fix or --diff", file=sys.stderr)
+    if args.show_fixes and (args.format in ("json", "github", "sarif") or args.statistics or args.diff):
+        what = "--statistics" if args.statistics else "--diff" if args.diff else f"--format {args.format}"
+        print(f"memlint: warning: --show-fixes has no effect with {what} (it lists fixes in the full and "
+              "concise formats)", file=sys.stderr)
     if args.stdin_filename is not None and args.paths and "-" not in args.paths:
         print("memlint: warning: --stdin-filename has no effect: no '-' (stdin) among the paths", file=sys.stderr)
 
@@ -242,8 +365,9 @@ def _lint_stdin(args: argparse.Namespace, enabled: frozenset[str], config: Confi
 
 
 def _lint_with_cache(jobs: list[Job], args: argparse.Namespace, config: Config) -> list[FileResult]:
-    if args.no_cache or args.fix or args.diff:
-        return lint_jobs(jobs, args.jobs, with_digests=bool(args.fix or args.diff))
+    edits = bool(args.fix or args.diff or args.add_noqa)
+    if args.no_cache or edits:
+        return lint_jobs(jobs, args.jobs, with_digests=edits)
     from memlint.lint import cache
 
     return cache.lint_jobs_cached(jobs, args, config)

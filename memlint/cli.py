@@ -1,12 +1,16 @@
 """The ``memlint`` command line.
 
 Subcommands: ``check`` (the default: ``memlint train.py`` = ``memlint check
-train.py``), ``rule CODE``, ``rules``, ``estimate``, ``validate``, ``server``
-(the language server, with the ``lsp`` extra).
+train.py``; ``memlint`` alone checks ``.``), ``rule CODE``, ``rules``,
+``estimate``, ``validate``, ``explain SNAPSHOT`` (a PyTorch memory snapshot),
+``server`` (the language server, with the ``lsp`` extra). A sub-command is
+added to :data:`SUBCOMMANDS`, to :func:`build_parser` and to
+:func:`_dispatch`; a mistyped one (``memlint chek``) gets the closest names
+of :data:`SUBCOMMANDS` suggested.
 
 Exit codes: 0 nothing reported; 1 findings (``--exit-zero`` forces 0);
 2 usage, configuration, parse or estimate errors. Errors are one line on
-stderr, ``memlint: error: ...``, never a traceback.
+stderr with one ``memlint: error:`` prefix, never a traceback.
 
 ``check`` never imports or runs code of the linted tree; ``--estimate``
 (and the ``estimate`` and ``validate`` commands) do, see docs/security.md.
@@ -20,15 +24,17 @@ import sys
 from memlint import __version__
 from memlint.errors import UsageError
 
-SUBCOMMANDS = ("check", "rule", "rules", "estimate", "validate", "server")
+SUBCOMMANDS = ("check", "rule", "rules", "estimate", "validate", "explain", "server")
 FORMATS = ("full", "concise", "json", "github", "sarif")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises UsageError instead of exiting, so errors stay one line."""
+    """argparse that raises UsageError instead of exiting, so errors stay one
+    line; ``main`` prints it after the one ``memlint: error:`` prefix (the
+    parser's own ``prog`` is not repeated)."""
 
     def error(self, message: str):  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(message)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -64,16 +70,28 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
         add_validate_arguments(validate)
 
+    explain = sub.add_parser("explain", help="explain a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)")
+    if command == "explain":
+        from memlint.explain.cli import add_explain_arguments
+
+        add_explain_arguments(explain)
+
     sub.add_parser("server", help="run the language server (LSP over stdio) for editors; needs the 'lsp' extra")
     return parser
 
 
 def add_check_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories; '-' reads stdin")
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="files or directories (default: the current directory); '-' reads stdin")
     parser.add_argument("--select", action="append", metavar="CODES", help="only these codes or prefixes (comma-separated)")
     parser.add_argument("--ignore", action="append", metavar="CODES", help="skip these codes or prefixes")
     parser.add_argument("--extend-select", action="append", metavar="CODES", help="add these codes to the selection")
-    parser.add_argument("--format", choices=FORMATS, default=None, help="output format (default: full on a terminal, else concise)")
+    parser.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default=None,
+                        help="output format (default: full on a terminal, else concise)")
+    parser.add_argument("--output-file", "-o", metavar="FILE",
+                        help="write the report to FILE (replaced atomically) instead of stdout")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print the findings only: no summary line, no notes")
     parser.add_argument("--statistics", action="store_true", help="print a count per code instead of the findings")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported")
     parser.add_argument("--config", metavar="FILE", help="pyproject.toml (or a TOML file with memlint's keys) to use")
@@ -81,6 +99,10 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     parser.add_argument("--unsafe-fixes", action="store_true", help="with --fix or --diff, apply unsafe fixes too")
     parser.add_argument("--diff", action="store_true", help="show the fixes as a unified diff; write nothing")
+    parser.add_argument("--show-fixes", action="store_true",
+                        help="list, per file, the fixes applied by --fix (without --fix: the fixes it would apply)")
+    parser.add_argument("--add-noqa", action="store_true",
+                        help="add `# noqa: CODE` to every line with a finding (merged into an existing `# noqa:`)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the results cache")
     parser.add_argument("--cache-dir", metavar="DIR", help="results cache directory (default: .memlint_cache/ at the project root)")
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: one per core)")
@@ -102,29 +124,54 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _normalise_argv(argv: list[str]) -> list[str]:
+    """``memlint PATH ...`` is ``memlint check PATH ...``; ``memlint`` alone checks ``.``.
+
+    Raises:
+        UsageError: the first word is no sub-command and no existing path
+            but looks like a mistyped sub-command (``memlint chek``).
+    """
     if not argv:
         return ["check"]
     first = argv[0]
     if first in SUBCOMMANDS or first in ("-h", "--help", "--version"):
         return argv
+    _check_not_a_mistyped_command(first)
     return ["check", *argv]
+
+
+def _check_not_a_mistyped_command(word: str) -> None:
+    """A word like a sub-command name (letters and ``-`` only) that is not an
+    existing path gets the closest sub-commands suggested instead of a
+    "no such file" error; an existing file or directory of that name is linted."""
+    import os
+    import re
+
+    if not re.fullmatch(r"[A-Za-z][A-Za-z-]*", word) or os.path.lexists(word):
+        return
+    from memlint.suggest import close_matches, did_you_mean
+
+    close = close_matches(word, SUBCOMMANDS)
+    if close:
+        raise UsageError(f"unknown command {word!r} (and no file or directory of that name); {did_you_mean(close)} "
+                         f"(commands: {', '.join(SUBCOMMANDS)})")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0, 1 or 2)."""
-    args_list = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
     try:
+        args_list = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
         try:
             args = build_parser(args_list[0]).parse_args(args_list)
         except UsageError as exc:
             fmt = _machine_format(args_list)
             if fmt is None:
                 raise
-            # ``check --format sarif`` with a bad option: still a valid document on stdout.
-            from memlint.check import CheckRun
-            from memlint.report import render
+            # ``check --format sarif`` with a bad option: still a valid document
+            # on stdout (or in --output-file).
+            from memlint.check import CheckRun, render_run
 
-            render(CheckRun(errors=[str(exc)]), argparse.Namespace(format=fmt))
+            render_run(CheckRun(errors=[str(exc)]), argparse.Namespace(format=fmt, output_file=_option_value(
+                args_list, ("--output-file", "-o"))))
             return exc.exit_code
         return _dispatch(args)
     except UsageError as exc:
@@ -144,15 +191,22 @@ def _machine_format(args_list: list[str]) -> str | None:
     ``--format`` wins, as in argparse), else None."""
     if args_list[0] != "check":
         return None
-    fmt = None
+    fmt = _option_value(args_list, ("--format", "--output-format"))
+    return fmt if fmt in ("json", "sarif") else None
+
+
+def _option_value(args_list: list[str], names: tuple[str, ...]) -> str | None:
+    """The value of the last of the options ``names`` (``--opt V`` or
+    ``--opt=V``) before ``--``, as argparse takes it; None when absent."""
+    value = None
     for index, arg in enumerate(args_list):
         if arg == "--":
             break
-        if arg == "--format" and index + 1 < len(args_list):
-            fmt = args_list[index + 1]
-        elif arg.startswith("--format="):
-            fmt = arg.split("=", 1)[1]
-    return fmt if fmt in ("json", "sarif") else None
+        if arg in names and index + 1 < len(args_list):
+            value = args_list[index + 1]
+        elif arg.startswith("--") and arg.split("=", 1)[0] in names and "=" in arg:
+            value = arg.split("=", 1)[1]
+    return value
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -176,6 +230,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from memlint.validate.cli import run_validate
 
         return run_validate(args)
+    if args.command == "explain":
+        from memlint.explain.cli import run_explain
+
+        return run_explain(args)
     if args.command == "server":
         return _serve()
     raise UsageError("no command given")

@@ -266,7 +266,7 @@ def _check_ignored_codes(per_file_ignores: dict[str, list[str]], where: str, key
         ConfigError: naming the glob and the unknown selector.
     """
     from memlint.errors import UsageError
-    from memlint.lint.registry import expand_selector
+    from memlint.lint.registry import expand_selector, selector_suggestion
     from memlint.report.text import printable
 
     for pattern, selectors in per_file_ignores.items():
@@ -274,8 +274,9 @@ def _check_ignored_codes(per_file_ignores: dict[str, list[str]], where: str, key
             try:
                 expand_selector(selector, "")
             except UsageError:
+                hint = selector_suggestion(selector)
                 raise ConfigError(f"{where}: '{key}' {printable(repr(pattern))}: unknown rule selector "
-                                  f"{printable(repr(selector))} (see `memlint rules`)") from None
+                                  f"{printable(repr(selector))}{'; ' + hint if hint else ''} (see `memlint rules`)") from None
 
 
 def _check_cache_dir(config: Config, where: str, key: str) -> None:

@@ -29,10 +29,14 @@ class SyntaxErrorRule(Rule):
     ```
 
     ## Known problems
-    The syntax accepted is that of the Python running memlint: CPython's own
-    parser checks every file, and memlint's rules read the tree it builds.
-    Code written for a newer Python (syntax added in a later release) is
-    reported when memlint runs on an older interpreter.
+    CPython's own parser checks every file first, and memlint's rules read
+    the tree it builds. A file it rejects that is valid newer Python (PEP
+    695 type parameters and `type` statements, PEP 701 f-strings, up to
+    the Python 3.14 grammar of libcst) is not a MEM001: libcst parses it,
+    and the file is linted through a down-levelled copy that keeps every
+    line and column (docs/semantic-model.md, "newer syntax"); no fix is
+    offered on such a file. A construct the down-levelling does not cover
+    (Python 3.14's `except A, B:` and t-strings) is still reported.
 
     ## References
     - [Python `ast` module](https://docs.python.org/3/library/ast.html)

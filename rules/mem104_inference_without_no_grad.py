@@ -40,6 +40,10 @@ class InferenceWithoutNoGrad(Rule):
     `from_pretrained`) or by use (`.eval()`, `.parameters()`); calling a
     constructor is not a forward pass.
 
+    A module whose forward disables autograd itself is not reported: an in-file `forward` decorated
+    `@torch.no_grad()`, or yolov5's `torch.hub.load("ultralytics/yolov5", ...)`
+    wrapper (`AutoShape`, unless `autoshape=False`).
+
     ## Why is this bad?
     With grad enabled, autograd saves every activation the backward pass
     would need, for a backward pass that never comes. Evaluation then uses
@@ -102,6 +106,7 @@ class InferenceWithoutNoGrad(Rule):
         "import torch\ndef fit(model, loader, val_loader, opt):\n    for x in loader:\n        model(x).sum().backward()\n        opt.step()\n    model.eval()\n    with torch.no_grad():\n        for x in val_loader:\n            model(x)\n",
         "class ModelForTest:\n    pass\ndef test_infer_shapes():\n    model = ModelForTest()\n    model.eval()\n    assert model is not None\n",
         "import torch.nn as nn\ndef predict_step(net, x, y, opt):\n    out = net(x)\n    loss = nn.functional.mse_loss(out, y)\n    loss.backward()\n    opt.step()\n    return out\n",
+        "import torch\ndef detect(images):\n    model = torch.hub.load('ultralytics/yolov5', 'yolov5s')\n    model.eval()\n    for im in images:\n        print(model(im).pandas())\n",
     )
     INVALID = (
         "import torch\ndef decode(model, src):\n    logits = model(src.cuda())\n    return logits.argmax(-1)\ndef inference(model, sentences):\n    model.eval()\n    for src in sentences:\n        print(decode(model, src))  # expect: MEM104\n",
@@ -112,6 +117,7 @@ class InferenceWithoutNoGrad(Rule):
         "def fit(model, loader, val_loader, opt, crit):\n    for epoch in range(3):\n        model.train()\n        for x, y in loader:\n            loss = crit(model(x), y)\n            loss.backward()\n            opt.step()\n        model.eval()\n        for x, y in val_loader:\n            loss = crit(model(x), y)  # expect: MEM104\n",
         "import torch.nn as nn\nif __name__ == '__main__':\n    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())\n    model.eval()\n    print(model(torch.zeros(1, 4)))  # expect: MEM104\n",
         "import torch\nimport torch.nn as nn\nclass Policy(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 2)\n    def forward(self, obs):\n        return self.fc(obs)\ndef rollout(policy: Policy, env, steps):\n    obs = env.reset()\n    for _ in range(steps):\n        action = policy(obs).argmax(-1)  # expect: MEM104\n        obs = env.step(action)\n",
+        "import torch\ndef detect(images):\n    model = torch.hub.load('ultralytics/yolov5', 'yolov5s', autoshape=False)\n    model.eval()\n    for im in images:\n        print(model(im))  # expect: MEM104\n",
     )
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:

@@ -8,7 +8,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name, root_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import leaf_values
-from memlint.lint.semantic.values import Kind
+from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
 
 #: Module hook registrations (torch 2.13 torch/nn/modules/module.py): the
@@ -117,6 +117,7 @@ class HookStoresActivation(Rule):
         "import torch.nn as nn\nsizes = []\ndef keep(module, inp, out):\n    sizes.append(out.shape[0])\nmodel = nn.Linear(4, 4).cuda()\nmodel.register_forward_hook(keep)\n",
     )
     INVALID = (
+        "import torch\ndef attach():\n    grads = []\n    def keep(g):\n        grads.append(g)  # expect: MEM109\n    return grads, keep\ndef run(loader):\n    grads, keep = attach()\n    for x in loader:\n        x = x.cuda().requires_grad_(True)\n        x.register_hook(keep)\n        (x * 2).sum().backward()\n",
         "import torch.nn as nn\nclass CAM:\n    def __init__(self, model, layer):\n        self.model = model.cuda()\n        layer.register_forward_hook(self.grab)\n    def grab(self, module, inputs, output):\n        self.fmap = output  # expect: MEM109\n    def __call__(self, x, cls):\n        self.model.zero_grad()\n        self.model(x.cuda())[:, cls].sum().backward()\n        return self.fmap\n",
         "import torch.nn as nn\nfeats = []\ndef keep(module, inp, out):\n    feats.append(out)  # expect: MEM109\nmodel = nn.Linear(4, 4).cuda()\nmodel.register_forward_hook(keep)\n",
         "import torch.nn as nn\nclass GradCAM:\n    def __init__(self, model, layer):\n        self.model = model.cuda()\n        self.gradients = []\n        layer.register_full_backward_hook(self.save_gradient)\n    def save_gradient(self, module, grad_input, grad_output):\n        self.gradients.append(grad_output[0])  # expect: MEM109\n",
@@ -136,8 +137,8 @@ class HookStoresActivation(Rule):
                 return
         elif isinstance(func, ast.Attribute) and func.attr == "register_hook":
             tensor = self.ctx.semantic.value(func.value)
-            if not (tensor.kind is Kind.TENSOR or tensor.kind is Kind.UNKNOWN and tensor.attached):
-                return  # `register_hook` of another library
+            if not (tensor.kind is Kind.TENSOR or tensor.kind is Kind.UNKNOWN and tensor.graph is Tri.YES):
+                return  # `register_hook` of another library (a value that requires grad is a tensor: modules have none)
             kind = "register_hook"
         else:
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -268,20 +269,31 @@ class HookStoresActivation(Rule):
         it again after its definition (``self.feats = []`` in a reset method)."""
         semantic = self.ctx.semantic
         attr = root.split(".", 1)[1] if "." in root else None
+        same = self._same_variable(root, hook) if attr is None else (lambda node: True)
         bindings = 0
         for node in semantic.index.of_type(ast.Assign, ast.AnnAssign, ast.Call, ast.Delete):
             if isinstance(node, ast.Call):
-                if isinstance(node.func, ast.Attribute) and node.func.attr == "clear" and _matches(node.func.value, root, attr):
+                if (isinstance(node.func, ast.Attribute) and node.func.attr == "clear"
+                        and _matches(node.func.value, root, attr) and same(node.func.value)):
                     return True
                 continue
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for target in targets:
-                if isinstance(node, ast.Delete):
-                    if isinstance(target, ast.Subscript) and _matches(target.value, root, attr):
-                        return True
-                elif _matches(target, root, attr):
-                    bindings += 1
+                for element in target.elts if isinstance(target, ast.Tuple) else (target,):
+                    if isinstance(node, ast.Delete):
+                        if isinstance(element, ast.Subscript) and _matches(element.value, root, attr) and same(element.value):
+                            return True
+                    elif _matches(element, root, attr) and same(element):
+                        bindings += 1
         return bindings > 1
+
+    def _same_variable(self, name: str, hook: ast.AST):
+        """A test that a ``Name`` node is the variable ``name`` the hook sees
+        (a local of another function with the same name is another list)."""
+        scopes = self.ctx.semantic.scopes
+        hook_scope = scopes.own_scope(hook) or scopes.scope_for(hook)
+        seen = scopes.binding_scope(name, hook_scope)
+        return lambda node: scopes.binding_scope(name, scopes.scope_for(node)) is seen
 
 
 def _matches(node: ast.expr, root: str, attr: str | None) -> bool:

@@ -56,7 +56,7 @@ def check_estimate_inputs(batch_size: int | None, grad_accum: int, world_size: i
             1..:data:`MAX_DIMENSION`, more accumulation steps than samples, an
             input larger than :data:`MAX_INPUT_BYTES`.
     """
-    from memlint.estimate.workload import parse_input_spec  # noqa: PLC0415 - no torch
+    from memlint.estimate.workload import check_input_names, parse_input_spec  # noqa: PLC0415 - no torch
 
     for name, value in zip(names, (batch_size, grad_accum, world_size)):
         if value is not None and not 1 <= value <= MAX_DIMENSION:
@@ -64,6 +64,7 @@ def check_estimate_inputs(batch_size: int | None, grad_accum: int, world_size: i
     if batch_size is not None and grad_accum > batch_size:
         raise UsageError(f"{names[1]} {grad_accum} is greater than the batch size {batch_size}: "
                          "some micro-batches would be empty")
+    check_input_names([parse_input_spec(text) for text in inputs])
     for text in inputs:
         spec = parse_input_spec(text)
         if any(d != "B" and d > MAX_DIMENSION for d in spec.shape):
@@ -148,7 +149,8 @@ def add_estimate_arguments(parser: argparse.ArgumentParser, measuring: bool = Fa
     which passes ``measuring=True``: its ``--steps`` are the steps measured)."""
     parser.add_argument("target", metavar="TARGET", help="path/to/file.py:factory or package.module:factory")
     parser.add_argument("--input", action="append", default=[], metavar="SPEC",
-                        help="model input, e.g. float32[B,3,224,224] or int64[B,1024] (B = batch size); repeatable")
+                        help="model input, e.g. float32[B,3,224,224] or int64[B,1024] (B = batch size), or by keyword: "
+                             "input_ids=int64[B,512]; repeatable")
     parser.add_argument("--batch-size", type=int, default=None, help="batch size per rank (default: the workload's)")
     parser.add_argument("--optimizer", default=None,
                         choices=["sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop", "adafactor"],
@@ -178,7 +180,13 @@ def add_estimate_arguments(parser: argparse.ArgumentParser, measuring: bool = Fa
                         else "training steps traced, the first a warm-up (default 3)")
     parser.add_argument("--reserve", default="10%", help="headroom kept free (default 10%%)")
     parser.add_argument("--max-batch-size", action="store_true", help="search the largest batch size that fits")
-    parser.add_argument("--format", default="table", choices=["table", "json"], dest="format")
+    formats = ["table", "json"] if measuring else ["table", "json", "summary"]
+    parser.add_argument("--format", default="table", choices=formats, dest="format",
+                        help=None if measuring else "table, json, or summary (as torch.cuda.memory_summary())")
+    if not measuring:
+        parser.add_argument("--snapshot", default=None, metavar="FILE.pickle",
+                            help="write the traced step as a torch.cuda.memory._snapshot() pickle "
+                                 "(opens in pytorch.org/memory_viz)")
     parser.add_argument("--plot", default=None, metavar="FILE", help="write the memory timeline (.png or .svg)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
                         help="stop the whole command (tracing, --max-batch-size, --advise) after this many "
@@ -254,9 +262,12 @@ class ProgressStatus:
     one ``memlint: ...`` line per :meth:`update` (CI logs show progress too)."""
 
     def __init__(self, message: str, delay: float = 1.0, lines: bool = False):
+        from memlint.estimate.capture import real_stderr  # noqa: PLC0415
+
+        self.stream = real_stderr()  # not the model's warnings, which are captured meanwhile
         self.message = message
         self.delay = delay
-        self.lines = lines and not sys.stderr.isatty()
+        self.lines = lines and not self.stream.isatty()
         self.started = time.monotonic()
         self.updates = 0
         self.status = None
@@ -265,10 +276,15 @@ class ProgressStatus:
 
     def _start(self):
         from rich.console import Console  # noqa: PLC0415
+        from rich.live import Live  # noqa: PLC0415
+        from rich.spinner import Spinner  # noqa: PLC0415
 
         with self.lock:
             if self.timer is not None:
-                self.status = Console(stderr=True).status(self.message)
+                # rich's console.status() would swap sys.stderr for its own proxy, past the warnings capture
+                self.spinner = Spinner("dots", text=self.message)
+                self.status = Live(self.spinner, console=Console(file=self.stream), transient=True,
+                                   redirect_stdout=False, redirect_stderr=False, refresh_per_second=12.5)
                 self.status.start()
 
     def update(self, message: str) -> None:
@@ -277,13 +293,13 @@ class ProgressStatus:
             self.message = message
             self.updates += 1
             if self.status is not None:
-                self.status.update(message)
+                self.spinner.update(text=message)
         if self.lines:
             elapsed = time.monotonic() - self.started
-            print(f"memlint: {message} (step {self.updates}, {elapsed:.1f} s)", file=sys.stderr, flush=True)
+            print(f"memlint: {message} (step {self.updates}, {elapsed:.1f} s)", file=self.stream, flush=True)
 
     def __enter__(self):
-        if sys.stderr.isatty():
+        if self.stream.isatty():
             self.timer = threading.Timer(self.delay, self._start)
             self.timer.daemon = True
             self.timer.start()
@@ -362,9 +378,21 @@ def run_estimate(args) -> int:
         return 2
 
 
+def _check_output_file(path: str | None, option: str) -> None:
+    """Refuse, before tracing, an output file whose folder does not exist or is not writable."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise UsageError(f"{option} {path!r}: the folder {folder!r} does not exist or is not writable")
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path!r}: is a directory")
+
+
 def _run(args) -> int:
     from memlint.estimate import report  # noqa: PLC0415
     from memlint.estimate.api import estimate, fits, max_batch_size, resolve_capacity  # noqa: PLC0415
+    from memlint.estimate.capture import CapturedWarnings  # noqa: PLC0415
     from memlint.estimate.units import parse_fraction  # noqa: PLC0415
     from memlint.estimate.workload import load_workload  # noqa: PLC0415
 
@@ -379,9 +407,14 @@ def _run(args) -> int:
         folder = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             raise UsageError(f"--plot {args.plot!r}: the folder {folder!r} does not exist or is not writable")
+    _check_output_file(getattr(args, "snapshot", None), "--snapshot")
+    if (getattr(args, "snapshot", None) or args.format == "summary") and options.device == "cpu":
+        raise UsageError("--snapshot and --format summary show the CUDA caching allocator: "
+                         "not available with --device cpu (no caching on the CPU)")
     if args.max_batch_size and not capacity:
         raise UsageError("--max-batch-size needs --gpu or --capacity")
-    with ProgressStatus(f"tracing {args.target} on the meta device...", lines=args.max_batch_size) as status:
+    captured = CapturedWarnings()  # the model's and its libraries' warnings, summarised once below
+    with captured, ProgressStatus(f"tracing {args.target} on the meta device...", lines=args.max_batch_size) as status:
         workload = load_workload(args.target, args.input, args.batch_size)
         if args.batch_size is None:
             check_estimate_inputs(workload.default_batch_size, args.grad_accum, args.world_size, args.input,
@@ -399,10 +432,23 @@ def _run(args) -> int:
 
         from memlint.estimate.advisor import with_flops  # noqa: PLC0415
 
-        with ProgressStatus("re-estimating under each remedy...", lines=True) as status:
+        with captured, ProgressStatus("re-estimating under each remedy...", lines=True) as status:
             advice = advise(workload, result, capacity, reserve, run=reporting(with_flops, status.update), full=True)
         notes = not_offered(result, advice)
-    if args.format == "json":
+    if captured.summary():
+        print(f"memlint: {printable(captured.summary())}", file=sys.stderr)
+    if getattr(args, "snapshot", None):
+        from memlint.estimate.snapshot import write_snapshot  # noqa: PLC0415
+
+        write_snapshot(result, args.snapshot, workload.module)
+        print(f"memlint: wrote the memory snapshot to {printable(args.snapshot)} (open it at pytorch.org/memory_viz)",
+              file=sys.stderr)
+    if args.format == "summary":
+        from memlint.estimate.snapshot import record_step  # noqa: PLC0415
+        from memlint.estimate.summary import format_summary  # noqa: PLC0415
+
+        print(format_summary(record_step(result).memory_stats), end="")
+    elif args.format == "json":
         document = report.render_json(result, verdict, best)
         if advice is not None:
             import json  # noqa: PLC0415
@@ -411,7 +457,7 @@ def _run(args) -> int:
             data["advice"] = [row.to_json() for row in advice]
             data["not_offered"] = notes
             document = json.dumps(data, indent=2)
-        print(document)
+        print(_with_warnings(document, captured))
     else:
         report.render_table(result, verdict, best)
         if result.communication is not None:
@@ -422,6 +468,15 @@ def _run(args) -> int:
         if advice is not None:
             report.render_advice(advice, notes=notes)
     if args.plot:
-        report.plot_timeline(result, args.plot)
+        report.plot_timeline(result, args.plot, verdict, name)
         print(f"memlint: wrote the memory timeline to {args.plot}", file=sys.stderr)
     return 1 if verdict is not None and not verdict.fits else 0
+
+
+def _with_warnings(document: str, captured) -> str:
+    """The JSON document with ``captured_warnings``: the distinct messages captured, with their counts."""
+    import json  # noqa: PLC0415
+
+    data = json.loads(document)
+    data["captured_warnings"] = [item.to_json() for item in captured.items]
+    return json.dumps(data, indent=2)

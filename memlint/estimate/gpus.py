@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memlint.errors import UsageError
+from memlint.suggest import did_you_mean
 
 MiB = 2**20
 
@@ -72,8 +73,28 @@ def lookup_gpu(name: str) -> GpuSpec:
     spec = CATALOG.get(name.strip().lower())
     if spec is None:
         known = ", ".join(s.name for s in CATALOG.values())
-        raise UsageError(f"unknown GPU {name!r}; known: {known}, or 'auto'")
+        hint = did_you_mean(gpu_suggestions(name))
+        raise UsageError(f"unknown GPU {name!r}; {hint + ' ' if hint else ''}known: {known}, or 'auto'")
     return spec
+
+
+def gpu_suggestions(name: str, limit: int = 4) -> list[str]:
+    """Catalog names close to a mistyped ``name``: those it starts (``A100``
+    -> ``A100-40GB``, ``A100-80GB``; MIG slices only for a name with
+    ``mig``), then difflib's closest; spaces, ``-`` and ``_`` do not count."""
+    from memlint.suggest import close_matches
+
+    def key(text: str) -> str:
+        return "".join(char for char in text.lower() if char.isalnum())
+
+    wanted = key(name)
+    # MIG slices only when the name asks for one: `A100` means a whole GPU.
+    specs = [spec for spec in CATALOG.values() if spec.mig == ("mig" in wanted)]
+    found = [spec.name for spec in specs if wanted and key(spec.name).startswith(wanted)]
+    for close in close_matches(name.strip(), [spec.name for spec in specs], limit):
+        if close not in found:
+            found.append(close)
+    return found[:limit]
 
 
 def detect_gpu(index: int = 0) -> GpuSpec:

@@ -3,15 +3,34 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import TextIO
 
-from memlint.errors import UsageError
 from memlint.estimate.units import GiB, format_bytes
 
-CATEGORY_COLORS = {
-    "parameter": "#4c72b0", "buffer": "#8172b2", "gradient": "#dd8452", "optimizer_state": "#c44e52",
-    "activation": "#55a868", "temporary": "#937860", "input": "#da8bc3", "workspace": "#8c8c8c",
-}
+#: Width of the tables when the output is not a terminal (a pipe, a file): wide
+#: enough that no row or header wraps, as a log or ``grep`` wants (rich's own
+#: default there is 80 columns); ``COLUMNS`` in the environment wins. A choice of ours.
+PIPED_WIDTH = 1000
+
+
+def report_console(file: TextIO | None = None):
+    """A rich Console for the estimate's report on ``file`` (None: stdout): the terminal's width on a
+    terminal, else :data:`PIPED_WIDTH` columns unless ``COLUMNS`` is set."""
+    from rich.console import Console  # noqa: PLC0415
+
+    console = Console(file=file, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = PIPED_WIDTH
+    return console
+
+
+def module_name(result, fqn: str) -> str:
+    """``layers.1 (Linear)``: the FQN with its class, as the trace recorded it (the FQN alone without a ledger)."""
+    from memlint.estimate.plot import module_label  # noqa: PLC0415
+
+    classes = result.ledger.module_classes if result.ledger is not None else {}
+    return module_label(fqn, classes) or fqn
 
 
 def shown(text) -> str:
@@ -28,14 +47,13 @@ def shown(text) -> str:
 
 def render_table(result, verdict=None, max_batch: int | None = None, file: TextIO | None = None) -> None:
     """Print categories, the three numbers, the verdict and the top-10 modules by activation bytes."""
-    from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    console = Console(file=file, highlight=False)
+    console = report_console(file)
     console.print(f"[bold]memlint estimate[/] {shown(result.workload)}  batch={result.batch_size} "
                   f"micro-batch={result.micro_batch} optimizer={shown(result.optimizer)} "
                   f"precision={shown(result.options.precision)}  target={shown(result.target)}")
-    table = Table(title="Memory at peak (steady-state step)")
+    table = Table(title="Memory at peak (steady-state step)", min_width=34)  # the title on one line
     table.add_column("category")
     table.add_column("bytes", justify="right")
     table.add_column("share", justify="right")
@@ -47,11 +65,11 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
     console.print(_numbers_table(result, Table))
     _print_checkpointing(console, result)
     if result.by_module:
-        modules = Table(title="Top modules by activation bytes")
+        modules = Table(title="Top modules by activation bytes", min_width=31)  # the title on one line
         modules.add_column("module")
         modules.add_column("activations", justify="right")
         for name, nbytes in sorted(result.by_module.items(), key=lambda kv: -kv[1])[:10]:
-            modules.add_row(shown(name), format_bytes(nbytes))
+            modules.add_row(shown(module_name(result, name)), format_bytes(nbytes))
         console.print(modules)
     for op in result.unsupported_ops:
         console.print(f"[yellow]unsupported on meta:[/] {shown(op['op'])} in {shown(op['module'] or '<root>')} "
@@ -108,6 +126,9 @@ def _print_checkpointing(console, result) -> None:
 def render_json(result, verdict=None, max_batch: int | None = None) -> str:
     """The JSON document: ``Estimate.to_json()`` plus ``verdict`` and ``max_batch_size`` (null when not asked)."""
     document = result.to_json()
+    classes = result.ledger.module_classes if result.ledger is not None else {}
+    for entry in document["by_module"]:
+        entry["class"] = classes.get(entry["module"])
     document["verdict"] = verdict.to_json() if verdict is not None else None
     document["max_batch_size"] = max_batch
     if max_batch is not None:
@@ -117,95 +138,59 @@ def render_json(result, verdict=None, max_batch: int | None = None) -> str:
     return json.dumps(document, indent=2)
 
 
-def plot_timeline(result, path: str) -> None:
-    """Write a stacked area plot of live bytes by category over the op sequence (.png or .svg).
+def plot_timeline(result, path: str, verdict=None, gpu: str | None = None) -> None:
+    """Write the memory timeline plot (.png or .svg): :func:`memlint.estimate.plot.write_plot`.
 
+    verdict: the fit verdict (draws the capacity and usable-limit lines); gpu: the target's name.
     Raises UsageError when matplotlib is missing or the suffix is not .png/.svg.
     """
-    if not path.lower().endswith((".png", ".svg")):
-        raise UsageError(f"--plot {path!r}: the file name must end in .png or .svg")
-    try:
-        import matplotlib  # noqa: PLC0415
+    from memlint.estimate.plot import write_plot  # noqa: PLC0415 - matplotlib only with --plot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        raise UsageError("--plot needs matplotlib (pip install 'memlint[plot]')") from None
-    timeline = result.timeline
-    xs = timeline.op_index
-    cats = [c for c, v in timeline.by_category.items() if any(v)]
-    unit, scale = plot_unit(max(timeline.reserved, default=0))
-    fig, ax = plt.subplots(figsize=(11, 5))
-    if xs:
-        ax.stackplot(xs, [[b / scale for b in timeline.by_category[c]] for c in cats], labels=cats,
-                     colors=[CATEGORY_COLORS.get(c) for c in cats], step="post")
-        ax.plot(xs, [b / scale for b in timeline.reserved], color="black", lw=1, ls="--", label="reserved (model)")
-    shades = {"forward": "#e8f0ff", "backward": "#fff0e0", "optimizer": "#f0e8ff"}
-    phases = merged_phases(timeline.phases)
-    for i, (start, phase, step) in enumerate(phases):
-        end = phases[i + 1][0] if i + 1 < len(phases) else (xs[-1] if xs else start)
-        if phase in shades and end > start:
-            ax.axvspan(start, end, color=shades[phase], alpha=0.5, zorder=0)
-            ax.text((start + end) / 2, 1.0, f"{phase[0].upper()}{step + 1}", transform=ax.get_xaxis_transform(),
-                    ha="center", va="bottom", fontsize=7)
-    ax.set_xlabel("aten op index")
-    ax.set_ylabel(f"live memory ({unit})")
-    ax.set_title(f"memlint estimate: {result.workload} (batch {result.batch_size})", pad=14)
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def plot_unit(largest: int) -> tuple[str, int]:
-    """The binary unit (name, bytes) in which ``largest`` bytes is at least 1:
-    a tiny model's plot in KiB or MiB rather than 0.00x GiB."""
-    for name, size in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
-        if largest >= size:
-            return name, size
-    return "bytes", 1
-
-
-def merged_phases(phases: list[tuple[int, str, int]]) -> list[tuple[int, str, int]]:
-    """``(start op, phase, step)`` with consecutive entries of the same phase
-    and step joined, so that each forward/backward/optimizer span of a step is
-    shaded and labelled once (the tracer can open a phase twice in a row)."""
-    merged: list[tuple[int, str, int]] = []
-    for entry in phases:
-        if merged and merged[-1][1:] == entry[1:]:
-            continue
-        merged.append(entry)
-    return merged
+    write_plot(result, path, verdict, gpu)
 
 
 def render_advice(rows, file: TextIO | None = None, notes: dict[str, str] | None = None) -> None:
     """Print the advisor's rows (:class:`memlint.estimate.advisor.Remedy`), best first.
 
-    Remedies that save nothing for this model (neither device_used nor
-    peak_allocated; e.g. plain SGD when the optimizer already keeps no state)
-    are named under the table instead of filling it (the JSON keeps them all),
-    and so are the remedies not offered, with why (``notes``, e.g. no bf16 below sm80).
+    The table holds the remedies that lower device_used (what the verdict
+    counts). Under it, by name: those that lower only peak_allocated (the
+    caching allocator keeps its segments reserved, so the device memory does
+    not move), those that save nothing for this model (e.g. plain SGD when the
+    optimizer already keeps no state), and the remedies not offered, with why
+    (``notes``, e.g. no bf16 below sm80). With no remedy that lowers
+    device_used there is no table, only that sentence. The JSON keeps every row.
     """
-    from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    helpful = [row for row in rows if row.saved > 0 or row.saved_allocated > 0]
-    idle = [row.title for row in rows if row not in helpful]
-    table = Table(title="Remedies, each re-estimated", title_justify="left")
-    numeric = ("#", "device_used", "saved", "needs", "FLOPs")
-    for column in ("#", "remedy", "device_used", "saved", "needs", "fits", "FLOPs", "cost"):
-        table.add_column(column, justify="right" if column in numeric else "left")
-    for rank, row in enumerate(helpful, start=1):
-        fits = "-" if row.fits is None else ("yes" if row.fits else "no")
-        flops = "-" if row.flops_change is None else f"{row.flops_change:+.0%}"
-        table.add_row(str(rank), _remedy_title(row), format_bytes(row.device_used), format_bytes(row.saved),
-                      format_bytes(row.required_bytes), fits, flops, shown(row.cost))
-    console = Console(file=file, highlight=False)
-    console.print(table)
+    helpful = [row for row in rows if row.saved > 0]
+    allocated_only = [row for row in rows if row.saved <= 0 < row.saved_allocated]
+    idle = [row.title for row in rows if row.saved <= 0 and row.saved_allocated <= 0]
+    console = report_console(file)
+    if helpful:
+        console.print(_advice_table(helpful, Table))
+    else:
+        console.print("No remedy lowers device_used for this model (each was re-estimated).")
+    if allocated_only:
+        names = ", ".join(f"{row.title} (-{format_bytes(row.saved_allocated)})" for row in allocated_only)
+        console.print(f"Lower peak_allocated only, not device_used (peak_reserved does not drop: the caching "
+                      f"allocator reserves whole segments): {shown(names)}", soft_wrap=True)
     if idle:
         console.print(f"Save nothing for this model (not shown): {shown(', '.join(idle))}", soft_wrap=True)
     for name, why in (notes or {}).items():
         console.print(f"Not offered: {shown(name)} -- {shown(why)}", soft_wrap=True)
+
+
+def _advice_table(rows, table_class):
+    table = table_class(title="Remedies, each re-estimated", title_justify="left")
+    numeric = ("#", "device_used", "saved", "needs", "FLOPs")
+    for column in ("#", "remedy", "device_used", "saved", "needs", "fits", "FLOPs", "cost"):
+        table.add_column(column, justify="right" if column in numeric else "left")
+    for rank, row in enumerate(rows, start=1):
+        fits = "-" if row.fits is None else ("yes" if row.fits else "no")
+        flops = "-" if row.flops_change is None else f"{row.flops_change:+.0%}"
+        table.add_row(str(rank), _remedy_title(row), format_bytes(row.device_used), format_bytes(row.saved),
+                      format_bytes(row.required_bytes), fits, flops, shown(row.cost))
+    return table
 
 
 def _remedy_title(row) -> str:

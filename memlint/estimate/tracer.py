@@ -64,6 +64,7 @@ class Ledger:
     """Records of storages and the ordered alloc/free event list.
 
     events: ``(op_index, sid, is_alloc)`` in program order.
+    module_classes: class name of each module label the records name.
     phases: ``(first_op_index, phase, step)`` for each phase change.
     """
 
@@ -81,6 +82,8 @@ class Ledger:
     step: int = 0
     micro: int = 0
     module_stack: list[str] = field(default_factory=list)
+    #: module label (FQN; the root's class name for the root) -> its class name, for reports
+    module_classes: dict[str, str] = field(default_factory=dict)
     closed: bool = False
     workspace_threads: set = field(default_factory=set)
     _live: dict[int, int] = field(default_factory=dict)
@@ -370,6 +373,7 @@ class ModuleTracker:
     def __enter__(self):
         for name, module in self.root.named_modules():
             label = name or type(module).__name__
+            self.ledger.module_classes[label] = type(module).__name__
             self.handles.append(module.register_forward_pre_hook(self._pre(label), prepend=True))
             self.handles.append(module.register_forward_hook(self._post, always_call=True))
         return self

@@ -10,7 +10,11 @@ factory is called with no arguments under ``torch.device("meta")`` (so
 * a :class:`Workload`.
 
 Input specs: ``"float32[B,3,224,224]"``, ``"int64[B,1024]"`` -- a torch dtype
-name and a shape whose entries are integers or ``B`` (the batch size).
+name and a shape whose entries are integers or ``B`` (the batch size) -- each
+optionally named, ``"input_ids=int64[B,512]"``: named inputs are passed as
+keyword arguments (``module(input_ids=..., labels=...)``, what Hugging Face
+models take), unnamed ones positionally; one command gives all its inputs
+named or none.
 """
 
 from __future__ import annotations
@@ -32,16 +36,18 @@ _DTYPES = {
     "int64", "long", "int32", "int", "int16", "short", "int8", "uint8", "bool",
     "complex64", "complex128",
 }
-_SPEC_RE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*\[\s*([^\]]*)\]\s*$")
+_SPEC_RE = re.compile(r"^\s*(?:([A-Za-z_][A-Za-z0-9_]*)\s*=\s*)?([A-Za-z0-9_]+)\s*\[\s*([^\]]*)\]\s*$")
 
 
 @dataclass
 class InputSpec:
-    """A parsed ``--input``: dtype name (a torch dtype) and shape (ints and the string ``"B"``)."""
+    """A parsed ``--input``: dtype name (a torch dtype), shape (ints and the string ``"B"``)
+    and the keyword it is passed as (``""``: positional)."""
 
     dtype: str
     shape: tuple[int | str, ...]
     text: str = ""
+    name: str = ""
 
     def make(self, batch_size: int):
         """A meta tensor of this spec with ``B`` replaced by ``batch_size``."""
@@ -52,11 +58,13 @@ class InputSpec:
 
 
 def parse_input_spec(text: str) -> InputSpec:
-    """Parse ``"float32[B,3,224,224]"``; raises UsageError naming the spec when it does not parse."""
+    """Parse ``"float32[B,3,224,224]"`` or ``"input_ids=int64[B,512]"``; raises UsageError naming the spec
+    when it does not parse."""
     match = _SPEC_RE.match(text)
     if not match:
-        raise UsageError(f"cannot parse --input {text!r} (expected e.g. float32[B,3,224,224] or int64[B,1024])")
-    dtype, dims_text = match.group(1), match.group(2)
+        raise UsageError(f"cannot parse --input {text!r} (expected e.g. float32[B,3,224,224], int64[B,1024] "
+                         "or input_ids=int64[B,512])")
+    name, dtype, dims_text = match.group(1) or "", match.group(2), match.group(3)
     if dtype not in _DTYPES:
         raise UsageError(f"--input {text!r}: unknown dtype {dtype!r} (use a torch dtype name such as float32, int64)")
     dims: list[int | str] = []
@@ -68,7 +76,28 @@ def parse_input_spec(text: str) -> InputSpec:
             dims.append(int(part))
         else:
             raise UsageError(f"--input {text!r}: bad dimension {part!r} (positive integer or B)")
-    return InputSpec(dtype, tuple(dims), text)
+    return InputSpec(dtype, tuple(dims), text, name)
+
+
+def check_input_names(specs: list[InputSpec]) -> None:
+    """All specs named (keyword inputs) or none (positional), no name twice; raises UsageError naming the spec."""
+    named = [spec for spec in specs if spec.name]
+    if named and len(named) != len(specs):
+        unnamed = next(spec for spec in specs if not spec.name)
+        raise UsageError(f"--input {unnamed.text!r} has no name while others have one: name every input "
+                         "(input_ids=int64[B,512]) or none")
+    seen: set[str] = set()
+    for spec in named:
+        if spec.name in seen:
+            raise UsageError(f"--input {spec.text!r}: the input {spec.name!r} is given twice")
+        seen.add(spec.name)
+
+
+def arrange_inputs(specs: list[InputSpec], tensors: list) -> tuple | dict:
+    """The module's arguments: a dict by name for named specs (keyword arguments), else a tuple."""
+    if specs and specs[0].name:
+        return {spec.name: tensor for spec, tensor in zip(specs, tensors)}
+    return tuple(tensors)
 
 
 def default_loss(output: Any, inputs: Any = None):
@@ -219,6 +248,7 @@ def load_workload(target: str, inputs: list[str] | tuple[str, ...] = (), batch_s
     The workload's :attr:`Workload.factory` rebuilds it (the import is not repeated).
     """
     specs = [parse_input_spec(text) for text in inputs]
+    check_input_names(specs)
     factory = _import_factory(target)
 
     def build() -> Workload:
@@ -259,9 +289,9 @@ def _build_on_meta(factory, target: str, specs: list, batch_size: int | None) ->
     return workload
 
 
-def _spec_inputs(specs: list[InputSpec]) -> Callable[[int], tuple]:
-    def make_inputs(batch_size: int) -> tuple:
-        return tuple(spec.make(batch_size) for spec in specs)
+def _spec_inputs(specs: list[InputSpec]) -> Callable[[int], tuple | dict]:
+    def make_inputs(batch_size: int) -> tuple | dict:
+        return arrange_inputs(specs, [spec.make(batch_size) for spec in specs])
 
     return make_inputs
 

@@ -8,7 +8,8 @@ The flow for one file (:func:`lint_source`):
 3. the trigger pre-filter keeps only rules one of whose trigger tokens occurs
    in the text; with none left the file gets only the syntax check of step 4;
 4. CPython's parser (``ast``) checks the syntax (a syntax error, or nesting
-   too deep, is a MEM001 diagnostic), and the pre-parse gate
+   too deep, is a MEM001 diagnostic; a file of newer syntax that libcst
+   parses is parsed through :mod:`memlint.lint.newer_syntax` instead), and the pre-parse gate
    (:mod:`memlint.lint.facts`) drops the rules whose requirements the code
    does not meet;
 5. the same ``ast`` tree is walked once into a node index; each remaining
@@ -39,10 +40,11 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import sys
 import traceback
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from memlint.lint.diagnostic import Diagnostic, FileResult, Severity
@@ -212,9 +214,10 @@ def lint_pending(pending: Pending) -> FileResult:
 
 def _lint_module(pending: Pending) -> FileResult:
     result = FileResult(path=pending.path)
-    tree = _python_tree(pending.path, pending.source, result)
+    tree, parsed_text = _python_tree(pending.path, pending.source, result)
     if tree is None:
         return result
+    newer_syntax = parsed_text is not pending.source
     result.parsed = True
     if not pending.codes:
         return result  # only the syntax check was asked for
@@ -235,10 +238,15 @@ def _lint_module(pending: Pending) -> FileResult:
         errors, details = _run_rules(ctx, rules)
     finally:
         ctx.close()
-    table = suppressions(pending.source)
-    result.diagnostics = sorted(
-        (d for d in ctx.diagnostics if not is_suppressed(d, table)), key=Diagnostic.sort_key
-    )
+    # The suppression comments are read from the text that was parsed: the
+    # down-levelled one tokenizes on the running Python, with the same lines.
+    table = suppressions(parsed_text)
+    kept = (d for d in ctx.diagnostics if not is_suppressed(d, table))
+    if newer_syntax:
+        # The fix engine re-checks a fixed file with CPython's parser, which
+        # rejects this file: no fix is offered here.
+        kept = (replace(d, fix=None) if d.fix is not None else d for d in kept)
+    result.diagnostics = sorted(kept, key=Diagnostic.sort_key)
     result.internal_errors = errors
     result.internal_details = details
     return result
@@ -328,23 +336,55 @@ def _is_utf8(head: bytes) -> bool:
 
 
 def _python_tree(path: str, source: str, result: FileResult):
-    """CPython's ``ast`` of ``source``, or None after recording a MEM001.
+    """CPython's ``ast`` of ``source`` and the text it was parsed from, or
+    (None, None) after recording a MEM001.
 
     CPython's own parser decides what is valid Python for the running
     interpreter and gives the best messages; its tree is what the rules read.
+    A file it rejects that libcst parses (newer syntax than the running
+    interpreter: PEP 695, PEP 701) is parsed through
+    :mod:`memlint.lint.newer_syntax`, which keeps every position; the text
+    returned is then the down-levelled one (same lines and columns).
     """
     import ast
 
     try:
-        return ast.parse(source)
+        return ast.parse(source), source
     except SyntaxError as exc:
         problem = exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"
+        newer = _parse_newer(source)
+        if newer is not None:
+            return newer
     except (RecursionError, MemoryError):
         problem = 1, 1, "too deeply nested to parse"
     except ValueError as exc:  # e.g. source that CPython rejects outright
         problem = 1, 1, f"cannot parse: {exc}"
     result.diagnostics.append(_syntax_error(path, *problem))
-    return None
+    return None, None
+
+
+#: Text without which :mod:`memlint.lint.newer_syntax` has nothing to
+#: down-level: ``def``/``class NAME[`` (type parameters), a ``type NAME``
+#: statement, an f-string prefix. A syntax error in a file without any is
+#: CPython's verdict at once, without importing libcst.
+_NEWER_SYNTAX_HINT = re.compile(r"\b(?:def|class)\s+\w+\s*\[|(?:^|[;:])[ \t]*type[ \t]+\w|(?<![\w])(?:[rR]?[fF]|[fF][rR])['\"]",
+                                re.MULTILINE)
+
+
+def _parse_newer(source: str):
+    """(tree, down-levelled text) of newer syntax, or None (libcst rejects it
+    too: a real syntax error). libcst is imported here only, and only for a
+    file with a construct it could down-level."""
+    if not _NEWER_SYNTAX_HINT.search(source):
+        return None
+    try:
+        from memlint.lint.newer_syntax import parse_newer
+    except ImportError:  # libcst missing from a broken install: CPython's verdict stands
+        return None
+    try:
+        return parse_newer(source)
+    except Exception:  # noqa: BLE001 - libcst's native parser on hostile input: CPython's verdict (MEM001) stands
+        return None
 
 
 #: The semantic model recurses a few Python frames per level of expression

@@ -246,8 +246,24 @@ def expand_selector(selector: str, option: str = "--select") -> set[str]:
         return set(codes)
     matched = {code for code in codes if code.startswith(wanted)}
     if not wanted or not matched:
-        raise UsageError(f"{option}: unknown rule selector {selector!r} (see `memlint rules`)")
+        hint = selector_suggestion(selector)
+        raise UsageError(f"{option}: unknown rule selector {selector!r}{'; ' + hint if hint else ''} "
+                         "(see `memlint rules`)")
     return matched
+
+
+def selector_suggestion(selector: str) -> str:
+    """``"did you mean 'MEM303'?"`` for a mistyped rule selector: the codes
+    closest to it, or the code of a rule whose name it resembles
+    (``load-without-map-location``); empty when nothing is close."""
+    from memlint.suggest import close_matches, did_you_mean
+
+    index = rule_index()
+    codes = close_matches(selector.strip(), index)
+    if not codes:  # the error path only: the rule modules are imported for their names
+        by_name = {rule.NAME: rule.CODE for rule in all_rules()}
+        codes = [by_name[name] for name in close_matches(selector.strip(), by_name)]
+    return did_you_mean(codes)
 
 
 def resolve_selection(

@@ -5,6 +5,10 @@
 - bare ``# noqa`` (or ``# memlint: ignore``) suppresses everything on the line;
 - ``# memlint: skip-file`` anywhere in the file skips the file.
 
+``memlint check --add-noqa`` writes the ``# noqa:`` comments
+(:func:`add_noqa_comments`; the files are handled by
+:mod:`memlint.lint.add_noqa`).
+
 A diagnostic is suppressed when the comment is on its first or its last line,
 so a multi-line call can be silenced at either end.
 
@@ -120,3 +124,80 @@ def is_suppressed(diagnostic: Diagnostic, table: dict[int, frozenset[str] | None
         if codes is ALL or any(diagnostic.code.startswith(code) for code in codes):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------
+# --add-noqa
+# ---------------------------------------------------------------------------------
+def commentable_lines(source: str) -> set[int]:
+    """The 1-based lines at whose end a comment can be added: lines that end
+    a statement, a bracketed line or a blank/comment line (tokenize's
+    NEWLINE and NL tokens). Not a line that ends inside a multi-line string
+    or with a backslash continuation. Empty when ``source`` does not tokenize."""
+    import io
+    import tokenize
+
+    lines: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source, newline=None).readline):
+            if token.type in (tokenize.NEWLINE, tokenize.NL):
+                lines.add(token.start[0])
+    except (tokenize.TokenError, SyntaxError):
+        return set()
+    return lines
+
+
+def add_noqa_comments(source: str, codes_by_line: dict[int, set[str]],
+                      commentable: set[int] | None = None) -> tuple[str, set[int]]:
+    """``source`` with ``# noqa: CODE[, CODE]`` at the end of each line of
+    ``codes_by_line`` (1-based line -> codes), and the lines whose codes are
+    now suppressed (changed, or already covered by their ``# noqa``).
+
+    A line that already has a real ``# noqa: A`` comment gets the missing
+    codes merged into it (``# noqa: A, MEM101``); one with a bare ``# noqa``
+    is left alone (it suppresses everything already). Other comments stay
+    and the directive follows them. Line ends (``\\n``, ``\\r\\n``, ``\\r``) are
+    kept. A line that cannot take a comment (``commentable``, by default
+    :func:`commentable_lines` of ``source``) is left out of the result.
+    Adding the same codes again changes nothing.
+    """
+    if commentable is None:
+        commentable = commentable_lines(source)
+    existing = {comment.line: comment for comment in directive_comments(source, _NOQA)}
+    pieces = LINE_BREAK.split(source)
+    breaks = [match.group() for match in LINE_BREAK.finditer(source)]
+    handled: set[int] = set()
+    for line, codes in codes_by_line.items():
+        if line not in commentable or not 1 <= line <= len(pieces):
+            continue
+        text = pieces[line - 1]
+        updated = _with_noqa(text, sorted({code.upper() for code in codes}), existing.get(line))
+        if updated is not None:
+            pieces[line - 1] = updated
+            handled.add(line)
+        elif existing.get(line) is not None:
+            handled.add(line)  # already covered by the comment: nothing to add
+    out = []
+    for index, text in enumerate(pieces):
+        out.append(text)
+        if index < len(breaks):
+            out.append(breaks[index])
+    return "".join(out), handled
+
+
+def _with_noqa(text: str, codes: list[str], comment: Comment | None) -> str | None:
+    """The line ``text`` with ``codes`` in a ``# noqa:`` directive, or None
+    when it already suppresses them."""
+    if comment is not None:
+        match = _NOQA.search(comment.text)
+        present = match.group("codes")
+        if present is None:
+            return None  # bare `# noqa`: everything is suppressed already
+        have = {code.upper() for code in re.split(r"[\s,]+", present.strip()) if code}
+        missing = [code for code in codes if not any(code.startswith(prefix) for prefix in have)]
+        if not missing:
+            return None
+        start = len(text) - len(comment.text) if text.endswith(comment.text) else text.rfind(comment.text)
+        insert_at = start + match.end("codes")
+        return text[:insert_at] + ", " + ", ".join(missing) + text[insert_at:]
+    return text.rstrip(" \t") + "  # noqa: " + ", ".join(codes)

@@ -2,7 +2,8 @@
 
 Each format module has ``render(run, args, stream)``; :func:`render` picks one
 (``--format``; default ``full`` on a terminal, ``concise`` otherwise) and
-prints the run's one-line errors on stderr in every format.
+prints the run's one-line errors on stderr in every format (its notes too,
+unless ``--quiet``).
 """
 
 from __future__ import annotations
@@ -34,16 +35,17 @@ def default_format(stream) -> str:
 
 def render(run, args, stream=None) -> None:
     """Print ``run`` in the chosen format on ``stream`` (stdout) and errors on stderr."""
-    stream = stream or sys.stdout
-    if getattr(run, "stdin", None) is not None and getattr(args, "fix", False):
-        stream = sys.stderr  # stdout carries the fixed source
+    if stream is None:
+        stream = sys.stdout
+        if getattr(run, "stdin", None) is not None and getattr(args, "fix", False):
+            stream = sys.stderr  # stdout carries the fixed source
     for message in run_errors(run):
         print(f"memlint: error: {printable(message)}", file=sys.stderr)
     if getattr(args, "debug", False):
         for result in run.results:
             for detail in getattr(result, "internal_details", ()):
                 print(f"memlint: traceback for {printable(result.path)}:\n{detail}", file=sys.stderr)
-    for note in run_notes(run):
+    for note in [] if getattr(args, "quiet", False) else run_notes(run):
         print(f"memlint: {printable(note)}", file=sys.stderr)
     if getattr(run, "diff_only", False):
         return  # --diff printed the diffs; findings are not reported

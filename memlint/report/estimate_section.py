@@ -9,9 +9,30 @@ errors and notes come from the linted tree and are escaped
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 from memlint.report.text import printable, printable_name
 
 GiB = 2**30
+#: Columns of the tables when the report is not on a terminal (a pipe, a file):
+#: no row or header wraps (rich's default there is 80); ``COLUMNS`` wins. A choice of ours,
+#: as memlint.estimate.report.PIPED_WIDTH.
+PIPED_WIDTH = 1000
+
+
+@contextlib.contextmanager
+def _unwrapped(console):
+    """``console`` at :data:`PIPED_WIDTH` columns while it writes to no terminal and ``COLUMNS`` is unset."""
+    if console.is_terminal or "COLUMNS" in os.environ:
+        yield console
+        return
+    previous = console.width
+    console.width = PIPED_WIDTH
+    try:
+        yield console
+    finally:
+        console.width = previous
 
 
 def _gib(n: int | None) -> str:
@@ -43,41 +64,48 @@ def verdict_line(item) -> str:
 
 
 def render_estimates(run, console) -> None:
-    """Print every ``run.estimates`` entry as rich tables on ``console`` (a rich Console)."""
+    """Print every ``run.estimates`` entry as rich tables on ``console`` (a rich Console; tables unwrapped
+    when it is no terminal)."""
+    with _unwrapped(console):
+        for item in getattr(run, "estimates", []):
+            _render_estimate(item, console)
+
+
+def _render_estimate(item, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    for item in getattr(run, "estimates", []):
-        console.print()
-        console.print(Text(f"Memory estimate: {printable_name(item.path)}", style="bold"),
-                      Text(f"  target {printable(item.target)}", style="dim"))
-        if item.error:
-            console.print(Text(f"  estimate failed: {printable(item.error)}", style="red"))
-            continue
-        recipe = Table(title="Training recipe", title_justify="left", show_edge=False)
-        for column in ("setting", "value", "from"):
-            recipe.add_column(column)
-        for key, value in item.recipe.items():
-            detail = f" - {value.detail}" if value.detail else ""
-            recipe.add_row(key, _value_text(value.value), printable(value.source + detail))
-        console.print(recipe)
-        est = item.estimate
-        numbers = Table(title="Predicted CUDA memory (steady-state step)", title_justify="left", show_edge=False)
-        numbers.add_column("peak_allocated", justify="right")
-        numbers.add_column("peak_reserved", justify="right")
-        numbers.add_column("device_used", justify="right")
-        numbers.add_row(_gib(est.peak_allocated), _gib(est.peak_reserved), _gib(est.device_used))
-        console.print(numbers)
-        fits = item.fits
-        style = "green" if fits else ("red" if fits is False else "yellow")
-        console.print(Text("Verdict: " + verdict_line(item), style=f"bold {style}"))
-        for note in item.notes:
-            console.print(Text(f"note: {printable(note)}", style="dim"))
-        if item.advice:
-            console.print(_advice_table(item, Table))
-            idle = _idle_remedies(item)
-            if idle:
-                console.print(Text(f"Save no device memory here (not shown): {printable(', '.join(idle))}", style="dim"))
+    console.print()
+    console.print(Text(f"Memory estimate: {printable_name(item.path)}", style="bold"),
+                  Text(f"  target {printable(item.target)}", style="dim"))
+    if item.error:
+        console.print(Text(f"  estimate failed: {printable(item.error)}", style="red"))
+        return
+    recipe = Table(title="Training recipe", title_justify="left", show_edge=False)
+    for column in ("setting", "value", "from"):
+        recipe.add_column(column)
+    for key, value in item.recipe.items():
+        detail = f" - {value.detail}" if value.detail else ""
+        recipe.add_row(key, _value_text(value.value), printable(value.source + detail))
+    console.print(recipe)
+    est = item.estimate
+    numbers = Table(title="Predicted CUDA memory (steady-state step)", title_justify="left", show_edge=False)
+    numbers.add_column("peak_allocated", justify="right")
+    numbers.add_column("peak_reserved", justify="right")
+    numbers.add_column("device_used", justify="right")
+    numbers.add_row(_gib(est.peak_allocated), _gib(est.peak_reserved), _gib(est.device_used))
+    console.print(numbers)
+    fits = item.fits
+    style = "green" if fits else ("red" if fits is False else "yellow")
+    console.print(Text("Verdict: " + verdict_line(item), style=f"bold {style}"))
+    for note in item.notes:
+        console.print(Text(f"note: {printable(note)}", style="dim"))
+    if item.advice:
+        console.print(_advice_table(item, Table))
+        idle = _idle_remedies(item)
+        if idle:
+            console.print(Text(f"Save no device memory here (not shown): {printable(', '.join(idle))}",
+                               style="dim"))
 
 
 def _helpful_remedies(item) -> list:

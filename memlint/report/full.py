@@ -4,8 +4,10 @@ For each finding: ``path:line:col: CODE [severity] message``, the source line
 with a caret underline under the reported span (to the end of the line when
 the span continues; a line longer than :data:`MAX_SNIPPET` characters is
 cut to a window around the column, with ``\u2026`` at each cut end), and the fix title with ``[*]`` when ``--fix`` (or
-``--unsafe-fixes``) would apply it. A summary line ends the output:
-``Found N problems (M fixable)``.
+``--unsafe-fixes``) would apply it. With ``--show-fixes`` the fixes applied
+(or available) are listed per file. A summary line ends the output, as
+ruff's does: ``Found N findings (M fixable with --fix, K more with
+--unsafe-fixes)``, or ``All checks passed!`` (not with ``--quiet``).
 
 Colour follows rich's terminal detection (and ``NO_COLOR``); severity
 colours: error red, warning yellow, info blue. In a notebook the header
@@ -21,7 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from memlint.lint.diagnostic import Applicability, Diagnostic
-from memlint.report.text import printable, printable_name
+from memlint.report.text import is_terminal, printable, printable_name
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
@@ -147,19 +149,51 @@ def format_diagnostic(diagnostic: Diagnostic, lines: list[str] | None, unsafe: b
 
 
 def summary(diagnostics: list[Diagnostic], unsafe: bool, fixed: int = 0) -> str:
-    """``Found N problems (M fixable)``, plus hidden unsafe fixes and fixed counts."""
-    total = len(diagnostics)
+    """The closing line, as ruff words it: ``All checks passed!``;
+    ``Found N findings (M fixable with --fix, K more with --unsafe-fixes)``
+    (the parenthesis only when some finding has a fix; the ``K more`` part
+    only for unsafe fixes that ``--unsafe-fixes`` would add); after ``--fix``,
+    ``Found N findings (F fixed, R remaining)``, N counting both."""
+    remaining = len(diagnostics)
     fixable = sum(1 for d in diagnostics if is_fix_shown(d, unsafe))
     hidden = sum(1 for d in diagnostics if d.fix is not None and not is_fix_shown(d, unsafe))
-    if total == 0:
-        text = "No problems found."
-    else:
-        text = f"Found {total} problem{'s' if total != 1 else ''} ({fixable} fixable with --fix)"
+    if remaining == 0 and not fixed:
+        return "All checks passed!"
+    total = remaining + fixed
+    notes = [f"{fixed} fixed, {remaining} remaining"] if fixed else []
+    if fixable or hidden:
+        fixes = f"{fixable} fixable with --fix"
         if hidden:
-            text += f"; {hidden} more with --unsafe-fixes"
-    if fixed:
-        text += f" [{fixed} fixed]"
-    return text
+            fixes += f", {hidden} more with --unsafe-fixes"
+        notes.append(fixes)
+    text = f"Found {total} finding{'s' if total != 1 else ''}"
+    return f"{text} ({'; '.join(notes)})" if notes else text
+
+
+def shows_summary(args, stream, always: bool) -> bool:
+    """Whether the summary line is printed: never with ``--quiet``; else in
+    ``full`` always (``always``), in ``concise`` only on a terminal, so that
+    piped concise output stays one finding per line."""
+    if getattr(args, "quiet", False):
+        return False
+    return always or is_terminal(stream)
+
+
+def shown_fixes_lines(run) -> list[str]:
+    """``--show-fixes``: the fixes applied (or, without ``--fix``, available)
+    per file, ``N x CODE (name)``; empty when there are none to list."""
+    shown = getattr(run, "shown_fixes", None)
+    if not shown:
+        return []
+    total = sum(count for _, rows in shown for _, _, count in rows)
+    plural = "s" if total != 1 else ""
+    title = (f"Fixed {total} finding{plural}:" if getattr(run, "fixes_applied", False)
+             else f"{total} finding{plural} fixable with {getattr(run, 'fixes_options', '--fix')}:")
+    lines = [title]
+    for path, rows in shown:
+        lines.append(f"- {printable_name(path)}:")
+        lines.extend(f"    {count} x {code} ({name})" for code, name, count in rows)
+    return lines
 
 
 def render(run, args, stream) -> None:
@@ -179,7 +213,12 @@ def render(run, args, stream) -> None:
         for line in format_diagnostic(diagnostic, lines, unsafe):
             console.print(line)
         console.print()
-    console.print(Text(summary(diagnostics, unsafe, getattr(run, "fixed", 0)), style="bold"))
+    for line in shown_fixes_lines(run):
+        console.print(Text(line))
+    if shown_fixes_lines(run):
+        console.print()
+    if shows_summary(args, stream, always=True):
+        console.print(Text(summary(diagnostics, unsafe, getattr(run, "fixed", 0)), style="bold"))
     if getattr(run, "estimates", None):
         from memlint.report.estimate_section import render_estimates
 

@@ -34,3 +34,8 @@ def render(run, args, stream) -> None:
     for row in table:
         mark = "[*]" if row["fixable"] else "   "
         print(f"{row['count']:>6}\t{row['code']}\t{mark} {row['name']}", file=stream)
+    from memlint.report.full import shows_summary, summary
+
+    if shows_summary(args, stream, always=False):  # on a terminal, as the concise format
+        print(summary(run.diagnostics, bool(getattr(args, "unsafe_fixes", False)), getattr(run, "fixed", 0)),
+              file=stream)

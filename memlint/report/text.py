@@ -90,3 +90,12 @@ def valid_document(value):
     if isinstance(value, (list, tuple)):
         return [valid_document(item) for item in value]
     return value
+
+
+def is_terminal(stream) -> bool:
+    """True when ``stream`` is an interactive terminal (``isatty``)."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty is not None and isatty())
+    except ValueError:  # a closed stream
+        return False

@@ -28,15 +28,17 @@ AUTOCAST_DTYPES = {"amp-fp16": "float16", "amp-bf16": "bfloat16"}
 CAST_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 
 
-def _real_spec_inputs(specs, device) -> Callable[[int], tuple]:
+def _real_spec_inputs(specs, device) -> Callable[[int], tuple | dict]:
     """``--input`` specs as real tensors: zeros (integer ids 0 are valid indices) on ``device``."""
     import torch  # noqa: PLC0415
 
-    def make_inputs(batch_size: int) -> tuple:
-        return tuple(
+    from memlint.estimate.workload import arrange_inputs  # noqa: PLC0415
+
+    def make_inputs(batch_size: int) -> tuple | dict:
+        return arrange_inputs(specs, [
             torch.zeros([batch_size if d == "B" else d for d in spec.shape], dtype=getattr(torch, spec.dtype),
                         device=device)
-            for spec in specs)
+            for spec in specs])
 
     return make_inputs
 

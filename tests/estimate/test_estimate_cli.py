@@ -51,18 +51,6 @@ def test_advise_ranks_re_estimated_remedies(capsys):
     assert all(row["flops_change"] is not None for row in advice)
 
 
-def test_plot_labels_each_phase_of_a_step_once_and_picks_a_readable_unit():
-    from memlint.estimate.report import merged_phases, plot_unit
-
-    traced = [(0, "forward", 0), (2, "forward", 0), (21, "backward", 0), (69, "optimizer", 0),
-              (120, "forward", 1), (122, "forward", 1)]
-    assert merged_phases(traced) == [(0, "forward", 0), (21, "backward", 0), (69, "optimizer", 0), (120, "forward", 1)]
-    assert plot_unit(3 * 2**30) == ("GiB", 2**30)
-    assert plot_unit(5 * 2**20) == ("MiB", 2**20)
-    assert plot_unit(1536) == ("KiB", 1024)
-    assert plot_unit(0) == ("bytes", 1)
-
-
 def test_advice_table_names_the_remedies_that_save_nothing(monkeypatch):
     import io
 

@@ -65,10 +65,17 @@ def test_rules_table_and_json():
         assert record["default_enabled"] == rule.DEFAULT_ENABLED
 
 
-def test_no_files_is_exit_0_with_note(tmp_path):
+def test_no_path_checks_the_current_directory(tmp_path):
     proc = run_memlint(cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == ""
-    assert proc.stderr.strip() == "memlint: no files to check"
+    assert proc.stderr.strip() == "memlint: no Python files or notebooks to check"
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.py").write_text(BUGGY)
+    explicit = run_memlint("--no-cache", ".", cwd=tmp_path)
+    assert explicit.stdout.startswith("./sub/train.py:2:9: MEM303 ")
+    for argv in ([], ["check"]):
+        proc = run_memlint(*argv, "--no-cache", cwd=tmp_path)
+        assert (proc.returncode, proc.stdout) == (1, explicit.stdout)
 
 
 def test_stdin_with_stdin_filename():
@@ -109,7 +116,7 @@ def test_full_format_through_cli(tmp_path):
     buggy.write_text(BUGGY)
     proc = run_memlint("--format", "full", str(buggy))
     assert "2 | state = torch.load('ckpt.pt')" in proc.stdout
-    assert proc.stdout.rstrip().endswith("1 more with --unsafe-fixes")
+    assert proc.stdout.rstrip().endswith("Found 1 finding (0 fixable with --fix, 1 more with --unsafe-fixes)")
 
 
 def test_statistics(tmp_path):

@@ -56,7 +56,7 @@ def test_full_shows_location_code_severity_source_and_caret(tmp_path):
     assert caret_line.index("^") == out[1].index("torch.load")
     assert caret_line.count("^") == diagnostic.end_col - diagnostic.col
     assert "unsafe fix available with --unsafe-fixes" in out[3]
-    assert out[-1] == "Found 1 problem (0 fixable with --fix); 1 more with --unsafe-fixes"
+    assert out[-1] == "Found 1 finding (0 fixable with --fix, 1 more with --unsafe-fixes)"
 
 
 def test_full_marks_fixable_with_unsafe_fixes_and_counts(tmp_path):
@@ -64,7 +64,7 @@ def test_full_marks_fixable_with_unsafe_fixes_and_counts(tmp_path):
     run = _run_for(path, BUGGY + BUGGY.replace("resume", "again"))
     out = _render(full, run, unsafe_fixes=True)
     assert out.count("[*] fixable") == 2
-    assert out.rstrip().endswith("Found 2 problems (2 fixable with --fix)")
+    assert out.rstrip().endswith("Found 2 findings (2 fixable with --fix)")
 
 
 def test_full_caret_aligns_after_tabs_and_wide_characters(tmp_path):
@@ -94,7 +94,7 @@ def test_full_without_findings_and_unreadable_source():
     run = CheckRun(results=[FileResult(path="gone.py", diagnostics=[_diagnostic("gone.py")])])
     out = _render(full, run)
     assert "gone.py:4:13: MEM303" in out and " | " not in out  # no snippet, no crash
-    assert _render(full, CheckRun()).strip() == "No problems found."
+    assert _render(full, CheckRun()).strip() == "All checks passed!"
 
 
 def test_full_does_not_interpret_markup_in_messages(tmp_path):

@@ -1,8 +1,8 @@
 """Recall on the reproducers of reported bugs in fixtures/recall (see
 tests/lint/recall_score.py for the set and its scoring conventions).
 
-The bound is the measured recall (100/117 = 85.5% when it was set: 76/84
-on the first family, 24/33 on the second family's reproducers, written by
+The bound is the measured recall (101/117 = 86.3% when it was set: 76/84
+on the first family, 25/33 on the second family's reproducers, written by
 someone who had not read those rules) less two marks of slack; the misses
 still open are listed in docs/accuracy.md."""
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from .recall_score import RECALL, score
 
-#: 98 of the 117 marks: the measured 100 less two.
-MIN_RECALL = 98 / 117
+#: 99 of the 117 marks: the measured 101 less two.
+MIN_RECALL = 99 / 117
 
 
 def test_recall_on_reported_bugs():

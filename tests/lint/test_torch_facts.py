@@ -99,3 +99,25 @@ def test_module_own_methods_are_those_nn_module_defines():
     method outside it, called on a model, is the model's own code."""
     own = {name for name in dir(torch.nn.Module) if not name.startswith("_") and callable(getattr(torch.nn.Module, name))}
     assert torch_ops.MODULE_OWN_METHODS == own - {"forward"}
+
+
+def test_module_evidence_methods_are_module_only():
+    """A method that says "this value is a module" must be one ``nn.Module``
+    defines and ``torch.Tensor`` does not (``requires_grad_`` is both)."""
+    on_tensors = sorted(m for m in torch_ops.MODULE_EVIDENCE_METHODS if hasattr(torch.Tensor, m))
+    not_on_modules = sorted(m for m in torch_ops.MODULE_EVIDENCE_METHODS if not hasattr(torch.nn.Module, m))
+    assert on_tensors == [] and not_on_modules == []
+
+
+def test_shared_methods_exist_on_both_tensors_and_modules():
+    """The methods the model treats as either a tensor's or a module's exist on both."""
+    missing = sorted(m for m in torch_ops.SHARED_TENSOR_MODULE_METHODS
+                     if not (hasattr(torch.Tensor, m) and hasattr(torch.nn.Module, m)))
+    assert missing == [], missing
+
+
+def test_tensor_only_methods_are_not_module_methods():
+    """A method that says "this value is a tensor" is a ``torch.Tensor`` method ``nn.Module`` lacks."""
+    wrong = sorted(m for m in torch_ops.TENSOR_ONLY_METHODS
+                   if hasattr(torch.nn.Module, m) or not hasattr(torch.Tensor, m))
+    assert wrong == [], wrong

@@ -211,5 +211,5 @@ def test_estimate_table_escapes_module_names(tmp_path):
     _no_raw_controls(completed.stdout)
     text = completed.stdout.decode()
     assert not [line for line in text.splitlines() if line.startswith("fake_py")]
-    assert "│ \\x1b[2J\\x1b]0;pwned\\x07\\nfake_py:1:1: MEM999 x │" in text
-    assert "│ [red]y[/red] " in text and "memlint estimate m[bold]x " in text
+    assert "│ \\x1b[2J\\x1b]0;pwned\\x07\\nfake_py:1:1: MEM999 x (ReLU) │" in text
+    assert "│ [red]y[/red] (ReLU) " in text and "memlint estimate m[bold]x " in text

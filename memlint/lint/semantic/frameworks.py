@@ -250,6 +250,14 @@ MODEL_FACTORIES = frozenset({
     "timm.create_model", "torch.hub.load", "transformers.AutoModel.from_config",
     "torch.jit.load",  # a RecursiveScriptModule (torch 2.13 torch/jit/_serialization.py)
 })
+#: ``torch.hub.load`` repositories whose entrypoints return a wrapper whose forward runs
+#: without autograd (unless ``autoshape=False``): ultralytics/yolov5 hubconf.py ``_create``
+#: wraps the model in ``AutoShape``, whose ``forward`` is decorated ``@smart_inference_mode()``
+#: (models/common.py, commit 5081342f04fb287fc2e5f2b5a4e06752b7937b1c). Repository -> the
+#: type memlint gives the wrapper.
+NO_GRAD_HUB_MODELS = {"ultralytics/yolov5": "yolov5.models.common.AutoShape"}
+#: Module types whose forward disables autograd itself: a call is a forward pass without a graph.
+NO_GRAD_FORWARD_TYPES = frozenset(NO_GRAD_HUB_MODELS.values())
 #: ``X.from_pretrained``/``X.from_config`` builds a model unless X is one of these
 #: kinds of object (transformers naming: ``AutoTokenizer``, ``BertConfig``, ...).
 NOT_MODEL_CLASS = re.compile(r"Tokenizer|Config|Processor|FeatureExtractor|Scheduler|Pipeline|ImageProcessor|GenerationConfig|Dataset")

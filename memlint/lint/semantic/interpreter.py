@@ -624,8 +624,10 @@ class Interpreter:
         return self.model.evaluate_call(call, self)
 
     # -- recorded facts -------------------------------------------------------------------
-    def record_forward(self, node: ast.Call) -> None:
-        self.analysis.forward_calls[node] = self.state.grad
+    def record_forward(self, node: ast.Call, grad: Tri | None = None) -> None:
+        """A forward pass at ``node``, run with the caller's grad mode or ``grad``
+        when the module sets its own (a forward decorated ``@torch.no_grad()``)."""
+        self.analysis.forward_calls[node] = self.state.grad if grad is None else grad
         self.analysis.runs_forward = True
 
     def record_backward(self, node: ast.Call, value: Value) -> None:

@@ -1296,7 +1296,9 @@ class SemanticModel:
             return expr, 0
         if isinstance(expr, ast.Name):
             target = operations._local_target(self, expr)
-            return (target, 0) if isinstance(target, FUNCTION_TYPES) else None
+            if isinstance(target, FUNCTION_TYPES):
+                return target, 0
+            return self._unpacked_from_factory(expr, depth)
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
             unit = self.function_of(expr)
             klass = self.class_of_method(unit) if unit is not None else None
@@ -1322,6 +1324,31 @@ class SemanticModel:
                     if len(nested) == 1:
                         return nested[0], 0
         return None
+
+    def _unpacked_from_factory(self, name: ast.Name, depth: int) -> tuple[ast.AST, int] | None:
+        """A name bound once by unpacking what a function of the file returns,
+        ``a, hook = attach(model)`` where ``attach`` returns ``bank, hook`` and
+        ``hook`` is a ``def`` of its body: that inner function."""
+        bindings = self.scopes.bindings_of(name.id, self.scopes.scope_for(name))
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGNMENT:
+            return None
+        statement = self.parents.get(self.parents.get(bindings[0].node))
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Tuple) and isinstance(statement.value, ast.Call)):
+            return None
+        targets = statement.targets[0].elts
+        position = next((i for i, t in enumerate(targets) if t is bindings[0].node), None)
+        factory = self.callable_definition(statement.value.func, depth + 1)
+        if position is None or factory is None or not isinstance(factory[0], FUNCTION_TYPES):
+            return None
+        returned = [r.value for r in self.own_nodes(factory[0], (ast.Return,)) if r.value is not None]
+        if len(returned) != 1 or not isinstance(returned[0], ast.Tuple) or len(returned[0].elts) != len(targets):
+            return None
+        element = returned[0].elts[position]
+        if not isinstance(element, ast.Name):
+            return None
+        nested = [n for n in factory[0].body if isinstance(n, FUNCTION_TYPES) and n.name == element.id]
+        return (nested[0], 0) if len(nested) == 1 else None
 
     def walks_data(self, loop: ast.AST, counted: bool = True) -> bool:
         """``loop``'s iterations come with the data or the steps of the run:

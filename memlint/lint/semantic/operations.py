@@ -253,11 +253,12 @@ def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
     """A forward pass of ``callee`` on the call's arguments."""
     if callee.framework == "keras":
         return Value(Kind.TENSOR, Tri.MAYBE, Tri.MAYBE, framework="tensorflow")
-    interpreter.record_forward(call.node)
+    disables_grad = callee.type_name in fw.NO_GRAD_FORWARD_TYPES
+    interpreter.record_forward(call.node, grad=Tri.NO if disables_grad else None)
     arguments = call.arguments
     sources = frozenset().union(*(a.sources for a in arguments)) if arguments else frozenset()
     device = _forward_device(callee, arguments)
-    graph = _forward_graph(callee, arguments, interpreter.state.grad)
+    graph = Tri.NO if disables_grad else _forward_graph(callee, arguments, interpreter.state.grad)
     klass = model.classes.get(callee.klass)
     forward_method = klass.method("forward") if klass is not None else None
     if forward_method is not None:
@@ -276,6 +277,21 @@ def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
     if kind in (Kind.CONTAINER, Kind.UNKNOWN) and type_name is None:
         value = value.evolve(element=tensor(graph, device))  # a tensor or a tuple of them: tensors either way
     return value
+
+
+def _no_grad_hub_model(call: CallInfo) -> str | None:
+    """The wrapper type of a ``torch.hub.load`` of a repository of
+    :data:`~fw.NO_GRAD_HUB_MODELS` (its literal ``"owner/name[:ref]"``), unless
+    the call passes ``autoshape=False``; None otherwise."""
+    repository = call.node.args[0] if call.node.args else None
+    for keyword in call.node.keywords:
+        if keyword.arg == "repo_or_dir":
+            repository = keyword.value
+        elif keyword.arg == "autoshape" and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is True):
+            return None
+    if not (isinstance(repository, ast.Constant) and isinstance(repository.value, str)):
+        return None
+    return fw.NO_GRAD_HUB_MODELS.get(repository.value.split(":", 1)[0])
 
 
 def parameterless(callee: Value) -> bool:
@@ -740,6 +756,8 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         if qualified == "copy.deepcopy":
             return wrapped if wrapped is not None else UNKNOWN
         return module()
+    if qualified == "torch.hub.load" and (wrapper := _no_grad_hub_model(call)) is not None:
+        return module(type_name=wrapper)
     if qualified in fw.MODEL_FACTORIES or qualified.startswith(("torchvision.models.", "timm.models.")) and last[:1].islower() and "." not in qualified[len("torchvision.models."):]:
         return module(type_name=qualified)
     if last in fw.HOST_STATE_DICTS and (qualified in fw.HOST_STATE_DICTS[last] or _offloaded_by_options(model, call)):

@@ -77,11 +77,12 @@ TENSOR_ONLY_METHODS = frozenset({
     "matmul", "mm", "bmm", "type_as", "new_zeros", "new_ones", "new_tensor", "new_full", "new_empty", "zero_",
     "fill_", "add_", "mul_", "sub_", "div_", "retain_grad", "register_hook", "std", "var",
     "max", "min", "amax", "amin", "prod", "sigmoid", "tanh", "relu", "t", "narrow", "unfold", "nonzero",
+    "share_memory_",
 })
 
 #: Methods both tensors and modules have: on a value of unknown kind they
 #: move or cast it and say nothing of its kind.
-SHARED_TENSOR_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "requires_grad_", "share_memory_"})
+SHARED_TENSOR_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "requires_grad_"})
 
 #: Reductions that leave a one-element tensor when called without a ``dim``.
 FULL_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "norm", "prod", "std", "var", "amax", "amin", "logsumexp", "nansum", "nanmean", "all", "any"})
@@ -134,9 +135,10 @@ MODULE_OWN_METHODS = frozenset({
     "register_state_dict_pre_hook", "requires_grad_", "set_extra_state", "set_submodule", "share_memory",
     "state_dict", "to", "to_empty", "train", "type", "xpu", "zero_grad",
 })
-#: Methods only modules have: calling one on an unknown value says it is a module.
+#: Methods only modules have (``nn.Module`` defines them, ``torch.Tensor`` does not; checked
+#: against torch in tests/lint/test_torch_facts.py): calling one on an unknown value says it is a module.
 MODULE_EVIDENCE_METHODS = frozenset({
     "parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "named_modules", "children",
-    "named_children", "requires_grad_", "register_forward_hook", "register_forward_pre_hook",
+    "named_children", "register_forward_hook", "register_forward_pre_hook",
     "register_full_backward_hook", "register_buffer", "get_submodule", "eval", "train",
 })
