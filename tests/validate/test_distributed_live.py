@@ -28,3 +28,16 @@ def test_a_run_past_its_time_bound_is_stopped():
     with pytest.raises(TargetError, match="passed 0.5 s"):
         measure_distributed(f"{TINY}:mlp", [], _options(), timeout=0.5)
     assert not multiprocessing.active_children()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--parallel", "ddp", "--world-size", "9"], "--world-size 9"),
+    (["--parallel", "fsdp", "--world-size", "2", "--zero-stage", "1"], "--zero-stage and --parallel"),
+    (["--parallel", "fsdp", "--world-size", "2", "--fsdp-cpu-offload"], "--fsdp-cpu-offload"),
+])
+def test_bad_parallel_options_are_one_line_errors(argv, message, capsys):
+    from memlint.cli import main
+
+    assert main(["validate", f"{TINY}:mlp", "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
