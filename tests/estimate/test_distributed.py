@@ -86,3 +86,12 @@ def test_advisor_sharding_rows_come_from_the_engine_traces():
     assert all("all-gather" in row.cost and "reduce-scatter" in row.cost for row in fsdp)
     peaks = [row.device_used for row in fsdp]
     assert peaks == sorted(peaks, reverse=True) and ddp.device_used > rows["fsdp-8"].device_used
+
+
+def test_settings_key_parallel_takes_the_engines_of_the_estimator():
+    from memlint.estimate.distributed import PARALLEL_MODES
+    from memlint.integrate.settings import KEYS
+
+    assert [KEYS["parallel"]("parallel", mode.upper()) for mode in PARALLEL_MODES] == list(PARALLEL_MODES)
+    with pytest.raises(ValueError, match="must be one of ddp, fsdp"):
+        KEYS["parallel"]("parallel", "tp")
