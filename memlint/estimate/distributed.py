@@ -61,11 +61,12 @@ from memlint.estimate.messages import one_line
 PARALLEL_MODES = ("ddp", "fsdp")
 #: DDP's default bucket size in MiB (torch 2.13.0, torch/nn/parallel/distributed.py ``_DEFAULT_BUCKET_CAP_MB``).
 DDP_DEFAULT_BUCKET_CAP_MB = 25
-#: Largest simulated world (issue 16's target); beyond it the per-rank shards of small models are empty.
+#: Largest simulated world: a bound on the option, not a fact of torch -- 64x the 1024 ranks issue 16
+#: asks for (FSDP2 makes one chunk per rank of every parameter, so the setup grows with the world).
 MAX_WORLD_SIZE = 1 << 16
 
 #: Ring-algorithm bytes each rank sends, as a fraction of the collective's full buffer, for n ranks
-#: (nccl-tests doc/PERFORMANCE.md, "bus bandwidth" factors).
+#: (nccl-tests doc/PERFORMANCE.md, "bus bandwidth" factors; broadcast: busbw = algbw, factor 1).
 TRAFFIC_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
