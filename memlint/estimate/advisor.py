@@ -157,14 +157,34 @@ def _sharding_rows(base: Estimate, world_size: int) -> list:
     return rows
 
 
+#: World sizes of the advisor's FSDP rows (issue 16: FSDP at 2 to 64 ranks; three traces keep --advise quick).
+FSDP_ADVISOR_WORLDS = (2, 8, 64)
+
+
+def _engine_sharding_rows(base: Estimate, world_size: int) -> list:
+    """DDP over ``world_size`` ranks and FSDP2 at 2..64 ranks, each traced through the real engine
+    (memlint/estimate/distributed.py); their cost line comes from the trace's collectives."""
+    opts = base.options
+    if world_size <= 1 or opts.parallel is not None or opts.zero_stage or opts.step_in_backward \
+            or opts.offload_activations:
+        return []
+    rows = [("ddp", f"DDP over {world_size} ranks (replicas: the data-parallel baseline)",
+             replace(opts, parallel="ddp", world_size=world_size), "")]
+    for ranks in FSDP_ADVISOR_WORLDS:
+        rows.append((f"fsdp-{ranks}", f"FSDP2 full shard over {ranks} ranks",
+                     replace(opts, parallel="fsdp", world_size=ranks), ""))
+    return rows
+
+
 def candidate_remedies(base: Estimate, world_size: int = 8,
                        full: bool = True) -> list[tuple[str, str, EstimateOptions | list, str]]:
     """(key, title, options or list of options to try in order, cost) for every remedy that applies to ``base``.
 
-    full=False: the remedies of memlint 0.1 only (no step in backward, offload or Adafactor).
+    full=False: the remedies of memlint 0.1 only (no step in backward, offload or Adafactor; ZeRO
+    sharding as a divisor); full=True: sharding traced through DDP and FSDP2 (:func:`_engine_sharding_rows`).
     """
-    return (_precision_rows(base) + _memory_layout_rows(base, full) + _optimizer_rows(base, full)
-            + _sharding_rows(base, world_size))
+    sharding = _engine_sharding_rows(base, world_size) if full else _sharding_rows(base, world_size)
+    return (_precision_rows(base) + _memory_layout_rows(base, full) + _optimizer_rows(base, full) + sharding)
 
 
 def with_flops(workload, options: EstimateOptions) -> Estimate:
@@ -209,6 +229,10 @@ def advise(workload, base: Estimate, capacity_bytes: int | None = None, reserve:
         if key == "grad-accum":
             title = f"micro-batch {result.micro_batch} x {result.options.grad_accum} accumulation steps"
             cost = cost.format(k=result.options.grad_accum, micro=result.micro_batch)
+        if result.communication:
+            from memlint.estimate.distributed import describe_communication  # noqa: PLC0415
+
+            cost = describe_communication(result.communication)
         if full and key == "checkpointing" and not result.checkpointed:
             continue  # nothing to checkpoint: said under the table (see not_offered)
         change = _flops_change(result, baseline_flops)

@@ -57,6 +57,10 @@ class EstimateOptions:
     offload_activations: ``torch.autograd.graph.save_on_cpu`` around the forward.
     torch_version: replay an older torch's known memory differences (None: the modelled torch;
         :mod:`memlint.estimate.torch_versions`), for published measurements.
+    parallel: None, or "ddp" / "fsdp": rank 0 of ``world_size`` ranks traced through the real
+        engine on a fake process group (:mod:`memlint.estimate.distributed`); then
+        bucket_cap_mb, gradient_as_bucket_view (DDP) and reshard_after_forward,
+        fsdp_param_dtype (MixedPrecisionPolicy param_dtype: bf16/fp16), fsdp_cpu_offload (FSDP2) apply.
     """
 
     batch_size: int | None = None
@@ -75,6 +79,12 @@ class EstimateOptions:
     step_in_backward: bool = False
     offload_activations: bool = False
     torch_version: str | None = None
+    parallel: str | None = None
+    bucket_cap_mb: float | None = None
+    gradient_as_bucket_view: bool = False
+    reshard_after_forward: bool = True
+    fsdp_param_dtype: str | None = None
+    fsdp_cpu_offload: bool = False
 
     @property
     def trace_steps(self) -> int:
@@ -100,6 +110,10 @@ class EstimateOptions:
             raise UsageError(f"--steps must be >= 2: one warm-up step and at least one measured (got {self.steps})")
         if self.device not in ("cuda", "cpu"):
             raise UsageError(f"--device {self.device!r}: choose cuda or cpu")
+        if self.parallel is not None:
+            from memlint.estimate.distributed import check_parallel_options  # noqa: PLC0415
+
+            check_parallel_options(self)
 
     def target(self) -> Target:
         """The :class:`memlint.estimate.target.Target` these options describe (UsageError for a bad one)."""
@@ -162,6 +176,8 @@ class Estimate:
     fragmentation_bytes: reserved - allocated at the peak_allocated instant.
     unsupported_ops: [{op, module, fallback, count}] -- ops traced with a fallback.
     unmodelled: [{kernel, module, count}] -- kernels whose memory is not (fully) modelled.
+    communication: with ``options.parallel``, rank 0's collectives of one measured step
+        (:meth:`memlint.estimate.distributed.Communication.to_json`); None otherwise.
     ledger: the raw tracer.Ledger (storage records and alloc/free events).
     """
 
@@ -191,6 +207,7 @@ class Estimate:
     target: str = ""
     step_peaks: list[dict] = field(default_factory=list)
     flops: int | None = None
+    communication: dict | None = None
     ledger: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -227,6 +244,7 @@ class Estimate:
             "kernel_choices": self.kernel_choices,
             "step_peaks": self.step_peaks,
             "flops": self.flops,
+            "communication": self.communication,
             "num_ops": self.num_ops,
             "trace_seconds": round(self.trace_seconds, 3),
             "timeline": self.timeline.downsample(max_points),
@@ -418,6 +436,8 @@ def estimate(workload, options: EstimateOptions | None = None, count_flops: bool
     target = options.target()
     workload = workload.fresh()
     ledger = Ledger(count_flops=count_flops)
+    if options.parallel is not None:
+        from memlint.estimate.distributed import trace_distributed as trace_training  # noqa: PLC0415
     started = time.perf_counter()
     facts = trace_training(workload, options, ledger, target)
     elapsed = time.perf_counter() - started
@@ -452,6 +472,7 @@ def estimate(workload, options: EstimateOptions | None = None, count_flops: bool
         target=target.describe(),
         step_peaks=replay.step_peaks,
         flops=flops,
+        communication=facts.get("communication"),
         ledger=ledger,
         trace_seconds=elapsed,
     )

@@ -164,6 +164,7 @@ def add_estimate_arguments(parser: argparse.ArgumentParser, measuring: bool = Fa
                         help="zero_grad(set_to_none=...) (default: true)")
     parser.add_argument("--world-size", type=int, default=1, help="data-parallel ranks (for --zero-stage)")
     parser.add_argument("--zero-stage", type=int, default=0, choices=[0, 1, 2, 3], help="ZeRO sharding stage")
+    add_parallel_arguments(parser)
     parser.add_argument("--gpu", default=None,
                         help="target GPU: 'auto' (the local GPU, by NVML) or one of "
                              + ", ".join(spec.name for spec in CATALOG.values()))
@@ -196,13 +197,52 @@ def options_from_args(args):
     """EstimateOptions from parsed arguments (UsageError naming the option for a bad --cuda-context)."""
     from memlint.estimate.api import EstimateOptions  # noqa: PLC0415
 
+    parallel = parallel_options_from_args(args)  # first: it maps --zero-stage 2/3 onto FSDP2
     return EstimateOptions(
         batch_size=args.batch_size, optimizer=args.optimizer, precision=args.precision,
         checkpointing=args.checkpointing, grad_accum=args.grad_accum, set_to_none=args.set_to_none,
         world_size=args.world_size, zero_stage=args.zero_stage,
         gpu=args.gpu, device=getattr(args, "device", "cuda"), cuda=getattr(args, "cuda", None),
         cuda_context=_context_bytes(getattr(args, "cuda_context", None)), steps=getattr(args, "steps", None),
+        **parallel,
     )
+
+
+def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--parallel`` and the engines' settings (memlint/estimate/distributed.py; docs/estimator.md "Distributed")."""
+    parser.add_argument("--parallel", default=None, choices=["ddp", "fsdp"],
+                        help="trace rank 0 of --world-size ranks through the real engine: DistributedDataParallel "
+                             "or FSDP2 fully_shard (on a fake process group)")
+    parser.add_argument("--bucket-cap-mb", type=float, default=None, metavar="MiB",
+                        help="DDP gradient bucket size (default: DDP's 25 MiB)")
+    parser.add_argument("--gradient-as-bucket-view", action="store_true",
+                        help="DDP gradient_as_bucket_view=True (gradients are views of the buckets)")
+    parser.add_argument("--reshard-after-forward", action=argparse.BooleanOptionalAction, default=True,
+                        help="FSDP2 reshard_after_forward (default: true; false is ZeRO-2-like)")
+    parser.add_argument("--fsdp-param-dtype", default=None, choices=["bf16", "fp16"],
+                        help="FSDP2 MixedPrecisionPolicy(param_dtype=...), reduce in fp32")
+    parser.add_argument("--fsdp-cpu-offload", action="store_true", help="FSDP2 CPUOffloadPolicy")
+
+
+def parallel_options_from_args(args) -> dict:
+    """The EstimateOptions fields of :func:`add_parallel_arguments` (defaults when a parser lacks them).
+
+    ``--zero-stage 2|3 --world-size N`` without ``--parallel`` is traced through FSDP2: stage 3 is
+    ``fully_shard`` (parameters, gradients and optimizer state sharded, parameters freed after
+    forward), stage 2 the same with ``reshard_after_forward=False`` (parameters stay gathered from
+    forward to backward, as ZeRO-2 keeps them).  Stage 1 (optimizer state only) has no FSDP2
+    form and stays the divisor model (docs/estimator.md "Distributed").
+    """
+    stage, world = getattr(args, "zero_stage", 0), getattr(args, "world_size", 1)
+    if getattr(args, "parallel", None) is None and stage in (2, 3) and world > 1:
+        args.parallel, args.zero_stage = "fsdp", 0
+        if stage == 2:
+            args.reshard_after_forward = False
+    return {"parallel": getattr(args, "parallel", None), "bucket_cap_mb": getattr(args, "bucket_cap_mb", None),
+            "gradient_as_bucket_view": getattr(args, "gradient_as_bucket_view", False),
+            "reshard_after_forward": getattr(args, "reshard_after_forward", True),
+            "fsdp_param_dtype": getattr(args, "fsdp_param_dtype", None),
+            "fsdp_cpu_offload": getattr(args, "fsdp_cpu_offload", False)}
 
 
 def _context_bytes(text: str | None) -> int | None:
@@ -420,6 +460,11 @@ def _run(args) -> int:
         print(_with_warnings(document, captured))
     else:
         report.render_table(result, verdict, best)
+        if result.communication is not None:
+            from memlint.estimate.distributed import describe_communication  # noqa: PLC0415
+
+            print(f"rank 0 of {options.world_size} ({options.parallel}): "
+                  f"{describe_communication(result.communication).split('; ', 1)[1]}")
         if advice is not None:
             report.render_advice(advice, notes=notes)
     if args.plot:

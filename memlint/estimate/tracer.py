@@ -11,7 +11,13 @@ C++ storage) records its death, so the live-bytes timeline is exact.
 Categories: parameter, buffer, gradient, optimizer_state, activation (created
 in a forward pass and still alive when that forward -- loss included -- ends:
 kept by the autograd graph or by the outputs), temporary, input, and
-workspace (library workspaces and kernel scratch: cuBLAS, attention backward buffers).
+workspace (library workspaces and kernel scratch: cuBLAS, attention backward buffers), and
+communication (buffers of a distributed engine's collectives: DDP gradient buckets,
+FSDP all-gather / reduce-scatter buffers; memlint/estimate/distributed.py).
+
+Traced tensors are meta tensors, or FakeTensors (the distributed trace runs
+the real engines under ``FakeTensorMode``); a tensor subclass that wraps
+others (DTensor) is counted through the tensors it wraps.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 from memlint.estimate.messages import first_line
 
 CATEGORIES = ("parameter", "buffer", "gradient", "optimizer_state", "activation",
-              "temporary", "input", "workspace")
+              "temporary", "input", "workspace", "communication")
 
 
 @dataclass
@@ -107,8 +113,12 @@ class Ledger:
         return None if sid is None else self.records[sid]
 
     def track(self, tensor, category: str = "temporary", op: str = "") -> StorageRecord | None:
-        """Record ``tensor``'s storage if new (returns its record; None for non-meta tensors)."""
-        if tensor.device.type != "meta":
+        """Record ``tensor``'s storage if new (returns its record; None for real tensors)."""
+        inner = _wrapped(tensor)
+        if inner is not None:
+            records = [self.track(t, category, op) for t in inner]
+            return next((r for r in records if r is not None), None)
+        if not _traced(tensor):
             return None
         try:
             storage = tensor.untyped_storage()
@@ -135,6 +145,30 @@ class Ledger:
         self.records[sid].died = self.op_index
         self.events.append((self.op_index, sid, False))
 
+    def resized(self, storage, category: str = "parameter") -> None:
+        """A storage resized in place (``UntypedStorage.resize_``, which no dispatch mode sees).
+
+        The old size dies and the new one is born now, as one new record in the
+        old record's category (``category`` when the storage was not tracked, or was
+        a temporary).  Used by the distributed trace: FSDP2 allocates and frees its
+        unsharded parameters this way (torch 2.13.0,
+        torch/distributed/fsdp/_fully_shard/_fsdp_param.py ``alloc_storage`` / ``free_storage``).
+        """
+        key = storage._cdata
+        old_sid = self._live.pop(key, None)
+        keep = category
+        if old_sid is not None:
+            old = self.records[old_sid]
+            old.died = self.op_index
+            self.events.append((self.op_index, old_sid, False))
+            keep = category if old.category == "temporary" else old.category
+        sid = next(self._ids)
+        self.records[sid] = StorageRecord(sid, int(storage.nbytes()), keep, self.phase, self.step,
+                                          self.micro, self.module, "resize_", self.op_index)
+        self._live[key] = sid
+        self.events.append((self.op_index, sid, True))
+        weakref.finalize(storage, self._on_free, key, sid)
+
     def transient(self, nbytes: int, op: str, category: str = "workspace") -> None:
         """An allocation that lives only during the current op (e.g. a cuDNN workspace)."""
         record = self.persistent(nbytes, op, category)
@@ -152,7 +186,12 @@ class Ledger:
 
     def retag(self, tensor, category: str) -> None:
         """Set the category of a live tensor's storage (e.g. gradient, optimizer_state, input)."""
-        record = self.lookup(tensor) if tensor.device.type == "meta" else None
+        inner = _wrapped(tensor)
+        if inner is not None:
+            for value in inner:
+                self.retag(value, category)
+            return
+        record = self.lookup(tensor) if _traced(tensor) else None
         if record is not None:
             record.category = category
 
@@ -200,6 +239,28 @@ class Ledger:
     def close(self) -> None:
         """Stop recording (frees after this point are teardown, not part of the step)."""
         self.closed = True
+
+
+def _traced(tensor) -> bool:
+    """A tensor whose memory the ledger models: on meta, or a FakeTensor (no real storage)."""
+    if tensor.device.type == "meta":
+        return True
+    from torch._subclasses.fake_tensor import FakeTensor  # noqa: PLC0415
+
+    return isinstance(tensor, FakeTensor)
+
+
+def _wrapped(tensor) -> list | None:
+    """The inner tensors of a wrapper subclass (DTensor: its local shard), or None for a plain tensor."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass  # noqa: PLC0415
+
+    if not is_traceable_wrapper_subclass(tensor):
+        return None
+    import torch  # noqa: PLC0415
+
+    names, _ = tensor.__tensor_flatten__()
+    inner = (getattr(tensor, name) for name in names)
+    return [value for value in inner if isinstance(value, torch.Tensor)]
 
 
 def make_ledger_mode(ledger: Ledger, target=None):

@@ -144,6 +144,7 @@ KEYS = {
     "set-to-none": _bool,
     "world-size": _positive_int,
     "zero-stage": _zero_stage,
+    "parallel": _choice(("ddp", "fsdp")),  # memlint/estimate/distributed.py PARALLEL_MODES
     "gpu": _gpu,
     "capacity": _capacity,
     "reserve": _reserve,

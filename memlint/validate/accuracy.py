@@ -88,7 +88,10 @@ def rows(records: list[dict]) -> list[dict]:
                 continue
             estimated = estimated_value(record, number)
             options = record["workload"]["options"]
-            out.append({"device": device, "target": record["workload"]["target"], "note": record.get("note") or "",
+            target = record["workload"]["target"]
+            if options.get("parallel"):  # a distributed record: rank 0 of a real multi-process run
+                target += f" ({options['parallel']}, {options['world_size']} ranks)"
+            out.append({"device": device, "target": target, "note": record.get("note") or "",
                         "precision": options["precision"],
                         "optimizer": options["optimizer"] or (record.get("estimated") or {}).get("optimizer"),
                         "batch_size": _batch(record), "checkpointing": options["checkpointing"],

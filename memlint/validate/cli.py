@@ -84,6 +84,9 @@ def _run(args) -> int:
             raise UsageError("--device cuda: no CUDA device is available to torch (use --device cpu for the CPU ground truth)")
         if options.gpu is None:
             options.gpu = "auto"
+    from memlint.validate.distributed import check_validate_parallel  # noqa: PLC0415
+
+    check_validate_parallel(options, args.device)
     outcome = session.validate(args.target, args.input, options, args.device, args.warmup, measured_steps)
     if args.record:
         from memlint.validate.record import write_record  # noqa: PLC0415

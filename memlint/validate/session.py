@@ -103,7 +103,12 @@ def _validate_cpu(target, inputs, options, warmup, steps, result, identity, work
     from memlint.validate.cpu import measure_cpu  # noqa: PLC0415
 
     del workload
-    measured = measure_cpu(target, inputs, options, warmup, steps)
+    if options.parallel is not None:
+        from memlint.validate.distributed import measure_distributed  # noqa: PLC0415
+
+        measured = measure_distributed(target, inputs, options, warmup, steps)
+    else:
+        measured = measure_cpu(target, inputs, options, warmup, steps)
     rows = [Row("cpu_peak", result.peak_allocated, measured.peak_allocator_bytes),
             Row("cpu_tensor_peak", result.peak_tensor_bytes, measured.peak_tensor_bytes, gated=False)]
     numbers = {"cpu_peak": measured.peak_allocator_bytes, "cpu_tensor_peak": measured.peak_tensor_bytes,

@@ -122,6 +122,7 @@ def test_advisor_ranking_matches_estimates_by_hand(project, memlint_run, limit):
     from dataclasses import replace
 
     from memlint.estimate.api import EstimateOptions, estimate, fits
+    from memlint.estimate.advisor import FSDP_ADVISOR_WORLDS
     from memlint.estimate.units import parse_bytes
     from memlint.estimate.workload import load_workload
 
@@ -142,9 +143,8 @@ def test_advisor_ranking_matches_estimates_by_hand(project, memlint_run, limit):
         "sgd-momentum": replace(base_options, optimizer="sgd-momentum"),
         "sgd": replace(base_options, optimizer="sgd"),
         "adafactor": replace(base_options, optimizer="adafactor"),
-        "zero-1": replace(base_options, world_size=4, zero_stage=1),
-        "zero-2": replace(base_options, world_size=4, zero_stage=2),
-        "zero-3": replace(base_options, world_size=4, zero_stage=3),
+        "ddp": replace(base_options, parallel="ddp", world_size=4),
+        **{f"fsdp-{n}": replace(base_options, parallel="fsdp", world_size=n) for n in FSDP_ADVISOR_WORLDS},
     }
     expected = {}
     allocated = {}
