@@ -52,7 +52,9 @@ class DeviceTensorCollectedInLoop(Rule):
     later uses the collected tensors on the accelerator (`torch.cat(preds)`
     compared with device tensors) now receives CPU tensors. No fix is
     offered for a conditional or `and`/`or` value: its other branch may be
-    no tensor.
+    no tensor; nor for a value the code moves to the device as it stores it
+    (`cache.append(x.to(device))`, `.cuda()`): the program keeps that
+    cache on the device on purpose.
 
     ## Known problems
     Tensors graph-attached when stored are left to MEM102. Loops over a
@@ -170,10 +172,24 @@ class DeviceTensorCollectedInLoop(Rule):
         return False
 
     def _fix(self, leaves: list[ast.expr]) -> Fix | None:
+        """``.cpu()`` on the one tensor stored; None for several values, a
+        non-tensor, or a tensor the code itself moves there as it stores it
+        (``cache.append(x.to(device))``: an on-device cache on purpose)."""
         if len(leaves) != 1 or self.ctx.semantic.value(leaves[0]).kind is not Kind.TENSOR:
+            return None
+        if _explicit_move(leaves[0]):
             return None
         on_host = method_call_plan(self, leaves[0], "cpu")
         return None if on_host is None else self.fix(on_host)
+
+
+#: Tensor methods that move a tensor to a device the program names.
+_MOVES = frozenset({"to", "cuda"})
+
+
+def _explicit_move(expr: ast.expr) -> bool:
+    """``x.to(...)`` or ``x.cuda(...)``."""
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in _MOVES
 
 
 def _receiver(node: ast.AST) -> ast.expr | None:

@@ -14,6 +14,19 @@ from memlint.lint.walk import Visitor, visit as walk_visit
 #: Helpers of other modules named like these cut the graph (``repackage_hidden``
 #: in PyTorch's word-language-model example); a helper of the same file is
 #: judged by its body (it calls ``.detach()``).
+#: The recurrent state a ``torch.nn`` recurrent module returns, by its place in
+#: the call's result (``()`` the whole result, ``(1,)`` its second element):
+#: "tensor" or "pair" (an ``(h, c)`` tuple of tensors). torch 2.13.0
+#: ``nn/modules/rnn.py``: ``RNN``/``GRU`` return ``(output, h_n)``, ``LSTM``
+#: ``(output, (h_n, c_n))``, ``RNNCell``/``GRUCell`` ``h'``, ``LSTMCell`` ``(h_1, c_1)``.
+RECURRENT_STATES = {
+    "torch.nn.RNN": {(1,): "tensor"},
+    "torch.nn.GRU": {(1,): "tensor"},
+    "torch.nn.LSTM": {(1,): "pair", (1, 0): "tensor", (1, 1): "tensor"},
+    "torch.nn.RNNCell": {(): "tensor"},
+    "torch.nn.GRUCell": {(): "tensor"},
+    "torch.nn.LSTMCell": {(): "pair", (0,): "tensor", (1,): "tensor"},
+}
 DETACH_HELPER = re.compile(r"repackage|detach", re.IGNORECASE)
 
 
@@ -57,11 +70,13 @@ class HiddenStateNotDetached(Rule):
 
     ## Fix safety
     The fix detaches the carried state at the top of the loop body:
-    `h = h.detach()` for a name the semantic model knows is a tensor that is
-    never None, otherwise
-    `if h is not None: h = h.detach() if hasattr(h, "detach") else tuple(s.detach() for s in h)`,
-    which also takes an LSTM's `(h, c)` tuple element-wise and leaves a
-    `None` initial state alone. It is unsafe by design: gradients stop
+    `h = h.detach()` where the state is a tensor (an `nn.RNN`/`nn.GRU`
+    state, an `RNNCell`/`GRUCell` output, or every assignment in the loop
+    gives a tensor), `h = tuple(s.detach() for s in h)` where it is an
+    `nn.LSTM`'s or `LSTMCell`'s `(h, c)` pair, each under
+    `if h is not None:` when the state may start as None. A state of any
+    other structure (a model's own list of per-layer pairs, a dict) gets no
+    fix: a wrong guess fails at run time. It is unsafe by design: gradients stop
     flowing into earlier iterations (truncated backpropagation through
     time), so the trained weights differ. State carried across calls of a
     method (`self.hidden` outside a loop) and a loop whose body sits on its
@@ -133,27 +148,39 @@ class HiddenStateNotDetached(Rule):
                 self._report(node, carried)
 
     def _report(self, node: ast.Assign, carried: list[str], loop: ast.AST | None = None) -> None:
-        fix = self._fix(loop, carried) if loop is not None else None
+        fix = self._fix(loop, carried, node) if loop is not None else None
         self.report(node, message=self.MESSAGE.format(names=", ".join(carried)), fix=fix)
 
     # -- the fix -------------------------------------------------------------
-    def _fix(self, loop: ast.AST, carried: list[str]):
-        """Detach each carried name at the top of the loop body: ``h =
-        h.detach()`` for what the semantic model knows is a tensor never set
-        to None, else a guarded form that also takes an LSTM's ``(h, c)``
-        tuple element-wise. None for a loop whose body is on its header line."""
+    def _fix(self, loop: ast.AST, carried: list[str], recurrent: ast.Assign):
+        """Detach each carried name at the top of the loop body, as its
+        structure asks (:meth:`_structure`): ``h = h.detach()`` for a tensor,
+        ``h = tuple(s.detach() for s in h)`` for an ``(h, c)`` pair, guarded
+        by ``if h is not None:`` where the state may start as None. None when
+        the structure of a name is not known (a model's own list of pairs,
+        a dict: a wrong guess fails at run time), or the loop's body is on
+        its header line."""
         if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or loop.body[0].lineno == loop.lineno:
             return None
         unit = self.ctx.semantic.unit_of(loop)
-        code = "".join(self._detaching(name, unit, loop) for name in carried)
+        structures = [self._structure(name, loop, recurrent) for name in carried]
+        if None in structures:
+            return None
+        code = "".join(_detaching(name, structure, _may_be_none(name, unit))
+                       for name, structure in zip(carried, structures))
         return self.fix(self.plan("prepend_to_body", loop, code=code),
                         title=f"Detach {', '.join(f'`{name}`' for name in carried)} at the start of each iteration")
 
-    def _detaching(self, name: str, unit: ast.AST, loop: ast.AST) -> str:
-        if self._known_tensor(name, loop) and not _may_be_none(name, unit):
-            return f"{name} = {name}.detach()\n"
-        return (f"if {name} is not None:\n"
-                f"    {name} = {name}.detach() if hasattr({name}, \"detach\") else tuple(s.detach() for s in {name})\n")
+    def _structure(self, name: str, loop: ast.AST, recurrent: ast.Assign) -> str | None:
+        """``"tensor"`` or ``"pair"`` (an ``(h, c)`` tuple of tensors): what the
+        recurrent call returns at ``name``'s place in the target, by the
+        module's type (:data:`RECURRENT_STATES`), else a tensor when every
+        assignment of the name in the loop gives a tensor; None: not known."""
+        module = self.ctx.semantic.value(recurrent.value.func).type_name
+        path = _target_path(recurrent.targets[0], name)
+        if module in RECURRENT_STATES and path is not None:
+            return RECURRENT_STATES[module].get(path)
+        return "tensor" if self._known_tensor(name, loop) else None
 
     def _known_tensor(self, name: str, loop: ast.AST) -> bool:
         """The name is bound to a tensor by every assignment in the loop."""
@@ -209,6 +236,29 @@ def _target_named(target: ast.expr, name: str) -> ast.expr:
         if isinstance(node, (ast.Name, ast.Attribute)) and dotted_name(node) == name:
             return node
     return target
+
+
+def _detaching(name: str, structure: str, may_be_none: bool) -> str:
+    """The statements that detach ``name`` of ``structure`` (see :meth:`HiddenStateNotDetached._structure`)."""
+    value = f"{name}.detach()" if structure == "tensor" else f"tuple(s.detach() for s in {name})"
+    if may_be_none:
+        return f"if {name} is not None:\n    {name} = {value}\n"
+    return f"{name} = {value}\n"
+
+
+def _target_path(target: ast.expr, name: str, path: tuple[int, ...] = ()) -> tuple[int, ...] | None:
+    """Where ``name`` sits in an assignment target: ``()`` for the whole
+    target, ``(1,)`` for ``out, h``, ``(1, 0)`` for ``out, (h, c)``; None
+    when it is not there or follows a starred element."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for index, element in enumerate(target.elts):
+            if isinstance(element, ast.Starred):
+                return None
+            found = _target_path(element, name, (*path, index))
+            if found is not None:
+                return found
+        return None
+    return path if dotted_name(target) == name else None
 
 
 def _may_be_none(name: str, unit: ast.AST) -> bool:

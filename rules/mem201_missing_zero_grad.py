@@ -151,8 +151,30 @@ class MissingZeroGrad(Rule):
         optimizer = dotted_name(receiver)
         if optimizer is None or loop.body[0].lineno == loop.lineno or not self._unconditional(step, loop):
             return None
+        if not self._bound_at_body_start(optimizer, loop):
+            return None
         return self.fix(self.plan("prepend_to_body", loop, code=f"{optimizer}.zero_grad()\n"),
                         title=f"Call `{optimizer}.zero_grad()` at the start of each iteration")
+
+    def _bound_at_body_start(self, optimizer: str, loop: Loop) -> bool:
+        """``optimizer`` (a dotted name) names the same object at the top of
+        the body as at the step: the body never assigns it (nor its root
+        name), and a local root is bound before the loop or by its ``for``
+        target. Else ``zero_grad()`` at the top would clear a previous
+        optimizer or fail (``UnboundLocalError`` on the first iteration)."""
+        root = optimizer.split(".")[0]
+        for node in walk(loop.body):
+            if isinstance(getattr(node, "ctx", None), ast.Store) and (
+                    isinstance(node, ast.Name) and node.id == root or dotted_name(node) == optimizer):
+                return False
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and any(
+                isinstance(n, ast.Name) and n.id == root for n in ast.walk(loop.target)):
+            return True
+        semantic = self.ctx.semantic
+        unit = semantic.unit_of(loop)
+        scope = semantic.scopes.own_scope(unit) if unit is not semantic.module else semantic.scopes.module_scope
+        local = scope is not None and root in scope.bindings
+        return not local or root in semantic.bound_before(loop)
 
     def _unconditional(self, node: ast.AST, loop: Loop) -> bool:
         """``node`` runs on every iteration of ``loop`` (no ``if``/``try``/inner loop between them)."""

@@ -37,11 +37,16 @@ class ZeroGradKeepsGrads(Rule):
     moves them (weight decay, momentum), and code that adds into `p.grad`
     between `zero_grad` and `.backward()` (`p.grad += g`) fails on None.
 
+    No fix is offered where the file updates a `.grad` in place
+    (`p.grad += g`, `p.grad /= n`, `p.grad.add_(g)`, `p.grad.data.mul_(s)`),
+    anywhere in the file (the update may be in another method of the
+    class than the `zero_grad`), nor in a test function (a test may assert
+    the argument itself, `mock.assert_called_with(set_to_none=False)`).
+
     ## Known problems
-    Code that reads or updates `p.grad` in place between `zero_grad` and
-    `.backward()` (`p.grad.add_(...)`, custom gradient hooks) needs the
-    zero tensors: the fix breaks it with an `AttributeError` on None. Such
-    code should keep the argument and suppress the finding.
+    Code that reads `p.grad` in other ways between `zero_grad` and
+    `.backward()` (custom gradient hooks, `p.grad.sum()`) still gets the
+    fix and may fail with an `AttributeError` on None.
 
     ## References
     - [torch.optim.Optimizer.zero_grad](https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html)
@@ -79,5 +84,35 @@ class ZeroGradKeepsGrads(Rule):
                     self.report(node, fix=self._without(node, index))
                 return
 
-    def _without(self, node: ast.Call, index: int) -> Fix:
+    def _without(self, node: ast.Call, index: int) -> Fix | None:
+        """The argument removed, unless the zero gradients are needed (see "Fix safety")."""
+        semantic = self.ctx.semantic
+        if self._updates_grad_in_place() or any(semantic.is_test_function(a) for a in semantic.ancestors(node)):
+            return None
         return self.fix(self.plan("remove_argument", node, index=index))
+
+    def _updates_grad_in_place(self) -> bool:
+        """The file adds, scales or copies into a ``.grad`` in place, which fails on None."""
+        found = self.__dict__.get("_grad_updated")
+        if found is None:
+            index = self.ctx.index
+            found = self.__dict__["_grad_updated"] = any(
+                _is_grad(update.target) for update in index.of_type(ast.AugAssign)) or any(
+                _is_in_place_grad_call(call) for call in index.of_type(ast.Call))
+        return found
+
+
+def _is_grad(target: ast.expr) -> bool:
+    """``x.grad`` or ``x.grad.data``, or an item of them (``p.grad[mask]``)."""
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    if isinstance(target, ast.Attribute) and target.attr == "data":
+        target = target.value
+    return isinstance(target, ast.Attribute) and target.attr == "grad"
+
+
+def _is_in_place_grad_call(call: ast.Call) -> bool:
+    """``x.grad.add_(g)``, ``x.grad.data.mul_(s)``: PyTorch's in-place methods end with ``_``."""
+    func = call.func
+    return (isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.startswith("_")
+            and _is_grad(func.value))

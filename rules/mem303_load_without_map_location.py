@@ -156,7 +156,19 @@ class LoadWithoutMapLocation(Rule):
         origin = self._origin(path)
         if origin is Tri.NO or origin is Tri.MAYBE and not self._runs_on_accelerator(node):
             return
-        self.report(node, fix=self.fix(self.plan("add_keyword", node, keyword="map_location", code='"cpu"')))
+        self.report(node, fix=self._map_location_fix(node))
+
+    def _map_location_fix(self, load: ast.Call):
+        """``map_location="cpu"`` where the loaded tensors are placed by the
+        code that receives them (see :func:`_places_loaded_tensors`); no fix
+        in a test function, which may assert where the tensors are, nor for
+        a whole pickled object (a model, an optimizer) used as it comes."""
+        semantic = self.ctx.semantic
+        if any(semantic.is_test_function(a) for a in semantic.ancestors(load)):
+            return None
+        if not _places_loaded_tensors(semantic, load):
+            return None
+        return self.fix(self.plan("add_keyword", load, keyword="map_location", code='"cpu"'))
 
     def _origin(self, path: ast.expr | None) -> Tri:
         """Whether the file's own saves of ``path`` hold accelerator tensors:
@@ -269,6 +281,95 @@ class LoadWithoutMapLocation(Rule):
             return "literal:" + path.value
         name = dotted_name(path)
         return "code:" + (name if name is not None else self.ctx.code(path))
+
+#: Calls that copy a state dict into objects already placed, so CPU tensors
+#: are as good as device ones: ``Module.load_state_dict`` copies each tensor
+#: in with ``param.copy_(input_param)`` (torch 2.13.0 ``nn/modules/module.py``
+#: ``_load_from_state_dict``); ``Optimizer.load_state_dict`` moves the state to
+#: each parameter's device (``optim/optimizer.py``
+#: ``_process_value_according_to_param_policy``); ``set_model_state_dict`` /
+#: ``set_optimizer_state_dict`` (``distributed/checkpoint/state_dict.py``),
+#: ``FSDP.optim_state_dict_to_load`` and litgpt's
+#: ``load_from_full_model_state_dict(..., device=...)`` place what they load.
+_STATE_DICT_LOADERS = re.compile(r"(?:.*_)?load(?:_\w*)?_state_dict|\w*state_dict_to_load|_?set_\w*state_dict")
+#: Methods that move the loaded object where the program wants it.
+_MOVES = frozenset({"to", "cuda"})
+
+
+def _places_loaded_tensors(semantic, load: ast.Call) -> bool:
+    """The value of ``load`` (or an entry of it, ``torch.load(p)["model"]``)
+    goes into a call of :data:`_STATE_DICT_LOADERS` or is moved with
+    ``.to(...)``/``.cuda()``: directly, or through a name it is assigned to
+    that reaches such a use with no other assignment on the way."""
+    value = _outer_subscript(semantic, load)
+    if _is_placing_use(semantic, value):
+        return True
+    statement = semantic.parents.get(value)
+    if not (isinstance(statement, ast.Assign) and statement.value is value and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)):
+        return False
+    target = statement.targets[0]
+    unit = semantic.unit_of(load)
+    uses = [n for n in semantic.own_nodes(unit, (ast.Name,))
+            if n.id == target.id and isinstance(n.ctx, ast.Load) and _after(semantic, n, target)]
+    return any(_reaches(semantic, target, use) and _is_placing_use(semantic, _outer_subscript(semantic, use))
+               for use in uses)
+
+
+def _outer_subscript(semantic, expr: ast.expr) -> ast.expr:
+    """``expr`` or the outermost subscript of it (``x`` -> ``x["a"]["b"]``)."""
+    parent = semantic.parents.get(expr)
+    while isinstance(parent, ast.Subscript) and parent.value is expr:
+        expr, parent = parent, semantic.parents.get(parent)
+    return expr
+
+
+def _is_placing_use(semantic, expr: ast.expr) -> bool:
+    """``expr`` is an argument of a state-dict loader, or the receiver of a
+    called ``.to``/``.cuda``."""
+    parent = semantic.parents.get(expr)
+    if isinstance(parent, ast.keyword):
+        expr, parent = parent, semantic.parents.get(parent)
+    if isinstance(parent, ast.Call) and (expr in parent.args or expr in parent.keywords):
+        name = parent.func.attr if isinstance(parent.func, ast.Attribute) else dotted_name(parent.func)
+        return name is not None and _STATE_DICT_LOADERS.fullmatch(name.rsplit(".", 1)[-1]) is not None
+    if isinstance(parent, ast.Attribute) and parent.value is expr and parent.attr in _MOVES:
+        call = semantic.parents.get(parent)
+        return isinstance(call, ast.Call) and call.func is parent
+    return False
+
+
+def _after(semantic, node: ast.AST, anchor: ast.AST) -> bool:
+    return semantic.index.position_of(node) > semantic.index.position_of(anchor)
+
+
+def _reaches(semantic, target: ast.Name, use: ast.Name) -> bool:
+    """No other binding of the name lies between ``target`` and ``use`` in
+    the text, except in another branch of an ``if`` than ``target``'s
+    (``if a: s = torch.load(p) else: s = {}`` ... ``load_state_dict(s)``)."""
+    start, end = semantic.index.position_of(target), semantic.index.position_of(use)
+    for binding in semantic.scopes.bindings_of(target.id, semantic.scopes.scope_for(target)):
+        at = semantic.index.position_of(binding.node)
+        if binding.node is not target and at is not None and start < at < end and not _exclusive(
+                semantic, binding.node, target):
+            return False
+    return True
+
+
+def _exclusive(semantic, a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` are in different branches of one ``if`` statement."""
+    branches = dict(_if_branches(semantic, a))
+    return any(statement in branches and branches[statement] != branch for statement, branch in _if_branches(semantic, b))
+
+
+def _if_branches(semantic, node: ast.AST):
+    """(``if`` statement, "body" or "orelse") for each ``if`` around ``node``."""
+    child, parent = node, semantic.parents.get(node)
+    while parent is not None:
+        if isinstance(parent, ast.If) and child is not parent.test:
+            yield parent, "body" if child in parent.body else "orelse"
+        child, parent = parent, semantic.parents.get(parent)
+
 
 def _path_argument(call: ast.Call, keyword: str, index: int = 0) -> ast.expr | None:
     for named in call.keywords:
