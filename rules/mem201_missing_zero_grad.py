@@ -58,7 +58,11 @@ class MissingZeroGrad(Rule):
     what code that accumulated gradients across iterations on purpose
     relied on. There is no fix when the step is conditional inside the loop
     (`if (i + 1) % k == 0:`, gradient accumulation), when the stepped
-    optimizer is not a plain name, or when the body is on the header line.
+    optimizer is not a plain name, when the body is on the header line, or
+    when the optimizer's name is not bound at the top of the body: the body
+    assigns it (an optimizer built per iteration, where `zero_grad()` first
+    would raise `UnboundLocalError` or clear the previous one), or a local
+    of the function is bound only after the loop starts.
 
     ## Known problems
     A conditional `zero_grad` anywhere in the loop counts as clearing

@@ -72,7 +72,18 @@ class LoadWithoutMapLocation(Rule):
 
     ## Fix safety
     Adding `map_location="cpu"` is unsafe: code that used the loaded tensors
-    directly on the GPU now receives CPU tensors.
+    directly on the GPU now receives CPU tensors. So the fix is offered only
+    where the code that receives them places them itself: the loaded value,
+    or an entry of it (`torch.load(p)["model"]`), is passed to
+    `load_state_dict` or a call like it (`set_model_state_dict`,
+    `optim_state_dict_to_load`, `load_from_full_model_state_dict`), which
+    copy into tensors already placed or move to the parameters' device, or
+    is moved with `.to(...)`/`.cuda()`, directly or through a name it is
+    assigned to that reaches that use with no other assignment on the way
+    (one in another branch of an `if` does not count). A whole pickled
+    model or optimizer used as it is loaded (`model = torch.load(f)`,
+    `model, criterion, optimizer = torch.load(f)`) gets no fix, nor does a
+    load in a test function (a test may assert where the tensors are).
 
     ## When it is reported
     Only where the checkpoint may hold accelerator tensors: the file's own
@@ -348,10 +359,14 @@ def _reaches(semantic, target: ast.Name, use: ast.Name) -> bool:
     the text, except in another branch of an ``if`` than ``target``'s
     (``if a: s = torch.load(p) else: s = {}`` ... ``load_state_dict(s)``)."""
     start, end = semantic.index.position_of(target), semantic.index.position_of(use)
+    around_use = set(semantic.ancestors(use))
     for binding in semantic.scopes.bindings_of(target.id, semantic.scopes.scope_for(target)):
         at = semantic.index.position_of(binding.node)
-        if binding.node is not target and at is not None and start < at < end and not _exclusive(
-                semantic, binding.node, target):
+        if binding.node is target or at is None or not start < at < end:
+            continue
+        if semantic.parents.get(binding.node) in around_use:
+            continue  # `m = m.to(device)`: the use is read before the name is bound again
+        if not _exclusive(semantic, binding.node, target):
             return False
     return True
 

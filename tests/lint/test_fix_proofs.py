@@ -150,8 +150,12 @@ def test_block_fixes_insert_what_they_say(proofs):
     once = proofs["files"]["MEM104/evaluate_function.py"][3]
     assert "\n\n@torch.no_grad()\ndef evaluate(model: nn.Module, batches):\n" in once
     once = proofs["files"]["MEM105/lstm_state.py"][3]
-    assert ("for x, y in batches:\n    if hidden is not None:\n        hidden = hidden.detach() if hasattr(hidden, "
-            "\"detach\") else tuple(s.detach() for s in hidden)\n    out, hidden = lstm(x, hidden)\n") in once
+    assert ("for x, y in batches:\n    if hidden is not None:\n        hidden = tuple(s.detach() for s in hidden)\n"
+            "    out, hidden = lstm(x, hidden)\n") in once
+    once = proofs["files"]["MEM105/lstm_given_state.py"][3]
+    assert "for x in stream:\n    state = tuple(s.detach() for s in state)\n    out, state = lstm(x, state)\n" in once
+    once = proofs["files"]["MEM303/resume_entries.py"][3]
+    assert '    checkpoint = torch.load(checkpoint_path, map_location="cpu")\n' in once
     once = proofs["files"]["MEM201/no_zero_grad.py"][3]
     assert "for step in range(5):\n    opt.zero_grad()\n    x, y = torch.randn(8, 4), torch.randn(8, 1)\n" in once
     once = proofs["files"]["MEM206/deprecated_amp.py"][3]

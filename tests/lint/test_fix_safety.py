@@ -52,11 +52,15 @@ def test_safe_fix_keeps_the_results(tmp_path, name):
     assert _run(script) == before_output
 
 
-def test_the_unsafe_set_to_none_fix_is_unsafe_indeed(tmp_path):
-    """Why MEM203's fix is unsafe: applied to code that adds into `.grad`, the program fails."""
+def test_the_unsafe_set_to_none_fix_is_withheld_where_it_would_fail(tmp_path):
+    """Why MEM203's fix is unsafe: code that adds into `.grad` fails on None.
+    The rule sees the in-place update and offers no fix, even with --unsafe-fixes;
+    the same edit made by hand makes the program fail."""
     script = tmp_path / "grad_added_in_place.py"
     shutil.copy(FIXTURES / script.name, script)
+    before = script.read_text()
     _memlint("check", "--no-cache", "--fix", "--unsafe-fixes", "--select", "MEM203", str(script))
-    assert "opt.zero_grad()\n" in script.read_text()
+    assert script.read_text() == before
+    script.write_text(before.replace("opt.zero_grad(set_to_none=False)", "opt.zero_grad()"))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "NoneType" in done.stderr
