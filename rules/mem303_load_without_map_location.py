@@ -83,7 +83,8 @@ class LoadWithoutMapLocation(Rule):
     (one in another branch of an `if` does not count). A whole pickled
     model or optimizer used as it is loaded (`model = torch.load(f)`,
     `model, criterion, optimizer = torch.load(f)`) gets no fix, nor does a
-    load in a test function (a test may assert where the tensors are).
+    load in a test function that asserts on a tensor's device
+    (`assert x.device.type == "cuda"`, `x.is_cuda`).
 
     ## When it is reported
     Only where the checkpoint may hold accelerator tensors: the file's own
@@ -172,10 +173,10 @@ class LoadWithoutMapLocation(Rule):
     def _map_location_fix(self, load: ast.Call):
         """``map_location="cpu"`` where the loaded tensors are placed by the
         code that receives them (see :func:`_places_loaded_tensors`); no fix
-        in a test function, which may assert where the tensors are, nor for
-        a whole pickled object (a model, an optimizer) used as it comes."""
+        in a test function that asserts on devices (:func:`_asserts_devices`),
+        nor for a whole pickled object (a model, an optimizer) used as it comes."""
         semantic = self.ctx.semantic
-        if any(semantic.is_test_function(a) for a in semantic.ancestors(load)):
+        if any(semantic.is_test_function(a) and _asserts_devices(a) for a in semantic.ancestors(load)):
             return None
         if not _places_loaded_tensors(semantic, load):
             return None
@@ -325,6 +326,25 @@ def _places_loaded_tensors(semantic, load: ast.Call) -> bool:
             if n.id == target.id and isinstance(n.ctx, ast.Load) and _after(semantic, n, target)]
     return any(_reaches(semantic, target, use) and _is_placing_use(semantic, _outer_subscript(semantic, use))
                for use in uses)
+
+
+#: Tensor attributes that tell where a tensor is.
+_DEVICE_ATTRIBUTES = frozenset({"device", "is_cuda", "is_mps", "get_device"})
+
+
+def _asserts_devices(function: ast.AST) -> bool:
+    """An ``assert`` or an ``assert*(...)`` call in ``function`` reads a
+    tensor's device (``x.device.type``, ``x.is_cuda``)."""
+    for node in ast.walk(function):
+        checked = None
+        if isinstance(node, ast.Assert):
+            checked = node.test
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.startswith("assert"):
+            checked = node
+        if checked is not None and any(isinstance(n, ast.Attribute) and n.attr in _DEVICE_ATTRIBUTES
+                                       for n in ast.walk(checked)):
+            return True
+    return False
 
 
 def _outer_subscript(semantic, expr: ast.expr) -> ast.expr:

@@ -227,7 +227,7 @@ def test_fix_plans_survive_the_cache():
     from memlint.lint.diagnostic import FileResult
 
     source = ("import torch\nfrom torch.cuda.amp import autocast\nwith autocast(True):\n    pass\n"
-              "def f(lstm, loader, opt, crit, h, c):\n    for x, y in loader:\n        out, (h, c) = lstm(x, (h, c))\n"
+              "def f(loader, opt, crit, h, c):\n    lstm = torch.nn.LSTM(3, 4)\n    for x, y in loader:\n        out, (h, c) = lstm(x, (h, c))\n"
               "        crit(out, y).backward()\n        opt.step()\n")
     found = lint_source("t.py", source.encode(), LintOptions(frozenset({"MEM206", "MEM105"}))).diagnostics
     assert {d.code for d in found if d.fix is not None and d.fix.plans} == {"MEM206", "MEM105"}

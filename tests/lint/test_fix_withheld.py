@@ -149,11 +149,15 @@ def test_map_location_only_where_the_loaded_tensors_are_placed(tmp_path, case):
     assert _fixes(tmp_path, "MEM303", source) == expected
 
 
-def test_no_map_location_fix_in_a_test_function(tmp_path):
-    source = ("import unittest, torch\nclass TestResume(unittest.TestCase):\n"
-              "    @unittest.skipUnless(torch.cuda.is_available(), 'gpu')\n"
-              "    def test_on_gpu(self):\n        self.net.load_state_dict(torch.load(self.path))\n")
-    assert _fixes(tmp_path, "MEM303", source, "test_resume.py") == [None]
+def test_no_map_location_fix_in_a_test_that_asserts_devices(tmp_path):
+    test = ("import unittest, torch\nclass TestResume(unittest.TestCase):\n"
+            "    @unittest.skipUnless(torch.cuda.is_available(), 'gpu')\n"
+            "    def test_on_gpu(self):\n        state = torch.load(self.path)\n"
+            "        self.net.load_state_dict(state)\n{check}")
+    on_device = "        assert state['w'].device.type == 'cuda'\n"
+    assert _fixes(tmp_path, "MEM303", test.format(check=on_device), "test_resume.py") == [None]
+    on_values = "        assert state['w'].sum() > 0\n"
+    assert _fixes(tmp_path, "MEM303", test.format(check=on_values), "test_resume.py") == [MAP_CPU]
 
 
 MEM203_CASES = {

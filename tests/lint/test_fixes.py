@@ -19,8 +19,8 @@ from memlint.fix import resolve, resolve_text
 
 from .helpers import run_memlint
 
-BUGGY = "import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path)\n    return state\n"
-FIXED = 'import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path, map_location="cpu")\n    return state\n'
+BUGGY = "import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path)\n    return state.cuda()\n"
+FIXED = 'import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path, map_location="cpu")\n    return state.cuda()\n'
 
 
 class RenameCall(Rule):
@@ -214,7 +214,7 @@ def test_stdin_fix_writes_fixed_source_to_stdout(tmp_path):
 
 def test_fix_keeps_encoding_crlf_and_follows_symlink(tmp_path):
     real = tmp_path / "real.py"
-    source = "# -*- coding: latin-1 -*-\r\nimport torch; torch.cuda.init()\r\nname = 'café'\r\nstate = torch.load(name)\r\n"
+    source = "# -*- coding: latin-1 -*-\r\nimport torch; torch.cuda.init()\r\nname = 'café'\r\nstate = torch.load(name).cuda()\r\n"
     real.write_bytes(source.encode("latin-1"))
     link = tmp_path / "link.py"
     link.symlink_to(real)
@@ -227,7 +227,7 @@ def test_fix_keeps_encoding_crlf_and_follows_symlink(tmp_path):
 
 def test_fix_round_trip_on_many_mem303_calls(tmp_path):
     path = tmp_path / "many.py"
-    body = "import torch; torch.cuda.init()\n" + "".join(f"s{i} = torch.load(torch.load('f{i}'))\n" for i in range(5))
+    body = "import torch; torch.cuda.init()\n" + "".join(f"s{i} = torch.load('f{i}').cuda(); t{i} = torch.load('g{i}').to('cuda')\n" for i in range(5))
     path.write_text(body)
     proc = run_memlint("check", "--fix", "--unsafe-fixes", str(path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -297,12 +297,12 @@ def test_a_file_libcst_cannot_parse_is_left_as_it_is(tmp_path, capsys):
     odd = tmp_path / "odd.py"
     odd.write_text("import torch; torch.cuda.init()\nz = torch.load(a if b else(lambda:0))\n", encoding="utf-8")
     good = tmp_path / "good.py"
-    good.write_text("import torch; torch.cuda.init()\nstate = torch.load('x')\n", encoding="utf-8")
+    good.write_text("import torch; torch.cuda.init()\nstate = torch.load('x').cuda()\n", encoding="utf-8")
     code = main(["check", "--select", "MEM303", "--fix", "--unsafe-fixes", str(odd), str(good)])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     assert odd.read_text() == "import torch; torch.cuda.init()\nz = torch.load(a if b else(lambda:0))\n"
-    assert good.read_text() == "import torch; torch.cuda.init()\nstate = torch.load('x', map_location=\"cpu\")\n"
+    assert good.read_text() == "import torch; torch.cuda.init()\nstate = torch.load('x', map_location=\"cpu\").cuda()\n"
 
 
 def test_no_method_fix_on_a_value_that_may_be_no_tensor():

@@ -17,7 +17,7 @@ from memlint.report import full, github, json_format, sarif
 from .expectations import lint_text
 
 REPO = Path(__file__).resolve().parents[2]
-BUGGY = "import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path)\n    return state\n"
+BUGGY = "import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path)\n    return state.cuda()\n"
 UNSAFE_FIX = Fix("Add `map_location`", Applicability.UNSAFE, (Edit(4, 13, 4, 29, "torch.load(path, map_location='cpu')"),))
 
 
