@@ -14,7 +14,7 @@ from memlint.lint.registry import all_rules
 
 from .helpers import REPO, cases_dir, run_memlint
 
-BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"
+BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt').cuda()\n"
 
 
 def test_rule_page_piped_is_the_markdown_page():
@@ -123,7 +123,7 @@ def test_full_format_through_cli(tmp_path):
 def test_statistics(tmp_path):
     """MEM303's fix is unsafe: marked fixable only with --unsafe-fixes."""
     buggy = tmp_path / "buggy.py"
-    buggy.write_text(BUGGY + "again = torch.load('b')\n")
+    buggy.write_text(BUGGY + "again = torch.load('b').cuda()\n")
     proc = run_memlint("--statistics", str(buggy))
     assert proc.stdout.splitlines() == ["     2\tMEM303\t    load-without-map-location",
                                         "2 hidden fixes can be enabled with the `--unsafe-fixes` option."]

@@ -18,7 +18,7 @@ from memlint.report import concise, full, statistics
 
 from .helpers import run_memlint
 
-BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"
+BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt').cuda()\n"
 CLEAN = "import torch\nstate = torch.load('a', map_location='cpu')\n"
 MESSAGE = "`torch.load` without `map_location` restores tensors onto the GPU they were saved from"
 
@@ -159,7 +159,7 @@ def test_diff_goes_to_the_output_file_and_quiet_hides_the_fix_count(tmp_path):
 
 def test_show_fixes_lists_applied_and_available_fixes(tmp_path):
     path = tmp_path / "t.py"
-    path.write_text(BUGGY + "again = torch.load('b')\n")
+    path.write_text(BUGGY + "again = torch.load('b').cuda()\n")
     available = run_memlint("--no-cache", "--show-fixes", "--unsafe-fixes", str(path))
     assert available.stdout.splitlines()[-3:] == [
         "2 findings fixable with --fix --unsafe-fixes:", f"- {path}:", "    2 x MEM303 (load-without-map-location)"]
