@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
+from memlint.lint.syntax import FUNCTION_TYPES
 
 #: Deprecated name -> (device string, new attribute under ``torch.amp``), per torch 2.4's deprecation warnings.
 DEPRECATED = {
@@ -16,6 +18,15 @@ DEPRECATED = {
     "torch.cpu.amp.autocast": ("cpu", "autocast"),
     "torch.cpu.amp.GradScaler": ("cpu", "GradScaler"),
 }
+#: A test that checks the installed torch: names like ``_TORCH_GREATER_EQUAL_2_4``
+#: (Lightning), ``TORCH_VERSION``, ``torch.__version__``, ``packaging.version``,
+#: ``is_torch_greater_or_equal`` (transformers).
+VERSION_TEST = re.compile(r"version|torch_(?:greater|less|ge|gt|le|lt|\d)", re.IGNORECASE)
+#: Exceptions an old torch raises for the new API: ``torch.amp.GradScaler`` is missing
+#: before torch 2.3 (AttributeError), ``torch.amp.autocast``'s device argument is refused
+#: by older signatures (TypeError); ``Exception``/``BaseException``/bare catch them too.
+FALLBACK_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError", "TypeError", "Exception",
+                             "BaseException"})
 #: ``torch.cuda.amp.autocast(enabled, dtype, cache_enabled)``: positional order of the old signature.
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
@@ -61,7 +72,14 @@ class DeprecatedAmpApi(Rule):
     there). There is no fix otherwise, nor for calls with `*args`.
 
     ## Known problems
-    Only calls are reported: a bare reference such as
+    A deliberate fallback for an old torch is not reported: a call in a
+    branch of an `if` or conditional expression that tests the torch
+    version (`X if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()`,
+    `torch.__version__`, `packaging.version`, `hasattr(torch.amp, ...)`), or
+    in an `except` handler for `AttributeError`, `ImportError`, `TypeError`
+    or `Exception` (the handler that runs when `torch.amp` is missing). On a
+    torch that deprecates the alias that branch does not run, and rewriting
+    it would call the very API the old torch lacks. Only calls are reported: a bare reference such as
     `functools.partial(torch.cuda.amp.autocast, ...)` is not.
 
     ## References
@@ -94,6 +112,8 @@ class DeprecatedAmpApi(Rule):
     def visit_Call(self, node: ast.Call) -> None:
         qualified = self.ctx.qualified(node.func)
         if qualified not in DEPRECATED:
+            return
+        if _version_fallback(node, self.ctx.semantic):
             return
         device, attr = DEPRECATED[qualified]
         new = qualified.replace(f".{device}.amp.", ".amp.")
@@ -158,3 +178,38 @@ class DeprecatedAmpApi(Rule):
         parent = self.ctx.semantic.parents.get(statement)
         siblings = [n for n in ast.iter_child_nodes(parent) if isinstance(n, ast.stmt) and n is not statement]
         return not any(n.lineno <= statement.end_lineno and n.end_lineno >= statement.lineno for n in siblings)
+
+
+def _version_fallback(node: ast.AST, semantic) -> bool:
+    """``node`` runs only on an old torch: inside a branch (not the test) of
+    an ``if``/conditional expression that tests the version, or inside an
+    ``except`` handler (of its own function) for an error the new API
+    raises there."""
+    child, in_own_unit = node, True
+    for ancestor in semantic.ancestors(node):
+        if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test and _tests_version(ancestor.test):
+            return True  # a function defined in such a branch is the fallback too
+        if in_own_unit and isinstance(ancestor, ast.ExceptHandler) and _catches_fallback_error(ancestor):
+            return True
+        in_own_unit = in_own_unit and not isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef))
+        child = ancestor
+    return False
+
+
+def _tests_version(test: ast.expr) -> bool:
+    """A test that reads the torch version or probes for the new API (``hasattr(torch.amp, ...)``)."""
+    for node in ast.walk(test):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name is not None and VERSION_TEST.search(name):
+            return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr" and node.args
+                and (dotted_name(node.args[0]) or "").split(".")[0] in ("torch", "amp")):
+            return True
+    return False
+
+
+def _catches_fallback_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((dotted_name(error) or "").rsplit(".", 1)[-1] in FALLBACK_ERRORS for error in caught)

@@ -27,6 +27,19 @@ TF1_TRAINING_METHODS = frozenset({"minimize", "apply_gradients", "compute_gradie
 TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"})
 #: Methods of a Keras ``Model`` subclass that the framework calls: training code defined, not run, here.
 FRAMEWORK_HOOKS = frozenset({"train_step", "test_step", "fit", "compute_loss"})
+#: TF1 graph-mode API (TF 1.x top level, ``tf.compat.v1`` in 2.x): a file that uses it may run on
+#: TF 1.x, where ``tf.config.list_physical_devices`` does not exist (added in TF 2.1,
+#: tensorflow/python/framework/config.py; tensorflow/tensorflow#45954). ``tf.compat.v1.logging``
+#: and other utilities run on TF 2 and do not count.
+TF1_GRAPH_API = re.compile(
+    r"^tensorflow\.(?:compat\.v1\.)?(?:Session|InteractiveSession|placeholder|placeholder_with_default|ConfigProto|"
+    r"GPUOptions|global_variables_initializer|initialize_all_variables|local_variables_initializer|get_variable|"
+    r"variable_scope|reset_default_graph|disable_eager_execution|disable_v2_behavior|"
+    r"train\.(?:MonitoredTrainingSession|MonitoredSession|Saver|\w+Optimizer))$|"
+    r"^tensorflow\.(?:contrib|examples\.tutorials)(?:\.|$)"
+)
+#: Imports of TF1-only packages (removed in TF 2.0: ``tf.contrib``, the MNIST tutorial reader).
+TF1_MODULES = ("tensorflow.contrib", "tensorflow.examples.tutorials")
 
 
 class TfMemoryGrowthNotSet(Rule):
@@ -76,7 +89,17 @@ class TfMemoryGrowthNotSet(Rule):
     before (by another module imported earlier), and growing the pool on
     demand can fragment it and run somewhat slower than one reservation.
     There is no fix without an `import tensorflow` line of its own at the
-    module's top level.
+    module's top level. There is none in TF1-style code either (a
+    `tf.Session`, `tf.placeholder`, `tf.ConfigProto`, `tf.contrib`, the TF1
+    tutorials' MNIST reader, or their `tf.compat.v1` twins):
+    `tf.config.list_physical_devices` exists only from TF 2.1, so on the
+    TF 1.x such a file may be written for the loop raises `AttributeError`
+    at import; there, set `config.gpu_options.allow_growth = True` on the
+    `ConfigProto` given to each session yourself. Nor is there one in a
+    library module — a file with no `if __name__ == "__main__":` block and
+    no module-level code that calls one of its functions or trains: setting
+    the process-wide GPU policy when a library is imported raises
+    `RuntimeError` in every program that touched its GPUs before importing it.
 
     ## Known problems
     The setting may live in another module of the program (or in the
@@ -157,7 +180,16 @@ class TfMemoryGrowthNotSet(Rule):
             return
         if _configured(self.ctx.index):
             return
-        self.report(site, fix=self._fix(node))
+        fixable = not self._tf1_style() and _is_entry_point(node)
+        self.report(site, fix=self._fix(node) if fixable else None)
+
+    def _tf1_style(self) -> bool:
+        """The file uses TF1 graph-mode API (:data:`TF1_GRAPH_API`) or imports a TF1-only package."""
+        semantic = self.ctx.semantic
+        if any(semantic.scopes.imports_module(module) for module in TF1_MODULES):
+            return True
+        return any(TF1_GRAPH_API.match(semantic.qualified(node) or "")
+                   for kind in (ast.Attribute, ast.Name) for node in self.ctx.index.of_type(kind))
 
     def _fix(self, module: ast.Module) -> Fix | None:
         """The memory-growth loop right after the module's own
@@ -185,6 +217,49 @@ class TfMemoryGrowthNotSet(Rule):
         if function is None or function.name not in FRAMEWORK_HOOKS:
             return False
         return self.ctx.semantic.class_of_method(function) is not None  # a method a framework calls, not `def train_step()`
+
+
+def _is_entry_point(module: ast.Module) -> bool:
+    """The file is a program, not only a library: it has an ``if __name__ ==
+    "__main__":`` block, or its module-level code (outside functions and
+    classes) calls a function of the file, passes one to a driver
+    (``app.run(main)``, ``study.optimize(objective)``) or trains
+    (``model.fit(...)``, a session)."""
+    local = {statement.name for statement in module.body if isinstance(statement, FUNCTION_TYPES)}
+    for node in _module_level_nodes(module):
+        if isinstance(node, ast.If) and _is_main_guard(node.test):
+            return True
+        if not isinstance(node, ast.Call):
+            continue
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        if method in ENTRY_METHODS or isinstance(node.func, ast.Name) and node.func.id in local:
+            return True
+        if any(isinstance(arg, ast.Name) and arg.id in local for arg in [*node.args, *(k.value for k in node.keywords)]):
+            return True
+    return False
+
+
+#: Methods whose call at module level runs training (Keras ``Model.fit``, TF1 ``Session.run``).
+ENTRY_METHODS = frozenset({"fit", "fit_generator", "train_on_batch", "run"})
+
+
+def _module_level_nodes(module: ast.Module):
+    """Every node the module's own code evaluates: not inside a function, lambda or class body."""
+    pending = [module]
+    while pending:
+        node = pending.pop()
+        yield node
+        pending.extend(child for child in ast.iter_child_nodes(node)
+                       if not isinstance(child, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)))
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either side)."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return (any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+            and any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides))
 
 
 def _configured(index) -> bool:
