@@ -198,6 +198,12 @@ GUARDED = {
         "        return torch.amp.autocast('cuda')\n"
         "    else:\n"
         "        return torch.cuda.amp.autocast()\n"),
+    "old_branch_of_a_helper_with_less_than": (
+        "import torch\n"
+        "def scaler():\n"
+        "    if is_torch_version('<', '2.3'):\n"
+        "        return torch.cuda.amp.GradScaler()\n"
+        "    return torch.amp.GradScaler('cuda')\n"),
 }
 
 
@@ -206,6 +212,16 @@ def test_mem206_leaves_a_version_fallback_alone(name):
     source = GUARDED[name]
     assert not _findings("MEM206", source)
     assert _fixed("MEM206", source) == source
+
+
+def test_mem206_reports_without_a_fix_in_the_branch_for_a_newer_torch():
+    """``if version >= 1.6`` (code older than torch.amp) runs the alias on a new
+    torch: still a warning every call, but the rewrite could break the old
+    versions the guard was written for."""
+    source = ("import torch\nfrom packaging import version\n"
+              "if version.parse(torch.__version__) >= version.parse('1.6'):\n"
+              "    amp_context = torch.cuda.amp.autocast()\n")
+    assert _findings("MEM206", source) and not _has_fix("MEM206", source)
 
 
 def test_mem206_still_fixes_unguarded_calls_next_to_a_fallback():
