@@ -2,7 +2,8 @@
 reproduced as small shapes written for these tests:
 
 - MEM501: the memory-growth loop calls ``tf.config.list_physical_devices``
-  (TF 2.1+), so a TF1-style script must get no fix; neither must a library
+  (TF 2.1+), so a TF1-style script must not get it (only the TF1 remedy,
+  ``allow_growth`` in each session's ``ConfigProto``); no fix in a library
   module (setting the process-wide GPU policy when it is imported raises in
   a program that touched its GPUs first). Entry points still get it.
 - MEM502: the inserted ``clear_session()`` must be spelled through an import
@@ -69,9 +70,39 @@ TF1_SCRIPTS = {
 }
 
 
+#: What the fix does to each TF1 script: the sessions get ``allow_growth`` in their
+#: ``ConfigProto``, spelled like the session's callee; None: no fix (Keras opens its own session).
+TF1_SESSION_REWRITE = {
+    "session_and_placeholder": ("with tf.Session() as sess:",
+                                "with tf.Session(config=tf.ConfigProto(gpu_options=tf.GPUOptions(allow_growth=True)))"
+                                " as sess:"),
+    "compat_v1_graph": ("sess = tf.compat.v1.Session()",
+                        "sess = tf.compat.v1.Session(config=tf.compat.v1.ConfigProto("
+                        "gpu_options=tf.compat.v1.GPUOptions(allow_growth=True)))"),
+    "contrib_and_tutorial_reader": None,
+}
+
+
 @pytest.mark.parametrize("name", sorted(TF1_SCRIPTS))
-def test_mem501_offers_no_tf2_loop_in_tf1_style_code(name):
-    assert not _has_fix("MEM501", TF1_SCRIPTS[name])
+def test_mem501_gives_tf1_style_code_the_tf1_remedy_not_the_tf2_loop(name):
+    source = TF1_SCRIPTS[name]
+    once = _fixed("MEM501", source)
+    assert "list_physical_devices" not in once
+    rewrite = TF1_SESSION_REWRITE[name]
+    assert once == (source if rewrite is None else source.replace(*rewrite))
+    if rewrite is not None:
+        assert not _findings("MEM501", once), "allow_growth in the ConfigProto is not recognised"
+        assert _fixed("MEM501", once) == once, "a second --fix changed the file again"
+
+
+@pytest.mark.parametrize("opening", [
+    "with tf.Session(config=config) as sess:\n",  # a ConfigProto of the user's: not ours to edit blindly
+    "with tf.train.MonitoredTrainingSession() as sess:\n",
+    "with tf.Session() as a, tf.train.Supervisor().managed_session() as sess:\n",
+])
+def test_mem501_no_tf1_remedy_when_a_session_is_opened_another_way(opening):
+    source = TF1_SCRIPTS["session_and_placeholder"].replace("with tf.Session() as sess:\n", opening)
+    assert not _has_fix("MEM501", source)
 
 
 #: A Keras helper module: model building and training live in methods, and the
