@@ -285,7 +285,8 @@ def _is_entry_point(module: ast.Module) -> bool:
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
         if method in ENTRY_METHODS or isinstance(node.func, ast.Name) and node.func.id in local:
             return True
-        if any(isinstance(arg, ast.Name) and arg.id in local for arg in [*node.args, *(k.value for k in node.keywords)]):
+        arguments = [*node.args, *(keyword.value for keyword in node.keywords)]
+        if any(isinstance(arg, ast.Name) and arg.id in local for arg in arguments):
             return True
     return False
 

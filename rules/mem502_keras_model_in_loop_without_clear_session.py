@@ -223,8 +223,9 @@ def _visible_import(semantic, loop: ast.AST, modules: tuple[str, ...]) -> str | 
     for name in names:
         owner = scopes.binding_scope(name, here)
         bindings = owner.bindings[name] if owner is not None else []
-        if bindings and all(b.kind is BindingKind.IMPORT and b.qualified in modules for b in bindings) and (
-                (owner is scopes.module_scope and here is not owner) or all(b.node.lineno < loop.lineno for b in bindings)):
+        if not bindings or not all(b.kind is BindingKind.IMPORT and b.qualified in modules for b in bindings):
+            continue
+        if (owner is scopes.module_scope and here is not owner) or all(b.node.lineno < loop.lineno for b in bindings):
             return name
     return None
 

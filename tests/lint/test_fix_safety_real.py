@@ -192,8 +192,8 @@ def test_mem502_fix_uses_a_bound_spelling_and_is_idempotent(source, header, inse
 
 def test_mem502_fix_is_unsafe():
     """Automatic layer names restart after clear_session(): program-visible (saved weights, summaries)."""
-    source = ("import tensorflow as tf\nfor units in (4, 8):\n    model = tf.keras.Sequential([tf.keras.layers.Dense(units)])\n"
-              "    model.fit(x, y)\n")
+    source = ("import tensorflow as tf\nfor units in (4, 8):\n"
+              "    model = tf.keras.Sequential([tf.keras.layers.Dense(units)])\n    model.fit(x, y)\n")
     (finding,) = _findings("MEM502", source)
     assert finding.fix.applicability is Applicability.UNSAFE
     options = LintOptions(frozenset({"MEM502"}))
