@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
+from memlint.lint.syntax import FUNCTION_TYPES
 
 #: Deprecated name -> (device string, new attribute under ``torch.amp``), per torch 2.4's deprecation warnings.
 DEPRECATED = {
@@ -16,6 +18,21 @@ DEPRECATED = {
     "torch.cpu.amp.autocast": ("cpu", "autocast"),
     "torch.cpu.amp.GradScaler": ("cpu", "GradScaler"),
 }
+#: A test that checks the installed torch: names like ``_TORCH_GREATER_EQUAL_2_4``
+#: (Lightning), ``TORCH_VERSION``, ``torch.__version__``, ``packaging.version``,
+#: ``is_torch_greater_or_equal`` (transformers).
+VERSION_TEST = re.compile(r"version|torch_(?:greater|less|ge|gt|le|lt|\d)", re.IGNORECASE)
+#: A version name for "older than" (``_TORCH_LESS_EQUAL_2_3``, ``TORCH_LT_2_4``).
+OLDER_NAME = re.compile(r"(?:^|_)(?:less|lt|older|below|before)(?:_|$)", re.IGNORECASE)
+#: What :func:`_version_guard` finds: only an old torch runs the call / a version test encloses it.
+FALLBACK, GUARDED = "fallback", "guarded"
+#: Exceptions an old torch raises for the new API: ``torch.amp.GradScaler`` is missing
+#: before torch 2.3 (AttributeError; accelerate's ``utils/modeling.py`` guards it with
+#: ``is_torch_version(">=", "2.3")``), a ``device`` argument an older signature refuses
+#: (TypeError), ImportError for a ``from torch.amp import ...``;
+#: ``Exception``/``BaseException``/bare catch them too.
+FALLBACK_ERRORS = frozenset({"AttributeError", "ImportError", "ModuleNotFoundError", "TypeError", "Exception",
+                             "BaseException"})
 #: ``torch.cuda.amp.autocast(enabled, dtype, cache_enabled)``: positional order of the old signature.
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
@@ -60,8 +77,22 @@ class DeprecatedAmpApi(Rule):
     the name from its import (the whole line when nothing else is imported
     there). There is no fix otherwise, nor for calls with `*args`.
 
+    A call inside a branch of an `if` or conditional expression that tests
+    the torch version (a name with `version`, `__version__`,
+    `_TORCH_GREATER_EQUAL_2_4`, `hasattr(torch.amp, ...)`) gets no fix
+    either: the rewrite could break the torch versions the guard is for.
+
     ## Known problems
-    Only calls are reported: a bare reference such as
+    A deliberate fallback for an old torch is not reported: a call in the
+    branch that such a version test selects for an old torch
+    (`X if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()`, the
+    body of `if torch_version < ...:`), or in an `except` handler for
+    `AttributeError`, `ImportError`, `TypeError` or `Exception` (the handler
+    that runs when `torch.amp` is missing). On a torch that deprecates the
+    alias that code does not run, and rewriting it would call the very API
+    the old torch lacks. The direction of the test is read from `not`, `<`
+    and names such as `_LESS_`; an equality test counts as direction
+    unknown (reported, no fix). Only calls are reported: a bare reference such as
     `functools.partial(torch.cuda.amp.autocast, ...)` is not.
 
     ## References
@@ -95,6 +126,8 @@ class DeprecatedAmpApi(Rule):
         qualified = self.ctx.qualified(node.func)
         if qualified not in DEPRECATED:
             return
+        if _version_guard(node, self.ctx.semantic) == FALLBACK:
+            return
         device, attr = DEPRECATED[qualified]
         new = qualified.replace(f".{device}.amp.", ".amp.")
         self.report(node, message=f"`{qualified}` is deprecated: use `{new}(\"{device}\", ...)`", fix=self._fix(node, device, attr))
@@ -122,7 +155,7 @@ class DeprecatedAmpApi(Rule):
     def _call_plan(self, node: ast.Call, device: str, attr: str):
         """The plan rewriting one deprecated call, or None when it has none."""
         torch_name = self._torch_spelling(node.func)
-        if torch_name is None or any(isinstance(arg, ast.Starred) for arg in node.args):
+        if torch_name is None or _version_guard(node, self.ctx.semantic) is not None or any(isinstance(arg, ast.Starred) for arg in node.args):
             return None
         keywords = None  # GradScaler's positional arguments keep their order after the device
         if attr == "autocast":
@@ -158,3 +191,70 @@ class DeprecatedAmpApi(Rule):
         parent = self.ctx.semantic.parents.get(statement)
         siblings = [n for n in ast.iter_child_nodes(parent) if isinstance(n, ast.stmt) and n is not statement]
         return not any(n.lineno <= statement.end_lineno and n.end_lineno >= statement.lineno for n in siblings)
+
+
+def _version_guard(node: ast.AST, semantic) -> str | None:
+    """How a check of the installed torch guards ``node``:
+
+    - :data:`FALLBACK`: ``node`` runs only on an old torch — in the branch
+      of an ``if``/conditional expression that its version test selects for
+      an old torch (see :func:`_true_on_new_torch`), or in an ``except``
+      handler (of its own function) for an error the new API raises there;
+    - :data:`GUARDED`: in a branch of a version test whose direction is
+      unclear or that selects a new torch (``if torch >= 1.6:`` from before
+      ``torch.amp``): still a deprecated call, but rewriting it could break
+      the torch versions the guard is for;
+    - None: no such check around it."""
+    child, in_own_unit, found = node, True, None
+    for ancestor in semantic.ancestors(node):
+        if isinstance(ancestor, (ast.If, ast.IfExp)) and child is not ancestor.test and _tests_version(ancestor.test):
+            new_when_true = _true_on_new_torch(ancestor.test)
+            in_body = child is ancestor.body or (isinstance(ancestor.body, list) and child in ancestor.body)
+            if new_when_true is not None and in_body != new_when_true:
+                return FALLBACK  # a function defined in such a branch is the fallback too
+            found = GUARDED
+        if in_own_unit and isinstance(ancestor, ast.ExceptHandler) and _catches_fallback_error(ancestor):
+            return FALLBACK
+        in_own_unit = in_own_unit and not isinstance(ancestor, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef))
+        child = ancestor
+    return found
+
+
+def _true_on_new_torch(test: ast.expr) -> bool | None:
+    """Whether ``test`` holds on a newer torch: each ``not``, ``<``/``<=``
+    (the version on the left, as written in practice), ``"<"`` argument
+    (``is_torch_version("<", "2.3")``) or ``less``/``lt``/``older`` name part
+    flips it; None for an equality test, whose direction is unknown."""
+    flips = 0
+    for node in ast.walk(test):
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            flips += 1
+        elif isinstance(node, ast.Compare):
+            if any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops):
+                return None
+            flips += sum(isinstance(op, (ast.Lt, ast.LtE)) for op in node.ops)
+        elif isinstance(node, ast.Constant) and node.value in ("<", "<="):
+            flips += 1
+        else:
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+            flips += bool(OLDER_NAME.search(name))
+    return flips % 2 == 0
+
+
+def _tests_version(test: ast.expr) -> bool:
+    """A test that reads the torch version or probes for the new API (``hasattr(torch.amp, ...)``)."""
+    for node in ast.walk(test):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name is not None and VERSION_TEST.search(name):
+            return True
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr" and node.args
+                and (dotted_name(node.args[0]) or "").split(".")[0] in ("torch", "amp")):
+            return True
+    return False
+
+
+def _catches_fallback_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    caught = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((dotted_name(error) or "").rsplit(".", 1)[-1] in FALLBACK_ERRORS for error in caught)

@@ -17,9 +17,6 @@ _PRECISION_IDENTIFIERS = frozenset({
     "autocast", "GradScaler", "half", "bfloat16", "float16", "fp16", "bf16", "mixed_precision", "precision",
     "amp", "deepspeed", "fp8", "float8_e4m3fn", "float8_e5m2", "torch_dtype", "apex",
 })
-#: Identifiers and calls that put work on CUDA (``.cuda()``, ``torch.cuda.*``, ``device_count``).
-_CUDA_IDENTIFIERS = frozenset({"cuda", "device_count"})
-
 
 class NoMixedPrecision(Rule):
     """## What it does
@@ -77,6 +74,7 @@ class NoMixedPrecision(Rule):
     NEEDS_NAMES = ("backward", "manual_backward")
     FRAMEWORK = "torch"
     VALID = (
+        "import torch\nprint(torch.version.cuda)\ncuda = False\nfor x in loader:\n    loss = model(x)\n    loss.backward()\n    opt.step()\n",
         "import torch\nmodel = model.cuda()\nfor x in loader:\n    with torch.autocast('cuda'):\n        loss = model(x.cuda())\n    loss.backward()\n    opt.step()\n",
         "import torch\nmodel = model.cuda().bfloat16()\nfor x in loader:\n    loss = model(x.cuda())\n    loss.backward()\n    opt.step()\n",
         "from accelerate import Accelerator\nacc = Accelerator(mixed_precision='bf16')\nfor x in loader:\n    acc.backward(model(x))\n    optimizer.step()\n    device = 'cuda'\n",
@@ -90,9 +88,10 @@ class NoMixedPrecision(Rule):
     )
 
     def visit_Module(self, node: ast.Module) -> None:
-        identifiers = _identifiers(self.ctx.index)
-        if not (identifiers & _CUDA_IDENTIFIERS or _cuda_string(self.ctx.index)) or identifiers & _PRECISION_IDENTIFIERS:
+        if _identifiers(self.ctx.index) & _PRECISION_IDENTIFIERS:
             return
+        if not self.ctx.semantic.uses_accelerator(self.ctx.module, explicit=True):
+            return  # the code itself moves nothing to an accelerator (a variable named `cuda` is no evidence)
         units = [node, *(f.body for f in self.ctx.semantic.functions)]
         first = None
         for unit in units:
@@ -122,7 +121,3 @@ def _identifiers(index) -> set[str]:
             found.update(statement.module.split("."))
     return found
 
-
-def _cuda_string(index) -> bool:
-    """A ``"cuda"``/``"cuda:0"`` string literal in the code (a device)."""
-    return any(isinstance(node.value, str) and node.value.startswith("cuda") for node in index.of_type(ast.Constant))

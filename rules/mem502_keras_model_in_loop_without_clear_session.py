@@ -5,7 +5,7 @@ import re
 
 from memlint.lint.rule import Rule
 from memlint.lint.diagnostic import Applicability, Fix, Severity
-from memlint.lint.patterns import module_spelling
+from memlint.lint.semantic.scopes import BindingKind
 from memlint.lint.syntax import FUNCTION_TYPES
 from memlint.lint.walk import Visitor, visit as walk_visit
 
@@ -58,15 +58,20 @@ class KerasModelInLoopWithoutClearSession(Rule):
 
     ## Fix safety
     The fix calls `tf.keras.backend.clear_session()` (or
-    `keras.backend.clear_session()`, as the file imports it) as the first
-    statement of the innermost loop that builds the model. It is marked
-    safe: each iteration builds, trains and evaluates its own model, which
-    computes what it computed before; what changes is Keras's global
-    state: the names Keras gives layers automatically restart from the
-    first (`dense`, not `dense_7`), which code that looks layers up by an
-    automatic name would notice. There is no fix for a function that a
-    driver calls repeatedly (no loop in the file to put it in), nor without
-    a `tensorflow` or `keras` import to spell it.
+    `keras.backend.clear_session()`) as the first statement of the
+    innermost loop that builds the model, spelled through an import of
+    TensorFlow or Keras that is bound where the loop runs (a module-level
+    import, or one made earlier in the loop's own function). It is unsafe:
+    each iteration still builds and trains its own model, but
+    `clear_session()` resets Keras's global state, so the names Keras gives
+    layers and models automatically restart from the first (`dense`, not
+    `dense_7`). Those names are part of the program's visible results:
+    they key the weights in saved HDF5 files and checkpoints and appear in
+    `model.summary()`, TensorBoard logs and any lookup by an automatic name.
+    There is no fix for a function that a driver calls repeatedly (no loop
+    in the file to put it in), nor when no `tensorflow` or `keras` import
+    is visible in the loop's scope (TensorFlow imported only inside other
+    functions: the call would raise `NameError`).
 
     ## Known problems
     `clear_session()` anywhere in the loop, or in the function the loop
@@ -89,7 +94,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
     MESSAGE = "a Keras model is built in a loop without `clear_session()`: every iteration's model state accumulates"
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Call `tf.keras.backend.clear_session()` at the start of each iteration"
-    FIX_APPLICABILITY = Applicability.SAFE
+    FIX_APPLICABILITY = Applicability.UNSAFE
     TRIGGERS = ("keras",)
     NEEDS_NAMES = ("keras",)
     FRAMEWORK = "tensorflow"
@@ -129,12 +134,14 @@ class KerasModelInLoopWithoutClearSession(Rule):
 
     def _fix(self, loop: ast.AST) -> Fix | None:
         """``clear_session()`` as the first statement of the innermost loop
-        that builds the model, spelled through the file's own import of
-        TensorFlow (``tf.keras.backend``) or Keras (``keras.backend``)."""
+        that builds the model, spelled through an import of TensorFlow
+        (``tf.keras.backend``) or Keras (``keras.backend``) that is bound
+        where the loop runs; None when no such import is visible there (an
+        ``import tensorflow`` inside another function only)."""
         if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) or loop.body[0].lineno == loop.lineno:
             return None
-        tensorflow = module_spelling(self.ctx, "tensorflow")
-        keras = module_spelling(self.ctx, "keras") or module_spelling(self.ctx, "tensorflow.keras")
+        tensorflow = _visible_import(self.ctx.semantic, loop, ("tensorflow",))
+        keras = _visible_import(self.ctx.semantic, loop, ("keras", "tensorflow.keras"))
         if tensorflow is not None:
             call = f"{tensorflow}.keras.backend.clear_session()"
         elif keras is not None:
@@ -202,12 +209,31 @@ class KerasModelInLoopWithoutClearSession(Rule):
         return any(self._builds_model(inner, depth + 1, seen) for inner in finder.calls)
 
 
+def _visible_import(semantic, loop: ast.AST, modules: tuple[str, ...]) -> str | None:
+    """A name that, in the scope where ``loop`` runs, is bound only by
+    imports of one of ``modules`` made before the loop runs (at module level
+    for a loop in a function, else on an earlier line): the name the
+    inserted call can use.
+    The plain module name is preferred to an alias; None when there is none."""
+    scopes = semantic.scopes
+    here = scopes.scope_for(loop)
+    names = sorted({binding.name for scope in scopes.scopes.values() for bindings in scope.bindings.values()
+                    for binding in bindings if binding.kind is BindingKind.IMPORT and binding.qualified in modules},
+                   key=lambda name: (name not in modules, name))
+    for name in names:
+        owner = scopes.binding_scope(name, here)
+        bindings = owner.bindings[name] if owner is not None else []
+        if not bindings or not all(b.kind is BindingKind.IMPORT and b.qualified in modules for b in bindings):
+            continue
+        if (owner is scopes.module_scope and here is not owner) or all(b.node.lineno < loop.lineno for b in bindings):
+            return name
+    return None
+
+
 def _local_class(semantic, func: ast.expr):
     """The class of this file a plain name refers to, by scope."""
     if not isinstance(func, ast.Name):
         return None
-    from memlint.lint.semantic.scopes import BindingKind
-
     bindings = semantic.scopes.bindings_of(func.id, semantic.scopes.scope_for(func))
     classes = [b.node for b in bindings if b.kind is BindingKind.CLASS]
     return semantic.classes.of(classes[0]) if len(classes) == 1 else None

@@ -224,6 +224,13 @@ def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fsdp-cpu-offload", action="store_true", help="FSDP2 CPUOffloadPolicy")
 
 
+def _check_world_size_has_an_engine(args) -> None:
+    """``--world-size N`` alone would estimate one GPU: say what it needs (UsageError)."""
+    if getattr(args, "world_size", 1) > 1 and getattr(args, "parallel", None) is None and not getattr(args, "zero_stage", 0):
+        raise UsageError(f"--world-size {args.world_size} needs an engine to shard over the ranks: "
+                         "add --parallel ddp|fsdp or --zero-stage 1|2|3")
+
+
 def parallel_options_from_args(args) -> dict:
     """The EstimateOptions fields of :func:`add_parallel_arguments` (defaults when a parser lacks them).
 
@@ -358,6 +365,7 @@ def check_command_line(args) -> None:
 
     check_timeout(getattr(args, "timeout", DEFAULT_TIMEOUT_SECONDS), "--timeout")
     check_estimate_inputs(args.batch_size, args.grad_accum, args.world_size, args.input)
+    _check_world_size_has_an_engine(args)
     _check_steps_and_cuda(getattr(args, "steps", None), getattr(args, "cuda", None))
     check_target_text(args.target)
     require_torch()

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memlint.errors import TargetError, UsageError
+from memlint.suggest import close_matches, did_you_mean
 from memlint.estimate.messages import one_line
 
 _DTYPES = {
@@ -180,6 +181,7 @@ def _import_factory(target: str) -> Callable[[], Any]:
             if not path.is_file():
                 raise TargetError(f"target {target!r}: file {where} not found")
             mod_name = "_memlint_target_" + re.sub(r"\W", "_", str(path.resolve()))
+            _importable_beside(path)
             spec = importlib.util.spec_from_file_location(mod_name, path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[mod_name] = module
@@ -195,8 +197,19 @@ def _import_factory(target: str) -> Callable[[], Any]:
         raise TargetError(f"cannot import {where!r} for target {target!r}: {one_line(exc)}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise TargetError(f"target {target!r}: {where} has no callable {attr!r}")
+        names = [name for name in vars(module) if not name.startswith("_") and callable(vars(module)[name])]
+        hint = did_you_mean(close_matches(attr, names))
+        raise TargetError(f"target {target!r}: {where} has no callable {attr!r}" + (f"; {hint}" if hint else ""))
     return factory
+
+
+def _importable_beside(path: Path) -> None:
+    """Let a ``path/to/file.py:factory`` target import its sibling modules
+    (``from model import Net``), as ``python path/to/file.py`` does: the
+    file's directory goes first on ``sys.path``."""
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
 
 
 def _importable_from_working_directory() -> None:

@@ -2,7 +2,8 @@
 
 ``render_estimates(run, console)`` (rich, for the ``full`` format) and
 ``render_estimates_plain(run, stream)`` (a few plain lines for ``concise``).
-Sizes are printed in GiB (2**30 bytes) with 2 decimals. Paths, targets,
+Sizes are printed in GiB (2**30 bytes) with 2 decimals, savings in the
+binary unit that shows them (MiB = 2**20, KiB = 2**10 bytes). Paths, targets,
 errors and notes come from the linted tree and are escaped
 (:func:`~memlint.report.text.printable`).
 """
@@ -37,6 +38,16 @@ def _unwrapped(console):
 
 def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GiB:.2f} GiB"
+
+
+def _saved(n: int | None) -> str:
+    """A saving in the unit that shows it (2 MiB is not "0.00 GiB")."""
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
 
 
 def _value_text(value) -> str:
@@ -125,8 +136,8 @@ def _advice_table(item, table_class):
         table.add_column(column, justify=justify)
     for rank, row in enumerate(_helpful_remedies(item), start=1):
         fits = "-" if row.fits is None else ("yes" if row.fits else "no")
-        table.add_row(str(rank), printable(row.title), _gib(row.device_used), _gib(row.saved),
-                      _gib(row.saved_allocated), fits, printable(row.cost))
+        table.add_row(str(rank), printable(row.title), _gib(row.device_used), _saved(row.saved),
+                      _saved(row.saved_allocated), fits, printable(row.cost))
     return table
 
 
@@ -141,8 +152,8 @@ def render_estimates_plain(run, stream) -> None:
         print(f"  recipe: {', '.join(parts)}", file=stream)
         for rank, row in enumerate(_helpful_remedies(item), start=1):
             fits = "" if row.fits is None else (" fits" if row.fits else " does not fit")
-            print(f"  remedy {rank}: {printable(row.title)}: {_gib(row.device_used)} (saves {_gib(row.saved)}; "
-                  f"peak allocated -{_gib(row.saved_allocated)}){fits}; {printable(row.cost)}", file=stream)
+            print(f"  remedy {rank}: {printable(row.title)}: {_gib(row.device_used)} (saves {_saved(row.saved)}; "
+                  f"peak allocated -{_saved(row.saved_allocated)}){fits}; {printable(row.cost)}", file=stream)
         idle = _idle_remedies(item)
         if idle:
             print(f"  save no device memory here: {printable(', '.join(idle))}", file=stream)

@@ -82,6 +82,7 @@ import pytest  # noqa: E402
     (["--batch-size", "0"], "--batch-size 0: must be between 1 and 2**40"),
     (["--batch-size", "4", "--grad-accum", "8"], "--grad-accum 8 is greater than the batch size 4"),
     (["--world-size", str(2**50)], "--world-size"),
+    (["--world-size", "8"], "--world-size 8 needs an engine to shard over the ranks: add --parallel ddp|fsdp"),
     (["--input", "float32[B,99999999999999]"], "a dimension is larger than 2**40"),
     (["--input", "float64[B,1048576,1048576]", "--batch-size", "2048"], "is more than 2**50 bytes"),
     (["--timeout", "0"], "--timeout 0.0: must be a positive number of seconds"),

@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 
 from memlint.errors import TargetError, UsageError
@@ -76,3 +78,21 @@ def test_package_module_targets_resolve_from_the_working_directory(tmp_path, mon
     monkeypatch.delitem(sys.modules, "mypkg", raising=False)
     workload = load_workload("mypkg.nets:build")
     assert next(workload.module.parameters()).device.type == "meta"
+
+
+def test_file_target_imports_its_sibling_modules(tmp_path, monkeypatch):
+    """``path/to/model.py:build`` imports ``from netdef import Net`` beside it, as ``python path/to/model.py`` would."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    (tmp_path / "netdef_sibling.py").write_text("import torch.nn as nn\nNet = lambda: nn.Linear(8, 2)\n")
+    (tmp_path / "model_with_sibling.py").write_text(
+        "import torch\nfrom memlint import Workload\nfrom netdef_sibling import Net\n"
+        "def build(batch_size=4):\n"
+        "    return Workload(module=Net(), make_inputs=lambda b: (torch.randn(b, 8),), default_batch_size=batch_size)\n")
+    workload = load_workload(f"{tmp_path / 'model_with_sibling.py'}:build")
+    assert type(workload.module).__name__ == "Linear"
+
+
+def test_misspelt_factory_gets_a_suggestion(tmp_path):
+    (tmp_path / "m.py").write_text("def build():\n    pass\n")
+    with pytest.raises(TargetError, match=r"no callable 'buld'; did you mean 'build'\?"):
+        load_workload(f"{tmp_path / 'm.py'}:buld")

@@ -137,6 +137,10 @@ def test_tensorflow_fix_inserts_the_expected_statement(proofs):
         "import tensorflow as tf\n",
         'import tensorflow as tf\nfor _gpu in tf.config.list_physical_devices("GPU"):\n'
         "    tf.config.experimental.set_memory_growth(_gpu, True)\n", 1)
+    _, _, original, once, _ = proofs["files"]["MEM501/tf1_session.py"]
+    assert once == original.replace(
+        "with tf.Session() as sess:",
+        "with tf.Session(config=tf.ConfigProto(gpu_options=tf.GPUOptions(allow_growth=True))) as sess:", 1)
     _, _, original, once, _ = proofs["files"]["MEM502/model_per_trial.py"]
     assert once == original.replace(
         "for units in (4, 8, 16):\n", "for units in (4, 8, 16):\n    tf.keras.backend.clear_session()\n", 1)

@@ -230,6 +230,9 @@ DEVICE_CONTEXT_METHODS = frozenset({"init_module", "init_tensor", "sharded_model
 #: (Lightning's ``RunIf(min_cuda_gpus=1)``, ``Trainer(gpus=1)`` of releases < 2.0,
 #: transformers' ``device_map=``), or an engine that places work on the accelerator.
 ACCELERATOR_ATTRIBUTES = frozenset({"cuda", "is_cuda"})
+#: Attributes named ``cuda`` that only describe the build: ``torch.version.cuda`` is the
+#: CUDA version string (None on CPU builds; torch 2.13.0 torch/version.py).
+CUDA_METADATA = frozenset({"torch.version.cuda"})
 #: Modules whose use shows accelerator code: ``torch.accelerator`` (torch >= 2.6),
 #: ``torch.cuda``, FSDP (torch 2.13 ``torch/distributed/fsdp``: sharding for GPUs).
 #: torch's per-backend device modules (each has ``empty_cache``, ``synchronize``, ...;

@@ -186,7 +186,7 @@ class SemanticModel:
     def _accelerator_evidence(self, node: ast.AST, explicit: bool) -> bool:
         if isinstance(node, ast.Attribute):
             if node.attr in fw.ACCELERATOR_ATTRIBUTES:
-                return True
+                return self.qualified(node) not in fw.CUDA_METADATA  # `torch.version.cuda` is a version string
             return not explicit and node.attr == "accelerator" and (self.qualified(node) or "").startswith(fw.ACCELERATOR_MODULES)
         if isinstance(node, ast.Constant):
             return isinstance(node.value, str) and fw.ACCELERATOR_STRINGS.match(node.value) is not None
