@@ -371,7 +371,8 @@ def _is_placing_use(semantic, expr: ast.expr) -> bool:
 
 
 def _after(semantic, node: ast.AST, anchor: ast.AST) -> bool:
-    return semantic.index.position_of(node) > semantic.index.position_of(anchor)
+    at, start = semantic.index.position_of(node), semantic.index.position_of(anchor)
+    return at is not None and start is not None and at > start
 
 
 def _reaches(semantic, target: ast.Name, use: ast.Name) -> bool:
@@ -379,6 +380,8 @@ def _reaches(semantic, target: ast.Name, use: ast.Name) -> bool:
     the text, except in another branch of an ``if`` than ``target``'s
     (``if a: s = torch.load(p) else: s = {}`` ... ``load_state_dict(s)``)."""
     start, end = semantic.index.position_of(target), semantic.index.position_of(use)
+    if start is None or end is None:
+        return False
     around_use = set(semantic.ancestors(use))
     for binding in semantic.scopes.bindings_of(target.id, semantic.scopes.scope_for(target)):
         at = semantic.index.position_of(binding.node)
