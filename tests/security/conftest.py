@@ -26,7 +26,7 @@ FORMATS = ("full", "concise", "json", "github", "sarif")
 #: A file every scratch tree carries: one MEM303 finding at 2:9, the proof
 #: that the other files' findings are still reported.
 BUGGY_NAME = "buggy.py"
-BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"
+BUGGY = "import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt').cuda()\n"
 #: Enough for python + torch in the estimate child, small for the machine.
 SMALL_MEMORY = "1GiB"
 

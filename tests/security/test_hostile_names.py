@@ -21,7 +21,7 @@ NAMES = {
 }
 NOT_UTF8 = b"bad\xff\xfe.py"
 #: a finding whose source line carries a raw ESC inside a string literal
-RAW_ESC_SOURCE = f"import torch; torch.cuda.init()\nstate = torch.load('{ESC}[2J{ESC}]0;pwned{chr(7)}')\n"
+RAW_ESC_SOURCE = f"import torch; torch.cuda.init()\nstate = torch.load('{ESC}[2J{ESC}]0;pwned{chr(7)}').cuda()\n"
 FINDING = re.compile(r"^.+:\d+:\d+: MEM\d{3} ")
 
 
@@ -157,18 +157,18 @@ def test_diff_escapes_hostile_names_and_source(tmp_path):
     name = f"e{ESC}[31m\nx.py:1:1: MEM999 forged.py"
     (root / name).write_text(RAW_ESC_SOURCE)
     # lone CRs and a form feed: one diff line per source line, the marker at the end
-    (root / "lone_cr.py").write_bytes(b"import torch; torch.cuda.init()\r\x0cstate = torch.load('c')\ry = 1")
+    (root / "lone_cr.py").write_bytes(b"import torch; torch.cuda.init()\r\x0cstate = torch.load('c').cuda()\ry = 1")
     completed = run_cli("check", "--no-cache", "--diff", "--unsafe-fixes", ".", cwd=root)
     assert completed.returncode == 1, completed.stderr
     lines = _diff_lines_are_well_formed(completed.stdout.decode())
     headers = [line for line in lines if line.startswith(("--- ", "+++ "))]
     assert "--- a/./e\\x1b[31m\\nx.py:1:1: MEM999 forged.py" in headers
     assert "--- a/./lone_cr.py" in headers and len(headers) == 4
-    assert "+\\x0cstate = torch.load('c', map_location=\"cpu\")\\r" in lines
+    assert "+\\x0cstate = torch.load('c', map_location=\"cpu\").cuda()\\r" in lines
     markers = [index for index, line in enumerate(lines) if line.startswith("\\ ")]
     assert [lines[index] for index in markers] == ["\\ No newline at end of file"]
     assert lines[markers[0] - 1] == " y = 1"
-    assert "+state = torch.load('\\x1b[2J\\x1b]0;pwned\\x07', map_location=\"cpu\")" in lines
+    assert "+state = torch.load('\\x1b[2J\\x1b]0;pwned\\x07', map_location=\"cpu\").cuda()" in lines
 
 
 def test_diff_escapes_the_stdin_filename(tmp_path):
