@@ -37,7 +37,7 @@ def resolve(text: str, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
     pending = [d for d in diagnostics if d.fix is not None and not d.fix.resolved]
     if not pending:
         return list(diagnostics)
-    tree = ParsedText.of(text)
+    tree = None if _refused(text, pending) else ParsedText.of(text)
     out = []
     for diagnostic in diagnostics:
         fix = diagnostic.fix
@@ -51,13 +51,30 @@ def resolve(text: str, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
 
 def resolve_text(text: str, fix: Fix) -> str | None:
     """``text`` with ``fix`` alone applied (None when it cannot be)."""
-    tree = ParsedText.of(text)
+    from memlint.lint.libcst_limits import libcst_refusal
+
+    tree = None if libcst_refusal(text) else ParsedText.of(text)
     edits = None if tree is None else tree.edits_of(fix.plans)
     if edits is None:
         return None
     from memlint.lint.fixes import apply_fixes
 
     return apply_fixes(text, [replace(fix, edits=edits)])[0]
+
+
+def _refused(text: str, pending: Sequence[Diagnostic]) -> bool:
+    """True when ``text`` is over :mod:`memlint.lint.libcst_limits` (libcst's
+    native parser could crash the run on it): its fixes are skipped, with a
+    note on standard error naming the file."""
+    from memlint.lint.libcst_limits import libcst_refusal
+
+    refusal = libcst_refusal(text)
+    if refusal is None:
+        return False
+    import sys
+
+    print(f"memlint: {pending[0].path}: fixes skipped ({refusal})", file=sys.stderr)
+    return True
 
 
 class ParsedText:

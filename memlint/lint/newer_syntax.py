@@ -41,6 +41,7 @@ is a real syntax error and stays MEM001 with CPython's message.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -82,32 +83,176 @@ class _Field:
     spec: list | None
 
 
-def parse_newer(source: str) -> tuple[ast.Module, str] | None:
-    """The ``ast`` tree of ``source`` through the down-levelled text, and that
-    text; None when libcst does not parse ``source`` either (a real syntax
-    error) or the down-levelled text still does not parse.
+@dataclass
+class NewerParse:
+    """What :func:`parse_newer` made of a file that CPython rejects: its
+    ``tree`` and down-levelled ``text`` (both None when libcst rejects it
+    too or could not be asked); libcst's ``error`` position and message
+    (1-based line, 1-based column, "syntax error: ...") when libcst rejects
+    it; a ``note`` (without the file name) when libcst was not asked or its
+    child process failed, so CPython's verdict stands unchecked."""
+
+    tree: ast.Module | None = None
+    text: str | None = None
+    error: tuple[int, int, str] | None = None
+    note: str | None = None
+
+
+#: Wall-clock limit of the libcst child process (seconds): the longest ``+``
+#: chain CPython 3.11 parses took libcst 2.46 s (memlint/lint/libcst_limits.py),
+#: four times that for slower machines; a 40 KB chain took 150 s.
+CHILD_TIMEOUT_SECONDS = 10.0
+#: Address-space limit of the child (bytes, 2 GiB = 2**31): the child is a
+#: Python interpreter with libcst (~150 MB of address space measured) and
+#: one parse; 1000 nested ``[`` took ~980 MB (tests/security records it).
+CHILD_ADDRESS_SPACE_BYTES = 2 * 2**30
+#: Most bytes read back from the child: the down-levelled text and its
+#: f-string table are a few times the source, which is at most
+#: memlint.lint.engine.MAX_NOTEBOOK_BYTES-sized.
+_CHILD_OUTPUT_LIMIT = 256 * 2**20
+
+
+def parse_newer(source: str) -> NewerParse:
+    """Parse ``source``, which CPython rejected, as newer Python (see the
+    module docstring). libcst runs in a child process (:func:`_child_main`)
+    with :data:`CHILD_TIMEOUT_SECONDS` and :data:`CHILD_ADDRESS_SPACE_BYTES`,
+    so that its native parser crashing (SIGSEGV on deep nesting) or hanging
+    costs this file's fallback only; a text over
+    :func:`~memlint.lint.libcst_limits.libcst_refusal`'s limits is not
+    given to libcst at all. Never raises.
 
     Positions in the tree are those of ``source`` (1-based lines, UTF-8 byte
     columns, as ``ast.parse(source)`` would give on a newer interpreter).
     """
-    result = downlevel(source)
-    if result is None:
-        return None
+    from memlint.lint.libcst_limits import libcst_refusal
+
+    refusal = libcst_refusal(source)
+    if refusal is not None:
+        return NewerParse(note=f"not checked for newer Python syntax ({refusal}): CPython's verdict stands")
+    reply = _run_child(source)
+    if isinstance(reply, str):
+        return NewerParse(note=f"newer-syntax check failed ({reply}): CPython's verdict stands")
+    if "error" in reply:
+        if not reply["error"]:
+            return NewerParse()
+        line, column, message = reply["error"]
+        return NewerParse(error=(line, column, f"syntax error: {message}"))
+    result = Downlevelled(reply["source"], _decode_fstrings(reply["fstrings"]))
+    tree = tree_of(result)
+    return NewerParse() if tree is None else NewerParse(tree=tree, text=result.source)
+
+
+def tree_of(result: Downlevelled) -> ast.Module | None:
+    """CPython's tree of the down-levelled text, its rewritten f-strings
+    turned back into ``ast.JoinedStr``; None when it does not parse."""
     try:
         tree = ast.parse(result.source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     if result.fstrings:
         tree = _FStringRestorer(result.fstrings).visit(tree)
-    return tree, result.source
+    return tree
+
+
+def _run_child(source: str) -> dict | str:
+    """The child's JSON reply, or a short phrase saying why there is none."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # -I: neither the user's directory nor PYTHON* variables reach the child's imports
+    command = [sys.executable, "-I", "-c",
+               f"import sys; sys.path.insert(0, {package_root!r}); "
+               "from memlint.lint.newer_syntax import _child_main; _child_main()"]
+    try:
+        done = subprocess.run(command, input=source.encode("utf-8", "surrogatepass"), capture_output=True,
+                              timeout=CHILD_TIMEOUT_SECONDS, check=False)
+    except subprocess.TimeoutExpired:
+        return f"libcst took over {CHILD_TIMEOUT_SECONDS:g} s"
+    except OSError as exc:
+        return f"cannot start the libcst process: {exc.strerror or exc}"
+    if done.returncode != 0:
+        how = f"signal {-done.returncode}" if done.returncode < 0 else f"exit status {done.returncode}"
+        return f"the libcst process ended with {how}"
+    if len(done.stdout) > _CHILD_OUTPUT_LIMIT:
+        return "the libcst process sent too much"
+    try:
+        reply = json.loads(done.stdout)
+    except ValueError:
+        return "the libcst process sent no valid reply"
+    return reply if isinstance(reply, dict) else "the libcst process sent no valid reply"
+
+
+def _child_main() -> None:
+    """The child process: source (UTF-8) on stdin, one JSON object on stdout:
+    ``{"source": ..., "fstrings": [[line, col, parts], ...]}`` or
+    ``{"error": [line, column, message]}``."""
+    import json
+    import resource
+    import sys
+
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_ADDRESS_SPACE_BYTES, CHILD_ADDRESS_SPACE_BYTES))
+    except (ValueError, OSError):
+        pass  # a lower hard limit already applies
+    source = sys.stdin.buffer.read().decode("utf-8", "surrogatepass")
+    try:
+        result = downlevel(source)
+    except cst.ParserSyntaxError as exc:
+        json.dump({"error": _libcst_error(exc)}, sys.stdout)
+        return
+    if result is None:
+        json.dump({"error": None}, sys.stdout)
+        return
+    fstrings = [[line, col, _encode_parts(parts)] for (line, col), parts in result.fstrings.items()]
+    json.dump({"source": result.source, "fstrings": fstrings}, sys.stdout)
+
+
+_LIBCST_POSITION = re.compile(r"^(?:parser error: )?error at (\d+):(\d+):\s*")
+
+
+def _libcst_error(exc: cst.ParserSyntaxError) -> list:
+    """[line, 1-based column, message] of libcst's syntax error: its native
+    parser's message carries the position ("error at 2:10: expected ...");
+    ``raw_line``/``raw_column`` (0-based column) otherwise."""
+    message = exc.message
+    match = _LIBCST_POSITION.match(message)
+    if match:
+        return [int(match.group(1)), int(match.group(2)), message[match.end():] or "invalid syntax"]
+    return [exc.raw_line, exc.raw_column + 1, message]
+
+
+def _encode_parts(parts: list) -> list:
+    return [part if isinstance(part, str) else
+            {"conversion": part.conversion, "debug_text": part.debug_text, "kept": part.kept,
+             "spec": None if part.spec is None else _encode_parts(part.spec)}
+            for part in parts]
+
+
+def _decode_parts(parts: list) -> list:
+    return [part if isinstance(part, str) else
+            _Field(part["conversion"], part["debug_text"], part["kept"],
+                   None if part["spec"] is None else _decode_parts(part["spec"]))
+            for part in parts]
+
+
+def _decode_fstrings(rows: list) -> dict[tuple[int, int], list]:
+    return {(line, col): _decode_parts(parts) for line, col, parts in rows}
 
 
 def downlevel(source: str) -> Downlevelled | None:
     """``source`` rewritten into the running interpreter's grammar (see the
-    module docstring); None when libcst cannot parse it."""
+    module docstring); None when the rewriting fails.
+
+    Raises ``libcst.ParserSyntaxError`` when libcst cannot parse ``source``.
+    Runs libcst's native parser in this process: call it only on text
+    within :mod:`memlint.lint.libcst_limits` or in a child process.
+    """
     try:
         module = cst.parse_module(source, config=_parser_config())
-    except (cst.ParserSyntaxError, RecursionError, ValueError):
+    except (RecursionError, ValueError):
         return None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     rewriter = _Rewriter(source, wrapper.resolve(PositionProvider), wrapper.module)

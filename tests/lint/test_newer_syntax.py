@@ -120,13 +120,13 @@ SAME_AS_CPYTHON = [
 @pytest.mark.parametrize("source", SAME_AS_CPYTHON)
 def test_rewritten_fstrings_give_cpythons_tree(source, monkeypatch):
     monkeypatch.setattr(newer_syntax, "_parses", lambda text: False)
-    tree, _ = newer_syntax.parse_newer(source)
+    tree = newer_syntax.tree_of(newer_syntax.downlevel(source))  # in process: _parses is patched
     assert ast.dump(tree, include_attributes=True) == ast.dump(ast.parse(source), include_attributes=True)
 
 
 def test_field_that_is_a_bare_tuple_stays_one_field(monkeypatch):
     monkeypatch.setattr(newer_syntax, "_parses", lambda text: False)
-    tree, _ = newer_syntax.parse_newer('s = f"{a, b}!"\n')
+    tree = newer_syntax.tree_of(newer_syntax.downlevel('s = f"{a, b}!"\n'))
     joined = tree.body[0].value
     assert isinstance(joined, ast.JoinedStr)
     assert [type(v).__name__ for v in joined.values] == ["FormattedValue", "Constant"]
@@ -163,3 +163,9 @@ def test_line_ends_tabs_and_wide_characters_keep_columns(newline):
     source = newline.join(lines) + newline
     result = lint_source("w.py", source.encode(), ALL)
     assert [(d.code, d.line, d.col) for d in result.diagnostics] == [("MEM303", 3, lines[2].index("torch.load") + 1)]
+
+
+def test_a_real_error_after_newer_syntax_is_reported_where_libcst_finds_it():
+    result = lint_source("bad.py", b"def f[T](): pass\nprint(1 +)\n", ALL)
+    [error] = result.diagnostics
+    assert (error.code, error.line, error.col) == ("MEM001", 2, 10), error
