@@ -124,12 +124,14 @@ class ParsedText:
         """A position of the text as a position of the normalised text."""
         return line, col - sum(1 for c in self.form_feeds.get(line, ()) if c < col)
 
-    def to_original(self, line: int, col: int) -> tuple[int, int]:
-        """A position of the normalised text as a position of the text (after
-        the form feeds that precede it)."""
+    def to_original(self, line: int, col: int, end: bool = False) -> tuple[int, int]:
+        """A position of the normalised text as a position of the text: after
+        the form feeds that precede it, or, for the ``end`` of an edit, before
+        the form feeds right at it, so that an edit never takes in a form
+        feed outside the region it changed."""
         shift = 0
         for index, column in enumerate(self.form_feeds.get(line, ())):
-            if column - index <= col:
+            if column - index < col or column - index == col and not end:
                 shift += 1
         return line, col + shift
 
@@ -194,8 +196,9 @@ class ParsedText:
             return None
         edits = []
         for edit in text_edits(self.prepared, fixed):
+            empty = (edit.start_line, edit.start_col) == (edit.end_line, edit.end_col)
             (line, col), (end_line, end_col) = self.to_original(edit.start_line, edit.start_col), \
-                self.to_original(edit.end_line, edit.end_col)
+                self.to_original(edit.end_line, edit.end_col, end=not empty)
             content = _LONE_LF.sub("\r", edit.content) if self.lone_cr else edit.content
             edits.append(Edit(line, col, end_line, end_col, content))
         return tuple(edits)
