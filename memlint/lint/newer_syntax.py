@@ -251,13 +251,28 @@ def downlevel(source: str) -> Downlevelled | None:
     within :mod:`memlint.lint.libcst_limits` or in a child process.
     """
     try:
-        module = cst.parse_module(source, config=_parser_config())
+        module = _parse(source)
     except (RecursionError, ValueError):
         return None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     rewriter = _Rewriter(source, wrapper.resolve(PositionProvider), wrapper.module)
     wrapper.module.visit(rewriter)
     return Downlevelled(rewriter.text(), rewriter.fstrings)
+
+
+#: A ``\N{NAME}`` escape (an odd number of backslashes before the N).
+_NAMED_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*\\N)\{([^{}\r\n]*)\}")
+
+
+def _parse(source: str) -> cst.Module:
+    r"""libcst's tree of ``source``. libcst 1.9.0 misreads a ``\N{NAME}``
+    escape in an f-string's format spec (``f"{x:\N{BULLET}}"``, valid
+    Python): it takes the braces for a nested field (a syntax error when
+    NAME has spaces). So every ``\N{NAME}`` is masked as ``\N_NAME_`` before
+    parsing -- the same length, so every position holds; the rewriter reads
+    the literal text from the original source."""
+    masked = _NAMED_ESCAPE.sub(lambda m: f"{m.group(1)}_{m.group(2)}_", source) if "\\N{" in source else source
+    return cst.parse_module(masked, config=_parser_config())
 
 
 def _parser_config() -> cst.PartialParserConfig:
@@ -378,7 +393,11 @@ class _Rewriter(cst.CSTVisitor):
         if isinstance(node, cst.ConcatenatedString):
             return self._unit_parts(node.left, kept) + self._unit_parts(node.right, kept)
         if isinstance(node, cst.SimpleString):
-            value = node.evaluated_value
+            start, end = self._range(node)  # the source's text: libcst read a masked one (see _parse)
+            try:
+                value = ast.literal_eval(self.source[start:end])
+            except (SyntaxError, ValueError, MemoryError, RecursionError):
+                value = ""
             return [value if isinstance(value, str) else ""]
         return self._content_parts(node.parts, kept)
 
@@ -386,7 +405,8 @@ class _Rewriter(cst.CSTVisitor):
         parts: list = []
         for content in contents:
             if isinstance(content, cst.FormattedStringText):
-                parts.append(content.value.replace("{{", "{").replace("}}", "}"))
+                start, end = self._range(content)  # the source's text: libcst read a masked one (see _parse)
+                parts.append(self.source[start:end].replace("{{", "{").replace("}}", "}"))
                 continue
             start, end = self._expression_range(content)
             opaque = _needs_parentheses(content.expression)

@@ -169,3 +169,13 @@ def test_a_real_error_after_newer_syntax_is_reported_where_libcst_finds_it():
     result = lint_source("bad.py", b"def f[T](): pass\nprint(1 +)\n", ALL)
     [error] = result.diagnostics
     assert (error.code, error.line, error.col) == ("MEM001", 2, 10), error
+
+
+def test_a_named_escape_in_a_format_spec_is_valid_newer_syntax():
+    """libcst 1.9.0 reads ``\\N{...}`` in a format spec as a nested field."""
+    source = 'def f[T](): pass\nx = f"{1:\\N{LATIN SMALL LETTER A}}"\ny = f"{d["k"]:\\N{BULLET}>3}" "\\N{BULLET}"\n'
+    assert lint_source("new.py", source.encode(), ALL).diagnostics == []
+    parsed = newer_syntax.parse_newer(source)
+    spec = parsed.tree.body[2].value.values[0].format_spec
+    assert [v.value for v in spec.values] == ["\\N{BULLET}>3"]  # literal text as spelled, no field `BULLET`
+    assert parsed.tree.body[2].value.values[-1].value == "\u2022"  # the plain string, evaluated
