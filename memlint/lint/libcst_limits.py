@@ -5,7 +5,8 @@ input: on Python 3.11, measured with libcst 1.9.0 on this project's CI
 machine (tests/security/test_libcst_limits.py records the repros),
 
 - 5000 nested ``(`` or ``[`` overflow its native stack: the whole process
-  dies with SIGSEGV, which no ``except`` catches;
+  dies with SIGSEGV, which no ``except`` catches; so does a flat chain of
+  more than 7053 ``and``/``or`` operands, which CPython itself accepts;
 - 1000 nested ``[`` take 4.6 s and about 980 MB; 200 take 0.21 s;
 - one logical line ``x = 1 + 1 + ...`` grows about cubically: 1000 terms
   (4 KB) 0.23 s, 2000 terms (8 KB) 1.46 s, 2992 terms (12 KB) 2.46 s,
@@ -21,39 +22,52 @@ only under-count nesting.
 
 from __future__ import annotations
 
+import re
+
 #: Deepest bracket nesting passed to libcst. CPython's own tokenizer refuses
 #: deeper nesting ("too many nested parentheses": MAXLEVEL = 200 in
 #: Parser/tokenizer.h of CPython 3.11 and 3.12, Parser/lexer/state.h of
 #: 3.13), so a deeper file is a syntax error on every Python anyway.
 MAX_BRACKET_DEPTH = 200
 
-#: Longest logical line (characters) passed to libcst. The longest ``+``
-#: chain CPython 3.11 itself parses (2992 terms, 12 KB; deeper is a
-#: RecursionError) takes libcst 2.46 s (measured as above), so a file that
-#: CPython parsed (the fix engine's input) costs at most a few such seconds
-#: per chain; past this a line is generated data, not code to fix. A longer
-#: chain that CPython refuses (the newer-syntax path) is bounded by the
-#: child process's time limit (memlint/lint/newer_syntax.py).
-MAX_LOGICAL_LINE_CHARS = 50_000
+#: Longest logical line (characters, each comment and string literal
+#: counted as one) passed to libcst. CPython 3.11 parses a flat boolean
+#: chain of any length (``x = a and a and ...``), but libcst 1.9.0 overflows
+#: its native stack past 7053 operands (measured: 7052 ``and`` / 7055 ``or``
+#: operands parse in 0.1 s, one more is SIGSEGV). The tightest spelling,
+#: ``1or 1or ...``, takes 4 characters an operand, so 20,000 characters stay
+#: under 5,000 operands. CPython's own recursion limit bounds the nested
+#: shapes: its longest ``+`` chain (2992 terms, 12 KB) takes libcst 2.46 s,
+#: its longest ``a[0][0]...`` (2991, 9 KB) 10.2 s. A longer line is
+#: generated data, not code to fix.
+MAX_LOGICAL_LINE_CHARS = 20_000
 
 _OPEN, _CLOSE = "([{", ")]}"
+#: The characters the scan acts on; the others are skipped by the regex engine.
+_INTERESTING = re.compile(r"[#'\"()\[\]{}\\\r\n]")
+#: Inside a string literal: the characters that may end it (or escape the next).
+_STRING_STOPS = {"'": re.compile(r"[\\'\r\n]"), '"': re.compile(r'[\\"\r\n]')}
 
 
 def libcst_refusal(text: str) -> str | None:
     """Why ``text`` must not be given to libcst (a short phrase naming the
     limit), or None when it is within :data:`MAX_BRACKET_DEPTH` and
-    :data:`MAX_LOGICAL_LINE_CHARS`. Never raises; linear in ``len(text)``."""
+    :data:`MAX_LOGICAL_LINE_CHARS` (a logical line's length counts each
+    comment and string literal in it as one character: libcst reads those
+    as one token). Never raises; linear in ``len(text)``."""
     depth = deepest = 0
     line_start = longest = 0
     index, size = 0, len(text)
     while index < size:
+        found = _INTERESTING.search(text, index)
+        if found is None:
+            break
+        index = found.start()
         char = text[index]
-        if char == "#":
-            end = _line_end(text, index)
+        if char in "#'\"":
+            end = _line_end(text, index) if char == "#" else _string_end(text, index)
+            line_start += end - index - 1  # a comment or a string literal counts as one character
             index = end
-            continue
-        if char in "'\"":
-            index = _string_end(text, index)
             continue
         if char in _OPEN:
             depth += 1
@@ -89,15 +103,20 @@ def _string_end(text: str, index: int) -> int:
     triple = text.startswith(quote * 3, index)
     delimiter = quote * 3 if triple else quote
     position = index + len(delimiter)
-    size = len(text)
-    while position < size:
+    stops = _STRING_STOPS[quote]
+    while True:
+        found = stops.search(text, position)
+        if found is None:
+            return len(text)
+        position = found.start()
         char = text[position]
         if char == "\\":
             position += 2
-            continue
-        if not triple and char in "\r\n":
-            return position
-        if text.startswith(delimiter, position):
+        elif char in "\r\n":
+            if not triple:
+                return position
+            position += 1
+        elif text.startswith(delimiter, position):
             return position + len(delimiter)
-        position += 1
-    return size
+        else:
+            position += 1
