@@ -381,13 +381,11 @@ def _parse_newer(source: str):
     process) only for a file with a construct it could down-level."""
     if not _NEWER_SYNTAX_HINT.search(source):
         return None
-    try:
-        from memlint.lint.newer_syntax import parse_newer
-    except ImportError:  # libcst missing from a broken install: CPython's verdict stands
-        return None
+    from memlint.lint.newer_syntax import parse_newer
+
     try:
         return parse_newer(source)
-    except Exception:  # noqa: BLE001 - libcst's native parser on hostile input: CPython's verdict (MEM001) stands
+    except Exception:  # noqa: BLE001 - a failure of the fallback itself: CPython's verdict (MEM001) stands
         return None
 
 

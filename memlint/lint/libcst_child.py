@@ -28,6 +28,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 
 _HEADER = 8
@@ -103,6 +104,7 @@ class _Child:
 
 
 _child: _Child | None = None
+_LOCK = threading.Lock()
 
 
 def ask(source: str, timeout: float, address_space_bytes: int, limit: int) -> dict:
@@ -113,6 +115,11 @@ def ask(source: str, timeout: float, address_space_bytes: int, limit: int) -> di
             ``timeout`` seconds (it is killed), sent more than ``limit``
             bytes or no valid JSON object; the message says which.
     """
+    with _LOCK:  # one request at a time on the pipes (the language server may lint from threads)
+        return _ask(source, timeout, address_space_bytes, limit)
+
+
+def _ask(source: str, timeout: float, address_space_bytes: int, limit: int) -> dict:
     global _child
     if _child is not None and _child.owner != os.getpid():
         _child = None  # inherited through fork: not ours to use
