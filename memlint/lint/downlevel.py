@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from memlint.lint.diagnostic import LINE_BREAK, line_offsets
-from memlint.lint.newer_syntax import Downlevelled, _Field
+from memlint.lint.newer_syntax import Downlevelled, FStringField
 
 #: The newest grammar asked of libcst (libcst/_parser/types/config.py,
 #: KNOWN_PYTHON_VERSION_STRINGS of libcst 1.9.0 lists up to "3.15"; 3.14 is
@@ -210,7 +210,7 @@ class _Rewriter(cst.CSTVisitor):
         self.fstrings[(len(before), len(before[-1].encode("utf-8")))] = parts
 
     def _unit_parts(self, node, kept: list) -> list:
-        """The literal texts (str) and fields (:class:`_Field`) of the unit,
+        """The literal texts (str) and fields (:class:`FStringField`) of the unit,
         in source order; the offsets of kept expressions go to ``kept``."""
         self._handled.add(id(node))
         if isinstance(node, cst.ConcatenatedString):
@@ -246,7 +246,7 @@ class _Rewriter(cst.CSTVisitor):
                 field_start, _ = self._range(content)
                 debug = self.source[field_start + 1:self._range(content.equal)[1]]
             spec = None if content.format_spec is None else self._content_parts(content.format_spec, kept)
-            parts.append(_Field(content.conversion, debug, not opaque, spec))
+            parts.append(FStringField(content.conversion, debug, not opaque, spec))
         return parts
 
     def _expression_range(self, content: cst.FormattedStringExpression) -> tuple[int, int]:

@@ -8,7 +8,7 @@ replacement field over several lines of a single-quoted f-string) is a
 syntax error, although it is valid Python 3.12.
 
 When ``ast.parse`` fails, :func:`parse_newer` asks libcst, whose parser reads
-Python up to :data:`NEWEST_PYTHON`. If libcst parses the file, its concrete
+Python up to :data:`memlint.lint.downlevel.NEWEST_PYTHON`. If libcst parses the file, its concrete
 tree tells exactly where the newer constructs are, and the source is
 *down-levelled* into text that the running parser accepts, with every line
 and column of the remaining code where it was:
@@ -46,6 +46,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+
 @dataclass
 class Downlevelled:
     """The result of :func:`downlevel`: ``source`` rewritten for the running
@@ -57,7 +58,7 @@ class Downlevelled:
 
 
 @dataclass
-class _Field:
+class FStringField:
     """One replacement field of an f-string: its conversion (``"r"``, ``"s"``,
     ``"a"`` or None), the ``=`` debug text (``"x="``) or None, whether its
     expression was kept (else a constant stands for it), and its format
@@ -156,7 +157,7 @@ def _run_child(source: str) -> dict | str:
 
 def _decode_parts(parts: list) -> list:
     return [part if isinstance(part, str) else
-            _Field(part["conversion"], part["debug_text"], part["kept"],
+            FStringField(part["conversion"], part["debug_text"], part["kept"],
                    None if part["spec"] is None else _decode_parts(part["spec"]))
             for part in parts]
 
