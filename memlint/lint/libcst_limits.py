@@ -1,16 +1,17 @@
 """A cheap check that a text is safe to hand to libcst's native parser.
 
 libcst's parser (a Rust PEG parser, libcst 1.x) is not bounded on hostile
-input: on Python 3.11, measured with libcst 1.9.0 on this project's CI
-machine (tests/security/test_libcst_limits.py records the repros),
+input. On Python 3.11.7 with libcst 1.9.0, on this project's 2-core machine
+(2026-12-01; the crashes are repeated by tests/security/test_libcst_crash.py):
 
 - 5000 nested ``(`` or ``[`` overflow its native stack: the whole process
   dies with SIGSEGV, which no ``except`` catches; so does a flat chain of
   more than 7053 ``and``/``or`` operands, which CPython itself accepts;
-- 1000 nested ``[`` take 4.6 s and about 980 MB; 200 take 0.21 s;
+- 200 nested ``[`` take 0.21 s (1000 took 4.6 s and about 980 MB in the
+  hostile-input tester's report);
 - one logical line ``x = 1 + 1 + ...`` grows about cubically: 1000 terms
-  (4 KB) 0.23 s, 2000 terms (8 KB) 1.46 s, 2992 terms (12 KB) 2.46 s,
-  10,000 terms (40 KB) 150 s and then SIGSEGV.
+  (4 KB) 0.23 s, 2000 terms (8 KB) 1.46 s, 2992 terms (12 KB) 2.46 s
+  (10,000 terms, 40 KB, ran 150 s and then SIGSEGV in the tester's report).
 
 :func:`libcst_refusal` scans the text once (linear, no parsing, no libcst)
 and names the first limit it is over, so that callers skip libcst for such
