@@ -87,7 +87,7 @@ class NewerParse:
 
 #: Wall-clock limit of the libcst child process (seconds): the longest ``+``
 #: chain CPython 3.11 parses took libcst 2.46 s (memlint/lint/libcst_limits.py),
-#: four times that for slower machines; a 40 KB chain took 150 s.
+#: four times that for slower machines; a 40 KB chain ran 150 s (the tester's report).
 CHILD_TIMEOUT_SECONDS = 10.0
 #: Address-space limit of the child (bytes, 2 GiB = 2**31): the child is a
 #: Python interpreter with libcst and one parse at a time -- VmPeak 27.6 MB
