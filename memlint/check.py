@@ -141,8 +141,8 @@ def run_check(args: argparse.Namespace) -> int:
     try:
         return _run_check(args)
     except UsageError as exc:
-        if getattr(args, "format", None) not in ("json", "sarif"):
-            raise
+        if getattr(args, "format", None) not in ("json", "sarif") or isinstance(exc, OutputOverInput):
+            raise  # (a report written to an input file would replace it)
         render_run(CheckRun(errors=[str(exc)]), args)
         return exc.exit_code
 
@@ -171,22 +171,49 @@ def render_run(run: CheckRun, args: argparse.Namespace) -> None:
 
 
 def write_report(path: str, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically: a temporary file in
-    the same directory, then ``os.replace``.
+    """Write ``text`` (UTF-8) to the ``--output-file`` ``path``.
+
+    A regular file (or a new one) is replaced atomically: a temporary file
+    in the same directory, then ``os.replace``. A symbolic link to a
+    regular file has its target replaced that way (the link stays). A path
+    that is not a regular file -- a character or block device
+    (``/dev/null``), a FIFO, a socket, or a link to one (``/dev/stdout``) --
+    is opened and written into: replacing it would put a regular file where
+    the device was.
 
     Raises:
-        UsageError: the directory or the file is not writable (names the file).
+        UsageError: the path is a directory, or it cannot be written (names the file).
     """
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode  # follows links
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise _cannot_write(path, exc) from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise _cannot_write(path, IsADirectoryError(21, "Is a directory"))
+    if mode is not None and not stat.S_ISREG(mode):
+        try:
+            with open(path, "w", encoding="utf-8", newline="") as out:
+                out.write(text)
+        except OSError as exc:
+            raise _cannot_write(path, exc) from None
+        return
+    _replace_atomically(os.path.realpath(path) if os.path.islink(path) else path, text, shown=path)
+
+
+def _replace_atomically(path: str, text: str, shown: str) -> None:
     import os
     import tempfile
 
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        if os.path.isdir(path):
-            raise IsADirectoryError(21, "Is a directory")
         handle, temp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".memlint-tmp")
     except OSError as exc:
-        raise UsageError(f"--output-file {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+        raise _cannot_write(shown, exc) from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
             out.write(text)
@@ -197,7 +224,40 @@ def write_report(path: str, text: str) -> None:
             os.unlink(temp)
         except OSError:
             pass
-        raise UsageError(f"--output-file {path}: cannot write ({exc.strerror or type(exc).__name__})") from None
+        raise _cannot_write(shown, exc) from None
+
+
+def _cannot_write(path: str, exc: OSError) -> UsageError:
+    return UsageError(f"--output-file {path}: cannot write ({exc.strerror or type(exc).__name__})")
+
+
+class OutputOverInput(UsageError):
+    """``--output-file`` names a linted file: reported on stderr only."""
+
+
+def refuse_output_over_inputs(output: str | None, files: list[str]) -> None:
+    """Refuse an ``--output-file`` that is one of the linted ``files`` (the
+    same file, through any link or hard link): the report would replace
+    the source.
+
+    Raises:
+        UsageError: one line naming the file (exit status 2).
+    """
+    import os
+
+    if not output:
+        return
+    try:
+        target = os.stat(output)
+    except OSError:
+        return  # not there yet: not an input
+    for path in files:
+        try:
+            same = os.path.samestat(target, os.stat(path))
+        except OSError:
+            continue
+        if same:
+            raise OutputOverInput(f"--output-file {output}: is the input file {path}; the report would replace it")
 
 
 def _umask() -> int:
@@ -225,6 +285,7 @@ def _run_check(args: argparse.Namespace) -> int:
         if "-" in args.paths:
             raise UsageError("'-' (stdin) cannot be combined with other paths")
         collected = collect_files(args.paths, config)
+        refuse_output_over_inputs(getattr(args, "output_file", None), collected.files)
         run.errors.extend(collected.errors)
         run.notes.extend(collected.notes)
         roots = collected.roots

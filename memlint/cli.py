@@ -89,7 +89,7 @@ def add_check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default=None,
                         help="output format (default: full on a terminal, else concise)")
     parser.add_argument("--output-file", "-o", metavar="FILE",
-                        help="write the report to FILE (replaced atomically) instead of stdout")
+                        help="write the report to FILE (a regular file is replaced atomically) instead of stdout")
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="print the findings only: no summary line, no notes")
     parser.add_argument("--statistics", action="store_true", help="print a count per code instead of the findings")

@@ -37,7 +37,9 @@ MEMLINT_PREFIX = "memlint."
 #: Frames of snapshots converted from the PyTorch profiler
 #: (``torch.cuda._memory_viz._profile_to_snapshot``) have filename "none" and
 #: the profiler's event name, e.g. ``train.py(12): step``.
-PROFILER_NAME = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d+)\): (?P<func>.+)$")
+#: At most 18 digits: a line number is a C int (a longer run of digits is
+#: not one, and int() refuses more than 4300 digits).
+PROFILER_NAME = re.compile(r"^(?P<file>.+\.py)\((?P<line>\d{1,18})\): (?P<func>.+)$")
 LIBRARY_PARTS = ("site-packages", "dist-packages")
 #: The profiler's frame for a module call (``nn.Module: Linear_0``) and its
 #: file names of installed code, relative to site-packages (``torch/nn/modules/linear.py``).
@@ -211,15 +213,18 @@ def _group(items, top: int) -> list[tuple[str, int, int]]:
 
 def analyse(snapshot: Snapshot, top: int = 10) -> list[DeviceReport]:
     """One :class:`DeviceReport` per device that has segments or trace entries."""
-    devices = sorted({s.device for s in snapshot.segments} | {i for i, t in enumerate(snapshot.traces) if t})
+    by_device: dict[int, list] = {}  # one pass: linear in the segments however many devices they name
+    for segment in snapshot.segments:
+        by_device.setdefault(segment.device, []).append(segment)
+    devices = sorted(set(by_device) | {i for i, t in enumerate(snapshot.traces) if t})
     reports = []
     for device in devices:
-        segments = [s for s in snapshot.segments if s.device == device]
+        segments = by_device.get(device, [])
         live = [b for s in segments for b in s.blocks if b.state in ACTIVE_STATES]
         report = DeviceReport(device, fragmentation(segments),
                               _group(((module_of(b.frames), b.size) for b in live), top),
                               _group(((call_site(b.frames), b.size) for b in live), top))
-        trace = snapshot.traces[device] if device < len(snapshot.traces) else []
+        trace = snapshot.traces[device] if 0 <= device < len(snapshot.traces) else []
         if trace:
             _analyse_trace(report, trace, live, top)
         reports.append(report)

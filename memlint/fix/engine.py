@@ -37,7 +37,7 @@ def resolve(text: str, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
     pending = [d for d in diagnostics if d.fix is not None and not d.fix.resolved]
     if not pending:
         return list(diagnostics)
-    tree = ParsedText.of(text)
+    tree = None if _refused(text, pending) else ParsedText.of(text)
     out = []
     for diagnostic in diagnostics:
         fix = diagnostic.fix
@@ -51,13 +51,30 @@ def resolve(text: str, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
 
 def resolve_text(text: str, fix: Fix) -> str | None:
     """``text`` with ``fix`` alone applied (None when it cannot be)."""
-    tree = ParsedText.of(text)
+    from memlint.lint.libcst_limits import libcst_refusal
+
+    tree = None if libcst_refusal(text) else ParsedText.of(text)
     edits = None if tree is None else tree.edits_of(fix.plans)
     if edits is None:
         return None
     from memlint.lint.fixes import apply_fixes
 
     return apply_fixes(text, [replace(fix, edits=edits)])[0]
+
+
+def _refused(text: str, pending: Sequence[Diagnostic]) -> bool:
+    """True when ``text`` is over :mod:`memlint.lint.libcst_limits` (libcst's
+    native parser could crash the run on it): its fixes are skipped, with a
+    note on standard error naming the file."""
+    from memlint.lint.libcst_limits import libcst_refusal
+
+    refusal = libcst_refusal(text)
+    if refusal is None:
+        return False
+    import sys
+
+    print(f"memlint: {pending[0].path}: fixes skipped ({refusal})", file=sys.stderr)
+    return True
 
 
 class ParsedText:
@@ -107,12 +124,14 @@ class ParsedText:
         """A position of the text as a position of the normalised text."""
         return line, col - sum(1 for c in self.form_feeds.get(line, ()) if c < col)
 
-    def to_original(self, line: int, col: int) -> tuple[int, int]:
-        """A position of the normalised text as a position of the text (after
-        the form feeds that precede it)."""
+    def to_original(self, line: int, col: int, end: bool = False) -> tuple[int, int]:
+        """A position of the normalised text as a position of the text: after
+        the form feeds that precede it, or, for the ``end`` of an edit, before
+        the form feeds right at it, so that an edit never takes in a form
+        feed outside the region it changed."""
         shift = 0
         for index, column in enumerate(self.form_feeds.get(line, ())):
-            if column - index <= col:
+            if column - index < col or column - index == col and not end:
                 shift += 1
         return line, col + shift
 
@@ -177,8 +196,9 @@ class ParsedText:
             return None
         edits = []
         for edit in text_edits(self.prepared, fixed):
+            empty = (edit.start_line, edit.start_col) == (edit.end_line, edit.end_col)
             (line, col), (end_line, end_col) = self.to_original(edit.start_line, edit.start_col), \
-                self.to_original(edit.end_line, edit.end_col)
+                self.to_original(edit.end_line, edit.end_col, end=not empty)
             content = _LONE_LF.sub("\r", edit.content) if self.lone_cr else edit.content
             edits.append(Edit(line, col, end_line, end_col, content))
         return tuple(edits)

@@ -2,7 +2,9 @@
 
 Each finding gets ``# noqa: CODE`` on its first line, or on its last line
 when the first cannot take a comment (it ends inside a multi-line string or
-with a backslash); the codes of one line share one directive, merged into a
+with a backslash), or else on the next line that can (the last physical line
+of that logical line, where :mod:`memlint.lint.suppression` reads it for the
+lines above); the codes of one line share one directive, merged into a
 ``# noqa:`` comment the line already has
 (:func:`memlint.lint.suppression.add_noqa_comments`). Running it again adds
 nothing: the findings are suppressed.
@@ -20,6 +22,7 @@ Findings that could not be suppressed stay in the run and are reported.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import sys
@@ -97,15 +100,20 @@ def _add_to_file(run, result: FileResult, diagnostics: list[Diagnostic], tree: s
 
 def _codes_by_line(diagnostics: list[Diagnostic], commentable: set[int], line_of=lambda line: line):
     """line -> codes for the findings, each on its first commentable line
-    (first, else last); and the findings placed."""
+    (first, else last, else the next commentable line after the first);
+    and the findings placed."""
     wanted: dict[int, set[str]] = defaultdict(set)
     placed: dict[int, list[Diagnostic]] = defaultdict(list)
+    ordered = sorted(commentable)
     for diagnostic in diagnostics:
-        for line in (diagnostic.line, diagnostic.end_line):
-            if line_of(line) in commentable:
-                wanted[line].add(diagnostic.code)
-                placed[line].append(diagnostic)
-                break
+        line = next((line for line in (diagnostic.line, diagnostic.end_line) if line_of(line) in commentable),
+                    None)
+        if line is None:
+            after = bisect.bisect_right(ordered, diagnostic.line)
+            line = ordered[after] if after < len(ordered) else None
+        if line is not None:
+            wanted[line].add(diagnostic.code)
+            placed[line].append(diagnostic)
     return wanted, placed
 
 

@@ -353,8 +353,12 @@ def _python_tree(path: str, source: str, result: FileResult):
     except SyntaxError as exc:
         problem = exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"
         newer = _parse_newer(source)
+        if newer is not None and newer.tree is not None:
+            return newer.tree, newer.text
         if newer is not None:
-            return newer
+            problem = newer.error or problem  # libcst's position: the error past the newer syntax
+            if newer.note and result.note is None:
+                result.note = f"{path}: {newer.note}"
     except (RecursionError, MemoryError):
         problem = 1, 1, "too deeply nested to parse"
     except ValueError as exc:  # e.g. source that CPython rejects outright
@@ -372,18 +376,16 @@ _NEWER_SYNTAX_HINT = re.compile(r"\b(?:def|class)\s+\w+\s*\[|(?:^|[;:])[ \t]*typ
 
 
 def _parse_newer(source: str):
-    """(tree, down-levelled text) of newer syntax, or None (libcst rejects it
-    too: a real syntax error). libcst is imported here only, and only for a
-    file with a construct it could down-level."""
+    """The :class:`~memlint.lint.newer_syntax.NewerParse` of a file CPython
+    rejects, or None (nothing newer to down-level). libcst runs (in a child
+    process) only for a file with a construct it could down-level."""
     if not _NEWER_SYNTAX_HINT.search(source):
         return None
-    try:
-        from memlint.lint.newer_syntax import parse_newer
-    except ImportError:  # libcst missing from a broken install: CPython's verdict stands
-        return None
+    from memlint.lint.newer_syntax import parse_newer
+
     try:
         return parse_newer(source)
-    except Exception:  # noqa: BLE001 - libcst's native parser on hostile input: CPython's verdict (MEM001) stands
+    except Exception:  # noqa: BLE001 - a failure of the fallback itself: CPython's verdict (MEM001) stands
         return None
 
 

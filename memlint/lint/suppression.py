@@ -10,7 +10,10 @@
 :mod:`memlint.lint.add_noqa`).
 
 A diagnostic is suppressed when the comment is on its first or its last line,
-so a multi-line call can be silenced at either end.
+so a multi-line call can be silenced at either end. A line that cannot hold
+a comment -- it ends with a backslash continuation, or inside a multi-line
+string -- is covered by the directive on the next line that can (the last
+physical line of that stretch of the logical line), as ruff reads them.
 
 Directives are read from real comments only: ``"# noqa"`` inside a string or
 a docstring is text, not a directive (:func:`directive_comments`). Finding
@@ -45,19 +48,21 @@ class Comment:
     whole_line: bool
 
 
-def directive_comments(source: str, pattern: re.Pattern) -> list[Comment]:
+def directive_comments(source: str, pattern: re.Pattern, line_ends: set[int] | None = None) -> list[Comment]:
     """The real comments of ``source`` that ``pattern`` matches, in line order.
 
     Lines are found by ``pattern`` in the raw text first; :mod:`tokenize`
     then tells which of those matches lie in a comment, not in a string. If
     the text stops tokenizing (a file that does not parse), the candidates
     after that point are taken as comments, as plain text matching did.
+    ``line_ends``, when given, receives the lines tokenized that can take a
+    comment (see :func:`commentable_lines`), up to the last candidate.
     """
     lines = LINE_BREAK.split(source)
     candidates = {number: line for number, line in enumerate(lines, start=1) if "#" in line and pattern.search(line)}
     if not candidates:
         return []
-    found, reached = _comments_until(source, max(candidates))
+    found, reached = _comments_until(source, max(candidates), line_ends)
     comments = [comment for comment in found if comment.line in candidates and pattern.search(comment.text)]
     seen = {comment.line for comment in comments}
     for number in sorted(n for n in candidates if n > reached and n not in seen):
@@ -67,10 +72,10 @@ def directive_comments(source: str, pattern: re.Pattern) -> list[Comment]:
     return comments
 
 
-def _comments_until(source: str, last_line: int) -> tuple[list[Comment], int]:
+def _comments_until(source: str, last_line: int, line_ends: set[int] | None = None) -> tuple[list[Comment], int]:
     """The comments up to ``last_line``, and the last line tokenized
     completely: ``last_line``, or the line before the one a tokenize error
-    stopped in)."""
+    stopped in). The lines of NEWLINE and NL tokens go to ``line_ends``."""
     import io
     import tokenize
 
@@ -86,6 +91,8 @@ def _comments_until(source: str, last_line: int) -> tuple[list[Comment], int]:
             reached = row
             if token.type == tokenize.COMMENT:
                 comments.append(Comment(row, token.string, not token.line[:col].strip()))
+            elif line_ends is not None and token.type in (tokenize.NEWLINE, tokenize.NL):
+                line_ends.add(row)
     except (tokenize.TokenError, SyntaxError):
         return comments, max(0, reached - 1)
     return comments, last_line
@@ -101,18 +108,31 @@ def suppressions(source: str) -> dict[int, frozenset[str] | None]:
     result: dict[int, frozenset[str] | None] = {}
     if "noqa" not in source and "memlint" not in source:
         return result
-    for comment in directive_comments(source, _SUPPRESSION):
+    line_ends: set[int] = set()
+    for comment in directive_comments(source, _SUPPRESSION, line_ends):
+        # the lines before it that cannot take a comment (a backslash, a multi-line string) are its too
+        covered = [comment.line]
+        if comment.line in line_ends:
+            above = comment.line - 1
+            while above >= 1 and above not in line_ends:
+                covered.append(above)
+                above -= 1
         for pattern in (_NOQA, _IGNORE):
             match = pattern.search(comment.text)
             if match is None:
                 continue
             codes = match.group("codes")
-            if codes is None or not codes.strip():
-                result[comment.line] = ALL
-            elif result.get(comment.line, frozenset()) is not ALL:
-                parsed = frozenset(c.upper() for c in re.split(r"[\s,]+", codes.strip()) if c)
-                result[comment.line] = (result.get(comment.line) or frozenset()) | parsed
+            for line in covered:
+                _suppress(result, line, codes)
     return result
+
+
+def _suppress(table: dict[int, frozenset[str] | None], line: int, codes: str | None) -> None:
+    if codes is None or not codes.strip():
+        table[line] = ALL
+    elif table.get(line, frozenset()) is not ALL:
+        parsed = frozenset(c.upper() for c in re.split(r"[\s,]+", codes.strip()) if c)
+        table[line] = (table.get(line) or frozenset()) | parsed
 
 
 def is_suppressed(diagnostic: Diagnostic, table: dict[int, frozenset[str] | None]) -> bool:

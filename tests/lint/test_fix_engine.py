@@ -98,6 +98,21 @@ def test_form_feeds_stay_where_they_are():
     assert fixed == 'import torch\n\x0cx = torch.load(p, map_location="cpu")\n\x0c\n'
 
 
+def test_a_removed_statement_keeps_the_form_feed_of_the_next_line():
+    """The removal's edit ends where the next line's form feed was taken
+    out: mapped back, it ends before the form feed, which stays."""
+    source = "for b in loader:\n    f(b)\n    torch.cuda.empty_cache()\n\x0c# c\nprint(1)\n"
+    fixed = resolve_text(source, _fix(_plan("remove_statement", source, 3, 5, 3, 29)))
+    assert fixed == "for b in loader:\n    f(b)\n\x0c# c\nprint(1)\n"
+
+
+def test_an_insertion_where_a_form_feed_was_keeps_it_before_the_insertion():
+    prepared = ParsedText("\x0cx = 1\n")
+    assert prepared.to_original(1, 1) == (1, 2)
+    assert prepared.to_original(1, 1, end=True) == (1, 1)
+    assert prepared.to_original(1, 3, end=True) == (1, 4)
+
+
 def _fix(*plans):
     from memlint.lint.diagnostic import Applicability, Fix
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from memlint.lint import newer_syntax
+from memlint.lint import downlevel, newer_syntax
 from memlint.lint.engine import LintOptions, lint_source
 from memlint.lint.registry import rule_index
 
@@ -95,7 +95,7 @@ def test_suppression_comment_in_newer_file():
 
 
 def test_downlevelled_text_keeps_lines_and_byte_columns():
-    down = newer_syntax.downlevel(NEWER)
+    down = downlevel.downlevel(NEWER)
     assert down is not None
     original, rewritten = NEWER.splitlines(), down.source.splitlines()
     assert len(original) == len(rewritten)
@@ -119,14 +119,14 @@ SAME_AS_CPYTHON = [
 
 @pytest.mark.parametrize("source", SAME_AS_CPYTHON)
 def test_rewritten_fstrings_give_cpythons_tree(source, monkeypatch):
-    monkeypatch.setattr(newer_syntax, "_parses", lambda text: False)
-    tree, _ = newer_syntax.parse_newer(source)
+    monkeypatch.setattr(downlevel, "_parses", lambda text: False)
+    tree = newer_syntax.tree_of(downlevel.downlevel(source))  # in process: _parses is patched
     assert ast.dump(tree, include_attributes=True) == ast.dump(ast.parse(source), include_attributes=True)
 
 
 def test_field_that_is_a_bare_tuple_stays_one_field(monkeypatch):
-    monkeypatch.setattr(newer_syntax, "_parses", lambda text: False)
-    tree, _ = newer_syntax.parse_newer('s = f"{a, b}!"\n')
+    monkeypatch.setattr(downlevel, "_parses", lambda text: False)
+    tree = newer_syntax.tree_of(downlevel.downlevel('s = f"{a, b}!"\n'))
     joined = tree.body[0].value
     assert isinstance(joined, ast.JoinedStr)
     assert [type(v).__name__ for v in joined.values] == ["FormattedValue", "Constant"]
@@ -146,7 +146,7 @@ def test_plain_lint_does_not_import_libcst(tmp_path):
     (tmp_path / "py2.py").write_text("print 'hello'\n")
     assert _libcst_imported(tmp_path / "py2.py") == ("2", "False")
     (tmp_path / "new.py").write_text("if True: type X = int\n")
-    assert _libcst_imported(tmp_path / "new.py") == ("0", "True")
+    assert _libcst_imported(tmp_path / "new.py") == ("0", "False")  # parsed by libcst in its child process
 
 
 def test_newer_file_through_the_cli(tmp_path):
@@ -163,3 +163,19 @@ def test_line_ends_tabs_and_wide_characters_keep_columns(newline):
     source = newline.join(lines) + newline
     result = lint_source("w.py", source.encode(), ALL)
     assert [(d.code, d.line, d.col) for d in result.diagnostics] == [("MEM303", 3, lines[2].index("torch.load") + 1)]
+
+
+def test_a_real_error_after_newer_syntax_is_reported_where_libcst_finds_it():
+    result = lint_source("bad.py", b"def f[T](): pass\nprint(1 +)\n", ALL)
+    [error] = result.diagnostics
+    assert (error.code, error.line, error.col) == ("MEM001", 2, 10), error
+
+
+def test_a_named_escape_in_a_format_spec_is_valid_newer_syntax():
+    """libcst 1.9.0 reads ``\\N{...}`` in a format spec as a nested field."""
+    source = 'def f[T](): pass\nx = f"{1:\\N{LATIN SMALL LETTER A}}"\ny = f"{d["k"]:\\N{BULLET}>3}" "\\N{BULLET}"\n'
+    assert lint_source("new.py", source.encode(), ALL).diagnostics == []
+    parsed = newer_syntax.parse_newer(source)
+    spec = parsed.tree.body[2].value.values[0].format_spec
+    assert [v.value for v in spec.values] == ["\\N{BULLET}>3"]  # literal text as spelled, no field `BULLET`
+    assert parsed.tree.body[2].value.values[-1].value == "\u2022"  # the plain string, evaluated

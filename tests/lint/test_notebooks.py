@@ -380,3 +380,21 @@ def test_mem113_fix_goes_after_closing_parentheses(tmp_path):
     proc = run_memlint("--no-cache", "--fix", "--unsafe-fixes", "--select", "MEM113", str(path))
     assert "Fixed 1 problem" in proc.stderr, proc.stderr
     assert "".join(json.loads(path.read_text())["cells"][2]["source"]).endswith("(out  # shown\n);  # done")
+
+
+@pytest.mark.parametrize("option", ["--diff", "--fix", "--add-noqa"])
+def test_cells_without_ids_print_no_nbformat_warning(tmp_path, option):
+    """A 4.5 notebook whose cells have no ``id`` (older Jupyter writers):
+    nbformat's MissingIDFieldWarning is not printed as raw text."""
+    document = json.loads(notebook_from_cells(["import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"]))
+    for cell in document["cells"]:
+        del cell["id"]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(document))
+    extra = "--quiet" if option == "--add-noqa" else "--unsafe-fixes"
+    done = run_memlint("--no-cache", option, extra, str(path))
+    assert "Warning" not in done.stderr and "nbformat" not in done.stderr, done.stderr
+    if option == "--diff":
+        assert "Would fix 1 problem" in done.stderr and "map_location" in done.stdout
+    else:  # the fix or the noqa was written
+        assert path.read_text() != json.dumps(document)
