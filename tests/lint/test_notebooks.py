@@ -386,7 +386,7 @@ def test_mem113_fix_goes_after_closing_parentheses(tmp_path):
 def test_cells_without_ids_print_no_nbformat_warning(tmp_path, option):
     """A 4.5 notebook whose cells have no ``id`` (older Jupyter writers):
     nbformat's MissingIDFieldWarning is not printed as raw text."""
-    document = json.loads(notebook_from_cells(["import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt')\n"]))
+    document = json.loads(notebook_from_cells(["import torch; torch.cuda.init()\nstate = torch.load('ckpt.pt').cuda()\n"]))
     for cell in document["cells"]:
         del cell["id"]
     path = tmp_path / "nb.ipynb"
