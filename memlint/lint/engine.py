@@ -356,7 +356,8 @@ def _python_tree(path: str, source: str, result: FileResult):
         if newer is not None and newer.tree is not None:
             return newer.tree, newer.text
         if newer is not None:
-            problem = newer.error or problem  # libcst's position: the error past the newer syntax
+            if newer.error and _at_newer_syntax(source, problem[0]):
+                problem = newer.error  # CPython stopped at the newer syntax: libcst's error is the one past it
             if newer.note and result.note is None:
                 result.note = f"{path}: {newer.note}"
     except (RecursionError, MemoryError):
@@ -373,6 +374,13 @@ def _python_tree(path: str, source: str, result: FileResult):
 #: CPython's verdict at once, without importing libcst.
 _NEWER_SYNTAX_HINT = re.compile(r"\b(?:def|class)\s+\w+\s*\[|(?:^|[;:])[ \t]*type[ \t]+\w|(?<![\w])(?:[rR]?[fF]|[fF][rR])['\"]",
                                 re.MULTILINE)
+
+
+def _at_newer_syntax(source: str, line: int) -> bool:
+    """CPython's error is on a line with a construct of newer syntax (its
+    message is about that construct, not about the real error)."""
+    lines = source.splitlines()
+    return 1 <= line <= len(lines) and _NEWER_SYNTAX_HINT.search(lines[line - 1]) is not None
 
 
 def _parse_newer(source: str):

@@ -171,6 +171,13 @@ def test_a_real_error_after_newer_syntax_is_reported_where_libcst_finds_it():
     assert (error.code, error.line, error.col) == ("MEM001", 2, 10), error
 
 
+def test_an_error_cpython_finds_away_from_newer_syntax_keeps_cpythons_message():
+    """An f-string earlier in the file sends it through libcst, but CPython's error is on a plain line."""
+    source = b'x = f"{1}"\ncall(\n    a="pt"\n    b=True,\n)\n'
+    [error] = lint_source("bad.py", source, ALL).diagnostics
+    assert (error.code, error.line) == ("MEM001", 3) and "forgot a comma" in error.message, error
+
+
 def test_a_named_escape_in_a_format_spec_is_valid_newer_syntax():
     """libcst 1.9.0 reads ``\\N{...}`` in a format spec as a nested field."""
     source = 'def f[T](): pass\nx = f"{1:\\N{LATIN SMALL LETTER A}}"\ny = f"{d["k"]:\\N{BULLET}>3}" "\\N{BULLET}"\n'
