@@ -159,15 +159,17 @@ def fake_world(world_size: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _report_resizes(ledger) -> Iterator[None]:
-    """Tell the ledger of every ``UntypedStorage.resize_`` of a traced storage (see the module docstring)."""
+def report_resizes(ledger, device_type: str | None = "meta") -> Iterator[None]:
+    """Tell ``ledger.resized`` of every ``UntypedStorage.resize_`` (FSDP2 frees and
+    re-allocates unsharded parameters that way; see the module docstring) of a
+    storage on ``device_type`` (None: any device) while active."""
     import torch  # noqa: PLC0415
 
     original = torch.UntypedStorage.resize_
 
     def resize_(storage, size):
         result = original(storage, size)
-        if storage.device.type == "meta":
+        if device_type is None or storage.device.type == device_type:
             ledger.resized(storage)
         return result
 
@@ -457,7 +459,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(make_ledger_mode(ledger, target))
         stack.enter_context(_collective_mode(ledger, counter, gloo=not target.is_cuda))
-        stack.enter_context(_report_resizes(ledger))
+        stack.enter_context(report_resizes(ledger))
         ledger.set_phase("setup", step=0)
         if options.parallel == "ddp":
             _fake_materialize(module)

@@ -131,6 +131,7 @@ def _run_rank(rank: int, world: int, job) -> dict:
     import torch.distributed as dist  # noqa: PLC0415
     from torch.profiler import record_function  # noqa: PLC0415
 
+    from memlint.estimate.distributed import report_resizes  # noqa: PLC0415
     from memlint.validate.cpu import MEASURED_RANGE, _run_step, memory_profile  # noqa: PLC0415
 
     target, inputs, options, warmup, steps, port, timeout = job
@@ -147,7 +148,7 @@ def _run_rank(rank: int, world: int, job) -> dict:
             for index in range(steps):
                 ledger = _ShardLedger()
                 ledger.track_state(step)
-                with record_function(f"{MEASURED_RANGE}_{index}"), _resizes_into(ledger):
+                with record_function(f"{MEASURED_RANGE}_{index}"), report_resizes(ledger, device_type=None):
                     _run_step(step, ledger)
                 tensor_peak = max(tensor_peak, ledger.peak)
             dist.barrier()
@@ -232,25 +233,6 @@ class _ShardLedger:
                         self.track(obj)
 
         return ShardLedger()
-
-
-@contextlib.contextmanager
-def _resizes_into(ledger):
-    """While active, every ``UntypedStorage.resize_`` is reported to ``ledger.resized``."""
-    import torch  # noqa: PLC0415
-
-    original = torch.UntypedStorage.resize_
-
-    def resize_(storage, size):
-        result = original(storage, size)
-        ledger.resized(storage)
-        return result
-
-    torch.UntypedStorage.resize_ = resize_
-    try:
-        yield
-    finally:
-        torch.UntypedStorage.resize_ = original
 
 
 def check_validate_parallel(options, device: str) -> None:
