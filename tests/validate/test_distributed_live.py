@@ -16,10 +16,16 @@ def _options():
 
 
 def test_two_process_ddp_run_matches_the_estimate():
+    """Rank 0's peak by the tensor ledger, within 1% of the estimate. The allocator's
+    peak is only bounded below by it here: a free that gloo's worker thread makes can
+    reach the profiler late or never (docs/validator.md): in one full-suite run of
+    three on 2026-12-01 the warm-up step's buffers (1.34 MB of 8 MB) were still
+    counted at the measured step's start."""
     target = f"{TINY}:mlp"
     measured = measure_distributed(target, [], _options(), warmup=1, steps=1, timeout=60)
     estimated = estimate(load_workload(target, [], None), _options()).peak_allocated
-    assert abs(estimated - measured.peak_allocator_bytes) / measured.peak_allocator_bytes < 0.01
+    assert abs(estimated - measured.peak_tensor_bytes) / measured.peak_tensor_bytes < 0.01
+    assert measured.peak_allocator_bytes >= measured.peak_tensor_bytes
 
 
 def test_a_run_past_its_time_bound_is_stopped():
