@@ -511,8 +511,6 @@ class ExitStackWithErrors(contextlib.ExitStack):
 
 def _one_step(workload, engine, module, optimizer, options, micro_batch, ledger, index, input_dtype) -> None:
     """One training step through the engine, the statement order of memlint/estimate/step.py."""
-    import torch  # noqa: PLC0415
-
     from memlint.estimate import step as steps  # noqa: PLC0415
 
     ledger.set_phase("forward", step=index, micro=0)
@@ -522,18 +520,8 @@ def _one_step(workload, engine, module, optimizer, options, micro_batch, ledger,
         inputs = _to_fake(_meta_inputs(workload, micro_batch), input_dtype)
         for tensor in steps._tensors(inputs):
             ledger.retag(tensor, "input")
-        with steps._autocast(options.precision):
-            output = steps._call(engine, inputs)
-            loss = workload.compute_loss(output, inputs)
-        if options.grad_accum > 1:
-            loss = loss / options.grad_accum
-        ledger.tag_forward_survivors()
-        del output
-        ledger.set_phase("backward")
-        if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
-            raise TargetError(f"loss of {workload.name!r} does not require grad (is the model frozen?)")
-        loss.backward()
-        del loss, inputs
+        steps.forward_backward(workload, engine, inputs, options, ledger)
+        del inputs
         for param in module.parameters():
             if param.grad is not None:
                 ledger.retag(param.grad, "gradient")

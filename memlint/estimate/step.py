@@ -415,12 +415,22 @@ def _make_inputs(workload, micro_batch, ledger, input_dtype):
 
 
 def _micro_step(workload, module, micro_batch, options, ledger) -> None:
+    import torch  # noqa: PLC0415
+
+    input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(options.precision)
+    forward_backward(workload, module, _make_inputs(workload, micro_batch, ledger, input_dtype), options, ledger)
+
+
+def forward_backward(workload, module, inputs, options, ledger) -> None:
+    """One micro-batch's forward (under autocast and activation offload as
+    ``options`` ask), the loss scaled for gradient accumulation, and its
+    backward, with the ledger's phases; ``module`` may be an engine wrapping
+    the model (DDP, FSDP2). Raises TargetError naming the workload when the
+    forward or the backward fails or the loss does not require grad."""
     import contextlib  # noqa: PLC0415
 
     import torch  # noqa: PLC0415
 
-    input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(options.precision)
-    inputs = _make_inputs(workload, micro_batch, ledger, input_dtype)
     offload = host_offload_hooks() if options.offload_activations else contextlib.nullcontext()
     with offload:
         with _autocast(options.precision):
