@@ -210,6 +210,12 @@ def _nbytes(value) -> int:
 #: duration of the call, all_reduce works in place (tests/benchmarks/gloo_scratch.py).  NCCL works on
 #: the caller's buffers (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), so CUDA targets get none.
 GLOO_SCRATCH_FRACTION = {"all_gather": 1.0, "reduce_scatter": 1.0, "all_reduce": 0.0, "broadcast": 0.0}
+#: Whether that scratch is a tensor storage an aten op returns (so counted in peak_tensor_bytes, as a
+#: tensor ledger of the real run counts it) rather than memory only the allocator sees.  gloo's
+#: ``_reduce_scatter_base_`` splits a full-size copy of its input with ``aten.split`` (a dispatch-mode
+#: log shows the split's storage); all_gather's temporary never reaches an aten op.  Measured on torch
+#: 2.13.0+cpu, 2 ranks (tests/benchmarks/gloo_scratch.py: "tensor ledger scratch").
+GLOO_SCRATCH_IS_TENSOR = {"all_gather": False, "reduce_scatter": True, "all_reduce": False, "broadcast": False}
 
 
 def _collective_mode(ledger, counter: dict, gloo: bool):
@@ -238,7 +244,8 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
                     counter["comm"].add(kind, _nbytes(buffers))
                 scratch = int(_nbytes(buffers) * GLOO_SCRATCH_FRACTION[kind]) if gloo else 0
                 if scratch:
-                    ledger.transient(scratch, f"gloo {kind} scratch")
+                    category = "communication" if GLOO_SCRATCH_IS_TENSOR[kind] else "workspace"
+                    ledger.transient(scratch, f"gloo {kind} scratch", category)
             elif namespace == "fsdp" and name in _FSDP_BUFFER_OPS:
                 for value in tree_flatten((out, kwargs.get("out")))[0]:
                     if isinstance(value, torch.Tensor):

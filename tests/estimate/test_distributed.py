@@ -50,6 +50,18 @@ def test_fsdp_shards_state_and_falls_with_world_size():
     assert eight.communication["buffer_bytes"]["all_gather"] >= 2 * params
 
 
+def test_gloo_reduce_scatter_scratch_is_a_tensor_all_gather_scratch_is_not():
+    """On the CPU target the mlp (one FSDP unit) peaks inside the gradients' reduce-scatter: its
+    input (all gradients, full size) and gloo's full-size copy of it, which aten's split returns
+    as tensors (tests/benchmarks/gloo_scratch.py), so both count as tensor bytes."""
+    result = _estimate("mlp", parallel="fsdp", world_size=2)
+    params = _param_bytes("mlp")
+    assert result.by_category["communication"] == 2 * params
+    assert result.peak_tensor_bytes == result.peak_allocated
+    gathered = [r for r in result.ledger.records.values() if r.op == "gloo all_gather scratch"]
+    assert gathered and all(r.category == "workspace" for r in gathered)
+
+
 def test_no_reshard_after_forward_gathers_once():
     result = _estimate("gpt_decoder", parallel="fsdp", world_size=4, reshard_after_forward=False)
     params = _param_bytes("gpt_decoder")
