@@ -218,6 +218,37 @@ GLOO_SCRATCH_FRACTION = {"all_gather": 1.0, "reduce_scatter": 1.0, "all_reduce":
 GLOO_SCRATCH_IS_TENSOR = {"all_gather": False, "reduce_scatter": True, "all_reduce": False, "broadcast": False}
 
 
+#: Batch-norm ops whose saved statistics (outputs 1 and 2) FakeTensorMode types from the input alone:
+#: its decomposition (torch/_decomp/decompositions.py ``native_batch_norm_helper``, torch 2.13.0) casts
+#: them to the input's dtype on "cpu" tensors.  The real CPU kernel keeps them in float32 when the
+#: input is bf16/fp16 and a parameter or running statistic is float32 (autocast: a bf16 convolution
+#: output into a float32 BatchNorm); checked against the kernel in tests/estimate/test_distributed.py.
+MIXED_BATCH_NORM_OPS = ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+                        "_native_batch_norm_legit_no_training")
+
+
+def _mixed_batch_norm_mode():
+    """A TorchDispatchMode directly above FakeTensorMode: batch-norm statistics in the real kernel's dtype."""
+    import torch  # noqa: PLC0415
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+
+    reduced = (torch.bfloat16, torch.float16)
+
+    class MixedBatchNormStats(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.namespace != "aten" or func.overloadpacket.__name__ not in MIXED_BATCH_NORM_OPS:
+                return out
+            tensors = [a for a in args[1:5] if isinstance(a, torch.Tensor)]
+            if args[0].dtype not in reduced or not any(t.dtype == torch.float32 for t in tensors):
+                return out
+            stats = [torch.empty(o.shape, dtype=torch.float32, device=o.device) if o.dtype in reduced else o
+                     for o in out[1:3]]
+            return (out[0], *stats, *out[3:])
+
+    return MixedBatchNormStats()
+
+
 def _collective_mode(ledger, counter: dict, gloo: bool):
     """A TorchDispatchMode above the ledger: tags collective buffers ``communication`` and counts them.
 
@@ -464,6 +495,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             # per rank (1024 ranks: ~80,000 meta ops) and allocates nothing; to_empty below materializes
             units = apply_fully_shard(module, options, mesh)
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+        stack.enter_context(_mixed_batch_norm_mode())
         stack.enter_context(make_ledger_mode(ledger, target))
         stack.enter_context(_collective_mode(ledger, counter, gloo=not target.is_cuda))
         stack.enter_context(report_resizes(ledger))

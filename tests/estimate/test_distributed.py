@@ -107,3 +107,26 @@ def test_settings_key_parallel_takes_the_engines_of_the_estimator():
     assert [KEYS["parallel"]("parallel", mode.upper()) for mode in PARALLEL_MODES] == list(PARALLEL_MODES)
     with pytest.raises(ValueError, match="must be one of ddp, fsdp"):
         KEYS["parallel"]("parallel", "tp")
+
+
+@pytest.mark.parametrize(("param_dtype", "stats_dtype", "training"), [
+    ("bfloat16", "bfloat16", True), ("float32", "float32", True), ("float32", "float32", False),
+    (None, "float32", True), (None, None, True), ("float32", None, True)])
+def test_fake_batch_norm_statistics_take_the_real_cpu_kernels_dtype(param_dtype, stats_dtype, training):
+    """bf16 input: the traced saved statistics have the dtype the real CPU kernel returns."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from memlint.estimate.distributed import _mixed_batch_norm_mode
+
+    def arguments():
+        weight = torch.ones(4, dtype=getattr(torch, param_dtype)) if param_dtype else None
+        bias = torch.zeros(4, dtype=getattr(torch, param_dtype)) if param_dtype else None
+        mean = torch.zeros(4, dtype=getattr(torch, stats_dtype)) if stats_dtype else None
+        var = torch.ones(4, dtype=getattr(torch, stats_dtype)) if stats_dtype else None
+        return torch.randn(2, 4, 8, 8, dtype=torch.bfloat16), weight, bias, mean, var, training, 0.1, 1e-5
+
+    real = torch.ops.aten.native_batch_norm(*arguments())
+    with FakeTensorMode(allow_non_fake_inputs=True), _mixed_batch_norm_mode():
+        traced = torch.ops.aten.native_batch_norm(*arguments())
+    assert [(t.dtype, t.shape) for t in traced] == [(t.dtype, t.shape) for t in real]
