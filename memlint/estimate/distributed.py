@@ -249,6 +249,30 @@ def _mixed_batch_norm_mode():
     return MixedBatchNormStats()
 
 
+@contextlib.contextmanager
+def _libraries_see_a_real_run() -> Iterator[None]:
+    """Library checks that take a FakeTensor for graph tracing answer as for a real tensor.
+
+    transformers (5.24.0, utils/import_utils.py ``is_tracing``) counts a FakeTensor as tracing,
+    and then masking_utils ``_ignore_causal_mask_sdpa`` builds a 4-D attention mask instead of
+    SDPA's ``is_causal``: the engines' FakeTensors would trace a mask per layer (fp32
+    [batch, 1, seq, seq], saved for backward) that a real run and the meta trace do not have.
+    Only a transformers the workload already imported is touched.
+    """
+    import sys  # noqa: PLC0415
+
+    module = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(module, "is_fake_tensor", None)
+    if original is None:
+        yield
+        return
+    module.is_fake_tensor = lambda tensor: False
+    try:
+        yield
+    finally:
+        module.is_fake_tensor = original
+
+
 def _collective_mode(ledger, counter: dict, gloo: bool):
     """A TorchDispatchMode above the ledger: tags collective buffers ``communication`` and counts them.
 
@@ -496,6 +520,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             units = apply_fully_shard(module, options, mesh)
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(_mixed_batch_norm_mode())
+        stack.enter_context(_libraries_see_a_real_run())
         stack.enter_context(make_ledger_mode(ledger, target))
         stack.enter_context(_collective_mode(ledger, counter, gloo=not target.is_cuda))
         stack.enter_context(report_resizes(ledger))

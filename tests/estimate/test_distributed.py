@@ -130,3 +130,14 @@ def test_fake_batch_norm_statistics_take_the_real_cpu_kernels_dtype(param_dtype,
     with FakeTensorMode(allow_non_fake_inputs=True), _mixed_batch_norm_mode():
         traced = torch.ops.aten.native_batch_norm(*arguments())
     assert [(t.dtype, t.shape) for t in traced] == [(t.dtype, t.shape) for t in real]
+
+
+def test_engine_trace_of_a_transformers_model_keeps_sdpas_is_causal():
+    """transformers takes FakeTensors for graph tracing and would build a 4-D mask per layer; the
+    engines' trace must give the activations of the single-GPU (meta) trace."""
+    pytest.importorskip("transformers")
+    workload = f"{TINY}:hf_gpt2"
+    single = estimate(load_workload(workload, [], None), EstimateOptions(gpu="H100-80GB", optimizer="adam"))
+    ddp = estimate(load_workload(workload, [], None),
+                   EstimateOptions(gpu="H100-80GB", optimizer="adam", parallel="ddp", world_size=2))
+    assert ddp.by_category["activation"] == single.by_category["activation"]
