@@ -204,6 +204,13 @@ def _nbytes(value) -> int:
     return 0
 
 
+#: Intra-op threads of one rank on the CPU target, with which its kernels' scratch is measured:
+#: torchrun sets OMP_NUM_THREADS=1 for every process when it starts more than one per node and
+#: the variable is unset (torch/distributed/run.py, torch 2.13.0), and the validator's ranks run
+#: with 1 (memlint/validate/distributed.py).
+RANK_INTRA_OP_THREADS = 1
+
+
 #: Scratch the gloo backend (the CPU target's collectives) allocates inside one collective, as a
 #: fraction of the collective's full buffer.  Measured on torch 2.13.0+cpu, 2 ranks:
 #: all_gather_into_tensor and reduce_scatter_tensor each allocate one full-size temporary for the
@@ -507,7 +514,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
     if not target.is_cuda:
         from memlint.estimate.cpu_scratch import ScratchProbe  # noqa: PLC0415
 
-        ledger.scratch_probe = ScratchProbe()
+        ledger.scratch_probe = ScratchProbe(threads=RANK_INTRA_OP_THREADS)
     units: list[str] = []
     with fake_world(options.world_size), ExitStackWithErrors(workload) as stack:
         mesh = None
