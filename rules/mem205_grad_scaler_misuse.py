@@ -6,6 +6,7 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.semantic import frameworks as fw
 from memlint.lint.syntax import WITH_TYPES, is_constant, keyword_arg, string_value
 from memlint.lint.walk import walk as walk_all
 from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, method_name, walk
@@ -32,6 +33,22 @@ def unnamed_arguments(call: ast.Call) -> list[ast.expr]:
     """The arguments not passed by name: ``x``, ``*xs`` (as ``xs``), ``**kw`` (as ``kw``)."""
     positional = [arg.value if isinstance(arg, ast.Starred) else arg for arg in call.args]
     return positional + [keyword.value for keyword in call.keywords if keyword.arg is None]
+
+
+def _literals_bound_to(semantic, name: str) -> list[str]:
+    """The string literals the file assigns to ``name`` (``device = "cpu"``,
+    ``device = torch.device("cpu")``, a parameter default)."""
+    found = []
+    for statement in semantic.index.of_type(ast.Assign):
+        if any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
+            found.extend(n.value for n in ast.walk(statement.value) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    for argument in semantic.index.of_type(ast.arguments):
+        positional = [*argument.posonlyargs, *argument.args]
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(argument.defaults):]], argument.defaults))
+        defaults.update((a.arg, d) for a, d in zip(argument.kwonlyargs, argument.kw_defaults) if d is not None)
+        if isinstance(string_value(defaults.get(name)), str):
+            found.append(string_value(defaults[name]))
+    return found
 
 
 def identifiers(nodes: list[ast.AST]) -> set[str]:
@@ -90,8 +107,12 @@ class GradScalerMisuse(Rule):
     training loop in another is only judged where its `scale(...)` is
     called, and any mention of a scaler (`scaler`, `GradScaler`, DeepSpeed
     or apex loss scaling) anywhere in the file silences the second half.
-    An autocast whose dtype or device comes from a variable is not known to
-    be float16 and is not reported; neither is `enabled=False`.
+    An autocast whose dtype comes from a variable is not known to be
+    float16 and is not reported; neither is `enabled=False`. A device type
+    that is not a literal (`autocast(device_type=device.type)`) is taken
+    for CUDA, where GPU training code runs (float16 is the CUDA default,
+    torch/amp/autocast_mode.py, torch 2.13.0), unless the file binds that
+    name only to literals of another device (`device = "cpu"`).
 
     ## References
     - [Automatic Mixed Precision package: gradient scaling](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
@@ -180,4 +201,19 @@ class GradScalerMisuse(Rule):
             device = positional[0]
             if len(positional) > 1:
                 return self.ctx.qualified(positional[1]) in _FP16
-        return string_value(device) == "cuda"
+        if device is None or string_value(device) is not None:
+            return string_value(device) == "cuda"
+        return self._may_be_cuda(device)
+
+    def _may_be_cuda(self, device: ast.expr) -> bool:
+        """A device type that is not a literal (``device.type``, a
+        ``device_type`` variable) is taken for CUDA, where training code runs
+        as its authors run it, unless every literal the file binds to its
+        name is another device (``device = "cpu"``)."""
+        root = device
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return isinstance(root, ast.Call)  # `torch.device(...).type`, `current_accelerator().type`
+        bound = _literals_bound_to(self.ctx.semantic, root.id)
+        return not bound or any(fw.ACCELERATOR_STRINGS.match(text) for text in bound)

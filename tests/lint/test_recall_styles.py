@@ -1,0 +1,143 @@
+"""Misses of the recall set (fixtures/recall), each fixed in the semantic
+model or its rule, checked on code of another style than the reproducer's:
+every buggy snippet must be reported on its marked lines, and a correct
+look-alike must get no finding of that code.
+
+The snippets are new code written for these tests."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from .expectations import describe, lint_text, parse_expectations
+
+
+def _lint(source: str, code: str):
+    return [d for d in lint_text("snippet.py", source, {code}) if d.code == code]
+
+
+def assert_reported(source: str, code: str) -> None:
+    """Every ``# expect: CODE`` line of ``source`` is reported, and no other line."""
+    source = textwrap.dedent(source)
+    expected = {line for line, c in parse_expectations(source).pairs() if c == code}
+    assert expected, "the snippet marks no line"
+    found = _lint(source, code)
+    assert {d.line for d in found} == expected, describe(found)
+
+
+def assert_silent(source: str, code: str) -> None:
+    source = textwrap.dedent(source)
+    found = _lint(source, code)
+    assert found == [], describe(found)
+
+
+# MEM308: a Python-object collection reached through a local and its items
+# (bug_79: ``blob = json.load(fh)``; ``self.records = blob["annotations"]``).
+
+MEM308_BUG = """
+    import pickle
+    from torch.utils import data as tud
+
+    class ShardIndex(tud.Dataset):
+        def __init__(self, index_path, split="train"):
+            with open(index_path, "rb") as handle:
+                table = pickle.load(handle)
+            self.entries = table["splits"][split]  # expect: MEM308
+
+        def __len__(self):
+            return len(self.entries)
+
+        def __getitem__(self, position):
+            entry = self.entries[position]
+            return entry["tokens"], entry["label"]
+
+    def loaders(path):
+        return tud.DataLoader(ShardIndex(path), batch_size=32, num_workers=6)
+"""
+
+MEM308_OK = """
+    import pickle
+    import numpy as np
+    from torch.utils import data as tud
+
+    class ShardIndex(tud.Dataset):
+        def __init__(self, index_path, split="train"):
+            with open(index_path, "rb") as handle:
+                table = pickle.load(handle)
+            self.vocab_size = table["meta"]["vocab"]
+            self.entries = np.asarray(table["splits"][split], dtype=np.int64)
+
+        def __len__(self):
+            return len(self.entries)
+
+        def __getitem__(self, position):
+            return self.entries[position] % self.vocab_size
+
+    def loaders(path):
+        return tud.DataLoader(ShardIndex(path), batch_size=32, num_workers=6)
+"""
+
+
+def test_mem308_collection_reached_through_a_local():
+    assert_reported(MEM308_BUG, "MEM308")
+
+
+def test_mem308_converted_collection_is_silent():
+    assert_silent(MEM308_OK, "MEM308")
+
+
+# MEM205: fp16 autocast whose device type is a variable (bug_45:
+# ``autocast(device_type=device.type)``, no dtype: float16 on CUDA).
+
+MEM205_BUG = """
+    import torch
+
+    class Runner:
+        def __init__(self, net, opt, accel):
+            self.net, self.opt, self.accel = net, opt, accel
+
+        def fit_epoch(self, batches):
+            for inputs, labels in batches:
+                with torch.autocast(self.accel):
+                    err = torch.nn.functional.cross_entropy(self.net(inputs.to(self.accel)), labels.to(self.accel))
+                self.opt.zero_grad()
+                err.backward()  # expect: MEM205
+                self.opt.step()
+"""
+
+MEM205_CPU_OK = """
+    import torch
+
+    accel = "cpu"
+
+    def fit_epoch(net, opt, batches):
+        for inputs, labels in batches:
+            with torch.autocast(accel):
+                err = torch.nn.functional.cross_entropy(net(inputs), labels)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+"""
+
+MEM205_BF16_OK = """
+    import torch
+
+    def fit_epoch(net, opt, batches, accel):
+        for inputs, labels in batches:
+            with torch.autocast(accel.type, dtype=torch.bfloat16):
+                err = torch.nn.functional.cross_entropy(net(inputs.to(accel)), labels.to(accel))
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+"""
+
+
+def test_mem205_variable_device_type_is_cuda_fp16():
+    assert_reported(MEM205_BUG, "MEM205")
+
+
+@pytest.mark.parametrize("source", [MEM205_CPU_OK, MEM205_BF16_OK], ids=["cpu-literal", "bf16"])
+def test_mem205_cpu_or_bf16_autocast_is_silent(source):
+    assert_silent(source, "MEM205")
