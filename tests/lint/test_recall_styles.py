@@ -141,3 +141,59 @@ def test_mem205_variable_device_type_is_cuda_fp16():
 @pytest.mark.parametrize("source", [MEM205_CPU_OK, MEM205_BF16_OK], ids=["cpu-literal", "bf16"])
 def test_mem205_cpu_or_bf16_autocast_is_silent(source):
     assert_silent(source, "MEM205")
+
+
+# MEM101: the terms of a backpropagated sum are loss terms with a graph, even
+# when the callables that made them show no module evidence (bug_09:
+# ``(actor_loss + critic_loss).backward()``, then ``total += actor_loss``).
+
+MEM101_BUG = """
+    import torch
+
+    def teacher_forcing(step_fn, halt_fn, optimiser, corpus, hidden0):
+        seq_total = 0.0
+        halt_total = 0.0
+        for sentence in corpus:
+            hidden, token_losses, halts = hidden0, [], []
+            for token, nxt in zip(sentence[:-1], sentence[1:]):
+                logits, hidden = step_fn(token, hidden)
+                token_losses.append(torch.nn.functional.cross_entropy(logits, nxt))
+                halts.append(halt_fn(hidden).sigmoid().mean())
+            seq_loss = torch.stack(token_losses).mean()
+            halt_loss = torch.stack(halts).sum()
+            optimiser.zero_grad()
+            (seq_loss - -0.01 * halt_loss).backward()
+            optimiser.step()
+            seq_total = seq_total + seq_loss  # expect: MEM101
+            halt_total += halt_loss  # expect: MEM101
+        return seq_total, halt_total
+"""
+
+MEM101_OK = """
+    import torch
+
+    def teacher_forcing(step_fn, optimiser, corpus, hidden0, weight):
+        seq_total = 0.0
+        penalty_total = 0.0
+        for n, sentence in enumerate(corpus):
+            hidden, token_losses = hidden0, []
+            for token, nxt in zip(sentence[:-1], sentence[1:]):
+                logits, hidden = step_fn(token, hidden)
+                token_losses.append(torch.nn.functional.cross_entropy(logits, nxt))
+            seq_loss = torch.stack(token_losses).mean()
+            penalty = weight * float(n) / len(corpus)
+            optimiser.zero_grad()
+            (seq_loss + penalty).backward()
+            optimiser.step()
+            seq_total = seq_total + seq_loss.item()
+            penalty_total += penalty
+        return seq_total, penalty_total
+"""
+
+
+def test_mem101_terms_of_a_backpropagated_sum_are_attached():
+    assert_reported(MEM101_BUG, "MEM101")
+
+
+def test_mem101_python_number_term_and_item_are_silent():
+    assert_silent(MEM101_OK, "MEM101")

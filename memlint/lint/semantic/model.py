@@ -948,6 +948,11 @@ class SemanticModel:
             found = found | self._returned_losses(unit)
         return found
 
+    def summed_backward_evidence(self, unit: ast.AST) -> frozenset[str]:
+        """Names (dotted) added as terms into an expression a backward pass
+        of ``unit`` differentiates (:func:`operations.summed_into_backward_names`)."""
+        return self._evidence("summed backward", unit, operations.summed_into_backward_names)
+
     def _returned_losses(self, unit: ast.AST) -> frozenset[str]:
         names = set()
         for statement in self.own_nodes(unit, (ast.Return,)):

@@ -1206,6 +1206,42 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
     return found
 
 
+def summed_into_backward_names(model, calls: list[ast.Call]) -> set[str]:
+    """Names added, as terms, into an expression a backward call of the unit
+    differentiates: ``actor_loss`` and ``critic_loss`` in ``(actor_loss +
+    critic_loss).backward()``, ``aux`` in ``(main - 0.1 * aux).backward()``.
+    Each term of a sum that is backpropagated is a loss term: a tensor term
+    holds a graph (the interpreter upgrades only values known to be tensors)."""
+    names: set[str] = set()
+    for expr in differentiated_expressions(model, calls):
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+            _add_terms(names, expr, 0)
+    return names
+
+
+def _add_terms(names: set[str], node: ast.expr, depth: int) -> None:
+    if depth > 8:
+        return
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        _add_terms(names, node.left, depth + 1)
+        _add_terms(names, node.right, depth + 1)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        _add_terms(names, node.operand, depth + 1)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+        weighted = node.left if _is_number(node.right) else node.right if _is_number(node.left) and isinstance(node.op, ast.Mult) else None
+        if weighted is not None:
+            _add_terms(names, weighted, depth + 1)
+    else:
+        _add_name(names, node)
+
+
+def _is_number(node: ast.expr) -> bool:
+    """A numeric literal, signed or not (``0.5``, ``-0.5``)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+
+
 def _engine_built_here(model, receiver: ast.expr) -> bool:
     """``accelerator = Accelerator(...)`` before ``accelerator.backward(loss)``: an engine, by its construction."""
     if not isinstance(receiver, ast.Name):
