@@ -7,7 +7,9 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic.operations import literal_iterable
+from memlint.lint.semantic.values import Kind
 
 #: Keras 3.15.1 ``keras/src/trainers/trainer.py``: ``Model.predict`` builds a data
 #: adapter (a ``tf.data`` pipeline for the TF backend) and a predict function per call.
@@ -50,8 +52,11 @@ class KerasPredictInLoop(Rule):
     ## Known problems
     The model must be known to be a Keras model in this file (built,
     loaded, subclassed, passed from a call of this file, or a Keras
-    callback's `self.model`); a model that comes from another module is not
-    seen, and neither is a function handed to code of another module that
+    callback's `self.model`), or be a value of unknown kind (a parameter) in
+    a file where Keras is the only library providing `predict` (no
+    scikit-learn, boosting, pickle/joblib or other `predict` library is
+    imported and no class of the file defines `predict`); otherwise a model
+    that comes from another module is not seen, and neither is a function handed to code of another module that
     calls it per item. A loop over a literal tuple, list or a small literal
     `range` runs `predict` a few times and is not reported. An `on_epoch_end`
     hook calling `predict` once per epoch is not reported.
@@ -88,10 +93,23 @@ class KerasPredictInLoop(Rule):
             return
         semantic = self.ctx.semantic
         receiver = semantic.value(func.value)
-        if not (receiver.is_module and receiver.framework == "keras"):
+        if not (receiver.is_module and receiver.framework == "keras") and not self._only_keras_predicts(receiver):
             return
         if self._repeats(node):
             self.report(node)
+
+    def _only_keras_predicts(self, receiver) -> bool:
+        """A receiver of unknown kind (a parameter, a value from another
+        module) in a file where only Keras provides ``predict``: the file
+        imports Keras, none of :data:`~.frameworks.OTHER_PREDICT_LIBRARIES`,
+        and defines no ``predict`` method of its own."""
+        if receiver.kind is not Kind.UNKNOWN:
+            return False
+        semantic = self.ctx.semantic
+        roots = semantic.library_roots
+        if not roots & fw.KERAS_ROOTS or roots & fw.OTHER_PREDICT_LIBRARIES:
+            return False
+        return not any(PREDICT in klass.methods for klass in semantic.classes.by_node.values())
 
     def _repeats(self, node: ast.Call) -> bool:
         """``node`` runs per iteration of a loop or comprehension, or in a

@@ -197,3 +197,57 @@ def test_mem101_terms_of_a_backpropagated_sum_are_attached():
 
 def test_mem101_python_number_term_and_item_are_silent():
     assert_silent(MEM101_OK, "MEM101")
+
+
+# MEM503: ``predict`` on a parameter of unknown kind in a file where only
+# Keras provides ``predict`` (bug_81: ``net.predict(frame)`` in a while loop).
+
+MEM503_BUG = """
+    import numpy as np
+    import tensorflow as tf
+
+    def sliding_scores(detector, signal, width=256, hop=64):
+        windows = (signal[i:i + width] for i in range(0, len(signal) - width, hop))
+        return [float(detector.predict(w[None, :, None], verbose=0)[0, 0]) for w in windows]  # expect: MEM503
+
+    def export(detector, path):
+        tf.saved_model.save(detector, path)
+"""
+
+MEM503_SKLEARN_OK = """
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.linear_model import LogisticRegression
+
+    def sliding_scores(detector, signal, width=256, hop=64):
+        windows = (signal[i:i + width] for i in range(0, len(signal) - width, hop))
+        return [float(detector.predict(w[None, :])[0]) for w in windows]
+
+    def embed(path):
+        return tf.keras.models.load_model(path)
+"""
+
+MEM503_OWN_CLASS_OK = """
+    import numpy as np
+    import tensorflow as tf
+
+    class Threshold:
+        def __init__(self, level):
+            self.level = level
+
+        def predict(self, window):
+            return np.asarray(window).mean() > self.level
+
+    def sliding_scores(detector, signal, width=256, hop=64):
+        windows = (signal[i:i + width] for i in range(0, len(signal) - width, hop))
+        return [bool(detector.predict(w)) for w in windows]
+"""
+
+
+def test_mem503_unknown_receiver_where_only_keras_predicts():
+    assert_reported(MEM503_BUG, "MEM503")
+
+
+@pytest.mark.parametrize("source", [MEM503_SKLEARN_OK, MEM503_OWN_CLASS_OK], ids=["sklearn", "own-class"])
+def test_mem503_other_predict_providers_are_silent(source):
+    assert_silent(source, "MEM503")

@@ -271,6 +271,21 @@ NOT_MODULE_TYPES = re.compile(
     r"pytorch_lightning\.Trainer|lightning\.(?:fabric\.)?Fabric|accelerate\.Accelerator|"
     r"sklearn\.\S+|xgboost\.\S+|lightgbm\.\S+)$"
 )
+#: Import roots of Keras (keras 3.15.1, tf.keras of tensorflow 2.x, tf_keras):
+#: ``keras.Model.predict`` runs a whole-dataset inference per call.
+KERAS_ROOTS = frozenset({"keras", "tensorflow", "tf_keras"})
+#: Import roots of libraries (besides Keras) whose objects have a ``predict``
+#: method, or that load arbitrary objects that may have one: scikit-learn
+#: estimators, XGBoost/LightGBM/CatBoost boosters, statsmodels results,
+#: Prophet, skorch nets, Lightning/transformers ``Trainer.predict``,
+#: ultralytics ``YOLO.predict``, fastai ``Learner.predict``, MLflow pyfunc
+#: models, gensim/fastText models, and pickle/joblib/dill loaders. Where a
+#: file imports none of them, Keras is the only source of ``predict`` it uses.
+OTHER_PREDICT_LIBRARIES = frozenset({
+    "sklearn", "xgboost", "lightgbm", "catboost", "statsmodels", "prophet", "skorch", "torch", "lightning",
+    "pytorch_lightning", "transformers", "ultralytics", "fastai", "mlflow", "gensim", "fasttext", "joblib",
+    "pickle", "dill", "cloudpickle", "h2o", "pycaret", "autogluon", "sktime", "darts", "spacy",
+})
 #: Optimizer constructors and factories besides ``torch.optim.<Name>``.
 OPTIMIZER_FACTORIES = frozenset({
     "transformers.AdamW", "transformers.Adafactor", "transformers.optimization.Adafactor",
