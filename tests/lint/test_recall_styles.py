@@ -251,3 +251,76 @@ def test_mem503_unknown_receiver_where_only_keras_predicts():
 @pytest.mark.parametrize("source", [MEM503_SKLEARN_OK, MEM503_OWN_CLASS_OK], ids=["sklearn", "own-class"])
 def test_mem503_other_predict_providers_are_silent(source):
     assert_silent(source, "MEM503")
+
+
+# MEM306: an attribute of a module of unknown class is a submodule when the
+# file's module classes assign it one (bug_77: ``deepcopy(pl_module.student)``
+# in a Lightning callback).
+
+MEM306_BUG = """
+    import copy
+    import torch
+    import torch.nn as nn
+
+    class TwoTower(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.query_tower = nn.Sequential(nn.Linear(dim, dim), nn.ReLU())
+            self.doc_tower = nn.Linear(dim, dim)
+            self.settings = {"temperature": 0.05}
+
+        def forward(self, q, d):
+            return self.query_tower(q) @ self.doc_tower(d).T
+
+    def fit(net, pairs, epochs):
+        net = net.to("cuda")
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        anchors = []
+        for epoch in range(epochs):
+            for q, d in pairs:
+                scores = net(q.cuda(), d.cuda())
+                loss = nn.functional.cross_entropy(scores, torch.arange(len(q), device="cuda"))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            anchors.append(copy.deepcopy(net.query_tower))  # expect: MEM306
+        return anchors
+"""
+
+MEM306_OK = """
+    import copy
+    import torch
+    import torch.nn as nn
+
+    class TwoTower(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.query_tower = nn.Sequential(nn.Linear(dim, dim), nn.ReLU())
+            self.doc_tower = nn.Linear(dim, dim)
+            self.settings = {"temperature": 0.05}
+
+        def forward(self, q, d):
+            return self.query_tower(q) @ self.doc_tower(d).T
+
+    def fit(net, pairs, epochs):
+        net = net.to("cuda")
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        history = []
+        for epoch in range(epochs):
+            for q, d in pairs:
+                scores = net(q.cuda(), d.cuda())
+                loss = nn.functional.cross_entropy(scores, torch.arange(len(q), device="cuda"))
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            history.append(copy.deepcopy(net.settings))
+        return history
+"""
+
+
+def test_mem306_attribute_of_unknown_module_is_a_submodule():
+    assert_reported(MEM306_BUG, "MEM306")
+
+
+def test_mem306_plain_attribute_copy_is_silent():
+    assert_silent(MEM306_OK, "MEM306")

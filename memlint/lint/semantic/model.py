@@ -869,6 +869,21 @@ class SemanticModel:
         joined = join_all(values)
         return joined if joined is not None else UNKNOWN
 
+    def submodule_name(self, attr: str, interpreter: Interpreter) -> bool:
+        """``m.<attr>`` of a module whose class the file does not know (a
+        Lightning callback's ``pl_module``, a model passed in) is a submodule
+        when the module classes of the file that assign ``self.<attr>`` all
+        assign it a module, and at least one does (``self.student =
+        student`` called as ``self.student(x)``)."""
+        key = ("submodule name", attr)
+        found = self.index.memo.get(key)
+        if found is None:
+            self.index.memo[key] = False  # while deciding: a recursive question gets "no"
+            owners = [k for k in self.classes.by_node.values() if k.is_module and attr in self._attribute_index(k)]
+            found = bool(owners) and all(self.class_attribute(k, attr, interpreter).kind is Kind.MODULE for k in owners)
+            self.index.memo[key] = found
+        return found
+
     def sole_method_owner(self, name: str) -> ClassInfo | None:
         """The one class of the file that defines a method ``name`` (None when
         none or several do): a receiver of unknown kind calling ``x.name(...)``

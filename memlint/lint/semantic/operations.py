@@ -1046,6 +1046,8 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
             return base
         if attr in ("weight", "bias"):
             return tensor(Tri.YES, base.device, leaf=True)
+        if klass is None and model.submodule_name(attr, interpreter):
+            return module(base.framework or "torch", device=base.device)
         return Value(Kind.UNKNOWN, Tri.MAYBE, base.device)
     if base.kind is Kind.PLAIN:
         return PLAIN
