@@ -159,6 +159,8 @@ class AccumulationWithoutLossScaling(Rule):
 
     def _check_backwards(self, loop: Loop, calls: list[ast.Call], period: ast.expr) -> None:
         semantic = self.ctx.semantic
+        if semantic.constants.value(period) == 1:
+            return  # the count is 1 as the file runs: every iteration steps, nothing accumulates
         for call in calls:
             if not is_backward(call, self.ctx) or method_name(call) != "backward":
                 continue

@@ -39,6 +39,7 @@ from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import operations
 from memlint.lint.semantic.classes import ClassInfo, ClassTable
 from memlint.lint.semantic.interpreter import Analysis, CallSite, Context, Interpreter
+from memlint.lint.semantic.constants import Constants
 from memlint.lint.semantic.scopes import BindingKind, ScopeKind, ScopeTree
 from memlint.lint.semantic.values import PLAIN, UNKNOWN, Kind, Tri, Value, container, join_all, module, obj
 from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES, call_arguments
@@ -132,6 +133,14 @@ class SemanticModel:
         self._ancestor_memo: dict[str, dict[ast.AST, tuple]] = {}
         self._loops_memo: dict[ast.AST, tuple[ast.AST, ...]] = {}
         self._run_loop_memo: dict[ast.AST, bool] = {}
+        self._constants: Constants | None = None
+
+    @property
+    def constants(self) -> Constants:
+        """Constant folding of the file's literals (:mod:`.constants`), built on first use."""
+        if self._constants is None:
+            self._constants = Constants(self)
+        return self._constants
 
     # ==================================================================================
     # structure
