@@ -324,3 +324,42 @@ def test_mem306_attribute_of_unknown_module_is_a_submodule():
 
 def test_mem306_plain_attribute_copy_is_silent():
     assert_silent(MEM306_OK, "MEM306")
+
+
+# MEM110: a parameter annotated with a dataset type is a stream of batches
+# (bug_72: ``ds: tf.data.Dataset``, ``bank = tf.concat([bank, vecs], 0)``).
+
+MEM110_BUG = """
+    import tensorflow as tf
+
+    def pooled_features(records: tf.data.Dataset, width: int):
+        pooled = tf.zeros((0, width))
+        for features, _labels in records:
+            mean = tf.reduce_mean(features, axis=1)
+            pooled = tf.concat([pooled, mean], axis=0)  # expect: MEM110
+        return pooled
+"""
+
+MEM110_OK = """
+    import tensorflow as tf
+
+    def pooled_features(records: tf.data.Dataset, width: int):
+        chunks = []
+        for features, _labels in records:
+            chunks.append(tf.reduce_mean(features, axis=1).numpy())
+        return tf.concat(chunks, axis=0) if chunks else tf.zeros((0, width))
+
+    def stacked_heads(heads: list, width: int):
+        out = tf.zeros((0, width))
+        for head in heads:
+            out = tf.concat([out, head], axis=0)
+        return out
+"""
+
+
+def test_mem110_annotated_dataset_is_a_stream():
+    assert_reported(MEM110_BUG, "MEM110")
+
+
+def test_mem110_one_concat_after_the_loop_is_silent():
+    assert_silent(MEM110_OK, "MEM110")

@@ -304,6 +304,17 @@ STREAM_FACTORIES = frozenset({
     "tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_generator",
     "datasets.load_dataset", "torch.utils.data.random_split",
 })
+#: Library types whose instances, iterated, yield the data one batch or
+#: sample at a time, so that a parameter annotated with one is a stream:
+#: ``tf.data.Dataset`` (tensorflow/python/data/ops/dataset_ops.py
+#: ``DatasetV2.__iter__``), torch's ``DataLoader``/``Dataset``/
+#: ``IterableDataset`` (torch/utils/data, torch 2.13.0) and Hugging Face
+#: ``datasets.Dataset``/``IterableDataset`` (arrow_dataset.py, iterable_dataset.py).
+STREAM_TYPES = frozenset({
+    "tensorflow.data.Dataset", "tensorflow.compat.v2.data.Dataset", "torch.utils.data.DataLoader",
+    "torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.dataloader.DataLoader",
+    "datasets.Dataset", "datasets.IterableDataset",
+})
 #: Methods of a stream of batches that return the stream transformed (still
 #: a stream): ``tf.data.Dataset`` (tensorflow/python/data/ops/dataset_ops.py:
 #: batch, padded_batch, prefetch, shuffle, repeat, cache, take, skip, unbatch,

@@ -1113,6 +1113,8 @@ def annotation_value(model, annotation: ast.expr) -> Value | None:
         return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE, type_name=qualified)
     if qualified in fw.STREAM_FACTORIES:
         return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=DATALOADER)
+    if qualified in fw.STREAM_TYPES:
+        return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=qualified)
     if qualified.rsplit(".", 1)[-1][:1].isupper():
         return Value(Kind.OBJECT, Tri.NO, Tri.MAYBE, type_name=qualified)  # an instance of a library class
     return None
