@@ -363,3 +363,58 @@ def test_mem110_annotated_dataset_is_a_stream():
 
 def test_mem110_one_concat_after_the_loop_is_silent():
     assert_silent(MEM110_OK, "MEM110")
+
+
+# MEM505: every statement of the step that builds ops for a ``sess.run`` is
+# reported, not only the first (bug_83: ``sq = tf1.square(loss)`` and ``acc =
+# tf1.reduce_mean(...)`` both built for one run).
+
+MEM505_BUG = """
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    inputs = tf.compat.v1.placeholder(tf.float32, [None, 32])
+    weights = tf.Variable(tf.random.normal([32, 4]))
+    scores = tf.matmul(inputs, weights)
+
+    def monitor(feeds):
+        session = tf.compat.v1.Session()
+        session.run(tf.compat.v1.global_variables_initializer())
+        it = iter(feeds)
+        while True:
+            batch = next(it, None)
+            if batch is None:
+                break
+            norm = tf.norm(weights)  # expect: MEM505
+            top = tf.reduce_max(tf.nn.softmax(scores), axis=1)  # expect: MEM505
+            print(session.run({"norm": norm, "top": top}, feed_dict={inputs: batch}))
+"""
+
+MEM505_OK = """
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    inputs = tf.compat.v1.placeholder(tf.float32, [None, 32])
+    weights = tf.Variable(tf.random.normal([32, 4]))
+    scores = tf.matmul(inputs, weights)
+    norm = tf.norm(weights)
+    top = tf.reduce_max(tf.nn.softmax(scores), axis=1)
+
+    def monitor(feeds):
+        session = tf.compat.v1.Session()
+        session.run(tf.compat.v1.global_variables_initializer())
+        it = iter(feeds)
+        while True:
+            batch = next(it, None)
+            if batch is None:
+                break
+            print(session.run({"norm": norm, "top": top}, feed_dict={inputs: batch}))
+"""
+
+
+def test_mem505_each_statement_building_ops_is_reported():
+    assert_reported(MEM505_BUG, "MEM505")
+
+
+def test_mem505_ops_built_before_the_loop_are_silent():
+    assert_silent(MEM505_OK, "MEM505")
