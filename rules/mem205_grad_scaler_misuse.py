@@ -5,8 +5,10 @@ from __future__ import annotations
 import ast
 
 from memlint.lint.diagnostic import Severity
+from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import WITH_TYPES, is_constant, keyword_arg, string_value
 from memlint.lint.walk import walk as walk_all
 from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, method_name, walk
@@ -110,9 +112,12 @@ class GradScalerMisuse(Rule):
     An autocast whose dtype comes from a variable is not known to be
     float16 and is not reported; neither is `enabled=False`. A device type
     that is not a literal (`autocast(device_type=device.type)`) is taken
-    for CUDA, where GPU training code runs (float16 is the CUDA default,
-    torch/amp/autocast_mode.py, torch 2.13.0), unless the file binds that
-    name only to literals of another device (`device = "cpu"`).
+    for CUDA (whose default autocast dtype is float16,
+    torch/amp/autocast_mode.py, torch 2.13.0) when the file moves its
+    tensors or modules to that device (`x.to(device)`, `device=device`) —
+    GPU training code, run as its authors run it — unless the file binds
+    that name only to literals of another device (`device = "cpu"`); any
+    other variable device is unknown and not reported.
 
     ## References
     - [Automatic Mixed Precision package: gradient scaling](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
@@ -207,13 +212,33 @@ class GradScalerMisuse(Rule):
 
     def _may_be_cuda(self, device: ast.expr) -> bool:
         """A device type that is not a literal (``device.type``, a
-        ``device_type`` variable) is taken for CUDA, where training code runs
-        as its authors run it, unless every literal the file binds to its
-        name is another device (``device = "cpu"``)."""
-        root = device
+        ``device_type`` variable) is CUDA's when the file puts its training
+        tensors or modules on that device (``x.to(device)``,
+        ``device=device``) or it is a tensor's device on the accelerator
+        (``x.device.type``), unless every literal the file binds to its name
+        is another device (``device = "cpu"``). Otherwise it is unknown."""
+        base = device.value if isinstance(device, ast.Attribute) and device.attr == "type" else device
+        root = base
         while isinstance(root, ast.Attribute):
             root = root.value
-        if not isinstance(root, ast.Name):
-            return isinstance(root, ast.Call)  # `torch.device(...).type`, `current_accelerator().type`
-        bound = _literals_bound_to(self.ctx.semantic, root.id)
-        return not bound or any(fw.ACCELERATOR_STRINGS.match(text) for text in bound)
+        if isinstance(root, ast.Name):
+            bound = _literals_bound_to(self.ctx.semantic, root.id)
+            if bound and not any(fw.ACCELERATOR_STRINGS.match(text) for text in bound):
+                return False
+        if isinstance(base, ast.Attribute) and base.attr == "device":
+            return self.ctx.semantic.value(base.value).device is Tri.YES
+        name = dotted_name(base)
+        return name is not None and name in self._placement_targets()
+
+    def _placement_targets(self) -> frozenset[str]:
+        """Dotted names the file moves tensors or modules to: ``x.to(d)``,
+        ``x.cuda(d)``, ``device=d``."""
+        found = self.__dict__.get("_targets")
+        if found is None:
+            names = set()
+            for call in self.ctx.index.of_type(ast.Call):
+                if isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "cuda") and call.args:
+                    names.add(dotted_name(call.args[0]))
+                names.update(dotted_name(k.value) for k in call.keywords if k.arg == "device")
+            found = self._targets = frozenset(names - {None})
+        return found

@@ -138,7 +138,20 @@ def test_mem205_variable_device_type_is_cuda_fp16():
     assert_reported(MEM205_BUG, "MEM205")
 
 
-@pytest.mark.parametrize("source", [MEM205_CPU_OK, MEM205_BF16_OK], ids=["cpu-literal", "bf16"])
+MEM205_UNPLACED_OK = """
+    import torch
+
+    def fit_epoch(net, opt, batches, kind):
+        for inputs, labels in batches:
+            with torch.autocast(kind):
+                err = torch.nn.functional.cross_entropy(net(inputs), labels)
+            opt.zero_grad()
+            err.backward()
+            opt.step()
+"""
+
+
+@pytest.mark.parametrize("source", [MEM205_CPU_OK, MEM205_BF16_OK, MEM205_UNPLACED_OK], ids=["cpu-literal", "bf16", "unplaced"])
 def test_mem205_cpu_or_bf16_autocast_is_silent(source):
     assert_silent(source, "MEM205")
 
