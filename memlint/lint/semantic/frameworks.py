@@ -274,18 +274,17 @@ NOT_MODULE_TYPES = re.compile(
 #: Import roots of Keras (keras 3.15.1, tf.keras of tensorflow 2.x, tf_keras):
 #: ``keras.Model.predict`` runs a whole-dataset inference per call.
 KERAS_ROOTS = frozenset({"keras", "tensorflow", "tf_keras"})
-#: Import roots of libraries (besides Keras) whose objects have a ``predict``
-#: method, or that load arbitrary objects that may have one: scikit-learn
-#: estimators, XGBoost/LightGBM/CatBoost boosters, statsmodels results,
-#: Prophet, skorch nets, Lightning/transformers ``Trainer.predict``,
-#: ultralytics ``YOLO.predict``, fastai ``Learner.predict``, MLflow pyfunc
-#: models, gensim/fastText models, and pickle/joblib/dill loaders. Where a
-#: file imports none of them, Keras is the only source of ``predict`` it uses.
-OTHER_PREDICT_LIBRARIES = frozenset({
-    "sklearn", "xgboost", "lightgbm", "catboost", "statsmodels", "prophet", "skorch", "torch", "lightning",
-    "pytorch_lightning", "transformers", "ultralytics", "fastai", "mlflow", "gensim", "fasttext", "joblib",
-    "pickle", "dill", "cloudpickle", "h2o", "pycaret", "autogluon", "sktime", "darts", "spacy",
+#: Import roots that provide no object with a ``predict`` method: numerical,
+#: data, image, plotting and progress libraries (numpy, pandas, scipy, PIL,
+#: OpenCV, matplotlib, h5py, imageio, tqdm, absl flags, PyYAML). With Keras and
+#: the standard library (:data:`sys.stdlib_module_names`, less the modules
+#: that load arbitrary objects), a file importing only these can get a
+#: ``predict`` only from Keras or from its own classes.
+NO_PREDICT_LIBRARIES = frozenset({
+    "numpy", "pandas", "scipy", "PIL", "cv2", "matplotlib", "h5py", "imageio", "tqdm", "absl", "yaml", "seaborn",
 })
+#: Standard-library modules that load arbitrary objects (which may have ``predict``).
+OBJECT_LOADING_STDLIB = frozenset({"pickle", "_pickle", "shelve", "marshal", "copyreg", "importlib", "code"})
 #: Optimizer constructors and factories besides ``torch.optim.<Name>``.
 OPTIMIZER_FACTORIES = frozenset({
     "transformers.AdamW", "transformers.Adafactor", "transformers.optimization.Adafactor",
