@@ -444,3 +444,72 @@ def test_mem505_each_statement_building_ops_is_reported():
 
 def test_mem505_ops_built_before_the_loop_are_silent():
     assert_silent(MEM505_OK, "MEM505")
+
+
+# MEM105: state that comes back through the call's output object (bug_29:
+# ``outputs = model(**inputs, state=state)``; ``state = outputs.state``).
+
+MEM105_BUG = """
+    import torch
+    import torch.nn as nn
+
+    class StreamingEncoder(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.cell = nn.GRUCell(dim, dim)
+
+        def forward(self, chunk, cache=None):
+            hidden = self.cell(chunk, cache)
+            return {"hidden": hidden, "cache": hidden}
+
+    def transcribe(chunks, dim=80):
+        encoder = StreamingEncoder(dim).cuda()
+        cache = None
+        texts = []
+        for chunk in chunks:
+            result = encoder(chunk.cuda(), cache=cache)  # expect: MEM105
+            cache = result["cache"]
+            texts.append(int(result["hidden"].argmax()))
+        return texts
+"""
+
+MEM105_OK = """
+    import torch
+    import torch.nn as nn
+
+    class StreamingEncoder(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.cell = nn.GRUCell(dim, dim)
+
+        def forward(self, chunk, cache=None):
+            hidden = self.cell(chunk, cache)
+            return {"hidden": hidden, "cache": hidden}
+
+    def transcribe(chunks, dim=80):
+        encoder = StreamingEncoder(dim).cuda()
+        cache = None
+        texts = []
+        for chunk in chunks:
+            result = encoder(chunk.cuda(), cache=cache)
+            cache = result["cache"].detach()
+            texts.append(int(result["hidden"].argmax()))
+        return texts
+
+    def transcribe_eval(chunks, dim=80):
+        encoder = StreamingEncoder(dim).cuda()
+        cache = None
+        with torch.inference_mode():
+            for chunk in chunks:
+                result = encoder(chunk.cuda(), cache=cache)
+                cache = result["cache"]
+        return cache
+"""
+
+
+def test_mem105_state_read_back_from_the_output_is_carried():
+    assert_reported(MEM105_BUG, "MEM105")
+
+
+def test_mem105_detached_or_grad_free_state_is_silent():
+    assert_silent(MEM105_OK, "MEM105")
