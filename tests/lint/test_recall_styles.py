@@ -513,3 +513,56 @@ def test_mem105_state_read_back_from_the_output_is_carried():
 
 def test_mem105_detached_or_grad_free_state_is_silent():
     assert_silent(MEM105_OK, "MEM105")
+
+
+# MEM103: the parts of a batch that a framework hook receives on the device
+# are on the device, in a file that never names the device (bug_18: a
+# Lightning validation_step keeps ``logits.softmax(1)`` and ``mask``).
+
+MEM103_BUG = """
+    import pytorch_lightning as pl
+    import torch
+
+    class Retrieval(pl.LightningModule):
+        def __init__(self, tower):
+            super().__init__()
+            self.tower = tower
+            self.bank = []
+
+        def test_step(self, batch, batch_idx):
+            query, _ = batch
+            z = torch.nn.functional.normalize(self.tower(query), dim=-1)
+            self.bank.append(z)  # expect: MEM103
+
+        def on_test_epoch_end(self):
+            self.log("bank_size", float(len(self.bank)))
+            self.bank.clear()
+"""
+
+MEM103_OK = """
+    import pytorch_lightning as pl
+    import torch
+
+    class Retrieval(pl.LightningModule):
+        def __init__(self, tower):
+            super().__init__()
+            self.tower = tower
+            self.bank = []
+
+        def test_step(self, batch, batch_idx):
+            query, _ = batch
+            z = torch.nn.functional.normalize(self.tower(query), dim=-1)
+            self.bank.append(z.cpu())
+
+        def on_test_epoch_end(self):
+            self.log("bank_size", float(len(self.bank)))
+            self.bank.clear()
+"""
+
+
+def test_mem103_unpacked_hook_batch_is_on_the_device():
+    assert_reported(MEM103_BUG, "MEM103")
+
+
+def test_mem103_host_copy_is_silent():
+    assert_silent(MEM103_OK, "MEM103")

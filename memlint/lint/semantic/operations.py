@@ -1075,6 +1075,9 @@ def element_of(value: Value) -> Value:
         return PLAIN
     if value.kind is Kind.UNKNOWN and value.graph is Tri.YES:
         return Value(Kind.UNKNOWN, Tri.YES, value.device, sources=value.sources)
+    if value.kind is Kind.UNKNOWN and value.device is Tri.YES:
+        # the parts of something on the accelerator (a batch a framework moved there) are there too
+        return Value(Kind.UNKNOWN, value.graph, Tri.YES, sources=value.sources)
     return UNKNOWN
 
 
