@@ -146,10 +146,20 @@ class HiddenStateNotDetached(Rule):
         loops = self.ctx.semantic.enclosing_loops(node)
         if not isinstance(root, ast.Name) or not loops:
             return None
-        found = [statement for top in loops[0].body for statement in ast.walk(top) if isinstance(statement, ast.Assign)
-                 and statement.lineno < node.lineno and len(statement.targets) == 1
-                 and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == root.id]
+        found = [s for s in self._name_assignments(loops[0]).get(root.id, ()) if s.lineno < node.lineno]
         return found[0] if len(found) == 1 and isinstance(found[0].value, ast.Call) else None
+
+    def _name_assignments(self, loop: ast.AST) -> dict[str, list[ast.Assign]]:
+        """``name = ...`` statements of ``loop``'s body by name (once per loop)."""
+        memo = self.__dict__.setdefault("_by_loop", {})
+        found = memo.get(loop)
+        if found is None:
+            found = memo[loop] = {}
+            for top in loop.body:
+                for statement in ast.walk(top):
+                    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+                        found.setdefault(statement.targets[0].id, []).append(statement)
+        return found
 
     def _check(self, node: ast.Assign, target: ast.expr, call: ast.Call, binding: ast.Assign | None = None) -> bool:
         """Report ``node`` when ``call`` is fed names that ``target`` binds

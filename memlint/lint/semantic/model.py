@@ -966,7 +966,11 @@ class SemanticModel:
         """Names (dotted) whose value is differentiated by a backward pass in
         ``unit``, or returned to a framework that backpropagates it (a
         Lightning ``training_step``, a ``Trainer.compute_loss``)."""
-        found = self._evidence("backward", unit, operations.backward_names)
+        key = ("backward", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = frozenset(
+                name for expr in self._differentiated(unit) if (name := dotted_name(expr)) is not None)
         hook = self.hook_of(unit)
         if hook is not None and hook.returns_loss:
             found = found | self._returned_losses(unit)
@@ -975,7 +979,19 @@ class SemanticModel:
     def summed_backward_evidence(self, unit: ast.AST) -> frozenset[str]:
         """Names (dotted) added as terms into an expression a backward pass
         of ``unit`` differentiates (:func:`operations.summed_into_backward_names`)."""
-        return self._evidence("summed backward", unit, operations.summed_into_backward_names)
+        key = ("summed backward", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = frozenset(operations.summed_terms(self._differentiated(unit)))
+        return found
+
+    def _differentiated(self, unit: ast.AST) -> list[ast.expr]:
+        """The expressions ``unit``'s backward calls differentiate (once per unit)."""
+        key = ("differentiated", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = operations.differentiated_expressions(self, self._calls_of_unit(unit))
+        return found
 
     def _returned_losses(self, unit: ast.AST) -> frozenset[str]:
         names = set()
@@ -1020,7 +1036,7 @@ class SemanticModel:
         key = ("runs backward", unit)
         found = self._evidence_memo.get(key)
         if found is None:
-            found = self._evidence_memo[key] = bool(operations.differentiated_expressions(self, self._calls_of_unit(unit)))
+            found = self._evidence_memo[key] = bool(self._differentiated(unit))
         return found
 
     def with_module_evidence(self, unit: ast.AST, name: str, value: Value) -> Value:

@@ -1181,11 +1181,6 @@ _HOOK_SIGNATURES = {
 # ======================================================================================
 # syntactic evidence
 # ======================================================================================
-def backward_names(model, calls: list[ast.Call]) -> set[str]:
-    """Names whose value a backward call of the unit differentiates."""
-    return {name for expr in differentiated_expressions(model, calls) if (name := dotted_name(expr)) is not None}
-
-
 def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
     """The expressions the unit's backward calls differentiate: ``loss`` in
     ``loss.backward()``, ``scaler.scale(loss).backward()``,
@@ -1213,14 +1208,15 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
     return found
 
 
-def summed_into_backward_names(model, calls: list[ast.Call]) -> set[str]:
-    """Names added, as terms, into an expression a backward call of the unit
-    differentiates: ``actor_loss`` and ``critic_loss`` in ``(actor_loss +
-    critic_loss).backward()``, ``aux`` in ``(main - 0.1 * aux).backward()``.
-    Each term of a sum that is backpropagated is a loss term: a tensor term
-    holds a graph (the interpreter upgrades only values known to be tensors)."""
+def summed_terms(differentiated: list[ast.expr]) -> set[str]:
+    """Names added, as terms, into the expressions a unit's backward calls
+    differentiate (:func:`differentiated_expressions`): ``actor_loss`` and
+    ``critic_loss`` in ``(actor_loss + critic_loss).backward()``, ``aux`` in
+    ``(main - 0.1 * aux).backward()``. Each term of a sum that is
+    backpropagated is a loss term: a tensor term holds a graph (the
+    interpreter upgrades only values known to be tensors)."""
     names: set[str] = set()
-    for expr in differentiated_expressions(model, calls):
+    for expr in differentiated:
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
             _add_terms(names, expr, 0)
     return names
