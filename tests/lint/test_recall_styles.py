@@ -566,3 +566,81 @@ def test_mem103_unpacked_hook_batch_is_on_the_device():
 
 def test_mem103_host_copy_is_silent():
     assert_silent(MEM103_OK, "MEM103")
+
+
+# torch.distributions: a distribution built from attached tensors keeps their
+# graph; ``log_prob``/``entropy``/``rsample`` are differentiable, ``sample`` is
+# drawn under no_grad (torch 2.13.0 torch/distributions/distribution.py).
+
+DISTRIBUTION_BUG = """
+    import torch
+    import torch.nn as nn
+
+    def reinforce(env, steps=1000):
+        actor = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 2))
+        log_std = nn.Parameter(torch.zeros(2))
+        opt = torch.optim.Adam([*actor.parameters(), log_std], lr=3e-4)
+        spread = 0.0
+        for _ in range(steps):
+            obs = torch.as_tensor(env.observe(), dtype=torch.float32)
+            policy = torch.distributions.Normal(actor(obs), log_std.exp())
+            move = policy.sample()
+            reward = env.act(move.numpy())
+            opt.zero_grad()
+            (-policy.log_prob(move).sum() * reward).backward()
+            opt.step()
+            spread += policy.entropy().sum()  # expect: MEM101
+        return spread
+"""
+
+DISTRIBUTION_OK = """
+    import torch
+    import torch.nn as nn
+
+    def reinforce(env, steps=1000):
+        actor = nn.Sequential(nn.Linear(8, 64), nn.Tanh(), nn.Linear(64, 2))
+        log_std = nn.Parameter(torch.zeros(2))
+        opt = torch.optim.Adam([*actor.parameters(), log_std], lr=3e-4)
+        spread = 0.0
+        moves = []
+        for _ in range(steps):
+            obs = torch.as_tensor(env.observe(), dtype=torch.float32)
+            policy = torch.distributions.Normal(actor(obs), log_std.exp())
+            move = policy.sample()
+            moves.append(move)
+            reward = env.act(move.numpy())
+            opt.zero_grad()
+            (-policy.log_prob(move).sum() * reward).backward()
+            opt.step()
+            spread += policy.entropy().sum().item()
+        return spread, moves
+"""
+
+
+def test_distribution_entropy_keeps_the_graph():
+    assert_reported(DISTRIBUTION_BUG, "MEM101")
+
+
+def test_distribution_samples_and_item_are_silent():
+    assert_silent(DISTRIBUTION_OK, "MEM101")
+    assert_silent(DISTRIBUTION_OK, "MEM102")
+
+
+def test_distribution_facts_match_the_installed_torch():
+    torch = pytest.importorskip("torch")
+    from memlint.lint.semantic import torch_ops as ops
+
+    logits = torch.zeros(3, requires_grad=True)
+    for dist in (torch.distributions.Categorical(logits=logits), torch.distributions.Normal(logits, logits.exp())):
+        drawn = dist.sample()
+        assert not drawn.requires_grad
+        for name in ops.DISTRIBUTION_DIFFERENTIABLE_METHODS:
+            method = getattr(dist, name, None)
+            if method is None:
+                continue
+            try:
+                result = method(drawn) if name in ("log_prob", "cdf", "icdf") else method()
+            except NotImplementedError:
+                continue
+            assert result.requires_grad, name
+        assert dist.log_prob(drawn).requires_grad and dist.entropy().requires_grad

@@ -515,6 +515,13 @@ def library_object_method(model, receiver: Value, name: str, call: CallInfo, int
         if name in fw.GATHERING_METHODS and call.argument(0) is not None:
             return call.argument(0)
         return UNKNOWN
+    if type_name.startswith(ops.DISTRIBUTION_NAMESPACE):
+        if name in ops.DISTRIBUTION_SAMPLING_METHODS:
+            return tensor(Tri.NO, receiver.device)
+        if name in ops.DISTRIBUTION_DIFFERENTIABLE_METHODS:
+            computed = combine([receiver, *call.arguments]).evolve(kind=Kind.TENSOR, framework="torch", type_name=None)
+            return interpreter._computed(computed.evolve(scalar=False))
+        return UNKNOWN
     if could_be_module(receiver) and name in _MODULE_USE_METHODS:
         return module_method(model, as_module(receiver), name, call, interpreter)
     return UNKNOWN
@@ -916,6 +923,10 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
         return Value(Kind.UNKNOWN, graph, _forward_device(function or UNKNOWN, inputs), sources=combine(inputs).sources if inputs else frozenset())
     if namespace == "torch.nn.functional" and last in ops.FUNCTIONAL_LOSSES:
         return interpreter._computed((combine(arguments)).evolve(kind=Kind.TENSOR, scalar="reduction" not in call.keywords))
+    if qualified.startswith(ops.DISTRIBUTION_NAMESPACE) and last[:1].isupper():
+        parameters = combine(arguments) if arguments else UNKNOWN
+        graph = Tri.NO if interpreter.state.grad is Tri.NO or not arguments else parameters.graph
+        return Value(Kind.OBJECT, graph, parameters.device, type_name=qualified, sources=parameters.sources)
     if namespace not in ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"):
         return _torch_namespace_call(qualified, call)
     if last in ops.FACTORIES:
