@@ -644,3 +644,57 @@ def test_distribution_facts_match_the_installed_torch():
                 continue
             assert result.requires_grad, name
         assert dist.log_prob(drawn).requires_grad and dist.entropy().requires_grad
+
+
+# MEM102 and torch.distributions: log-probabilities kept on persistent state
+# are the REINFORCE pattern when another function of the file backpropagates
+# what it reads from that state (pytorch/examples reinforce.py's
+# ``policy.saved_log_probs``), and a leak when nothing does.
+
+REINFORCE_SHAPE = """
+    import torch
+    import torch.nn as nn
+
+    class Agent:
+        def __init__(self):
+            self.net = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 3))
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=1e-2)
+            self.trace = []
+            self.gains = []
+
+        def act(self, obs):
+            dist = torch.distributions.Categorical(logits=self.net(torch.as_tensor(obs)))
+            choice = dist.sample()
+            self.trace.append(dist.log_prob(choice)){mark}
+            return int(choice)
+
+        def learn(self):
+{learn}
+            self.trace.clear()
+            self.gains.clear()
+
+    def play(env, agent, episodes):
+        for _ in range(episodes):
+            obs, done = env.reset(), False
+            while not done:
+                obs, gain, done = env.step(agent.act(obs))
+                agent.gains.append(gain)
+            agent.learn()
+"""
+
+LEARNS = """\
+            terms = [-lp * g for lp, g in zip(self.trace, self.gains)]
+            self.opt.zero_grad()
+            torch.stack(terms).sum().backward()
+            self.opt.step()"""
+
+ONLY_LOGS = """\
+            print(sum(float(lp) for lp in self.trace) / max(len(self.trace), 1))"""
+
+
+def test_mem102_log_probs_backpropagated_by_another_method_are_silent():
+    assert_silent(REINFORCE_SHAPE.format(mark="", learn=LEARNS), "MEM102")
+
+
+def test_mem102_log_probs_kept_and_only_logged_are_reported():
+    assert_reported(REINFORCE_SHAPE.format(mark="  # expect: MEM102", learn=ONLY_LOGS), "MEM102")
