@@ -20,6 +20,8 @@ can reach the use is a plain ``name = value`` whose value folds to the same
 constant; a use in a loop that rebinds the name, a ``global`` rebinding, a
 dict mutated with an unknown key or handed to code the file does not show,
 or a function used other than by calling it, gives :data:`UNKNOWN`.
+"As the file runs" means as a program run from this file: a caller of
+its functions in another module is not seen (the analysis is per file).
 """
 
 from __future__ import annotations
