@@ -56,8 +56,8 @@ from memlint.errors import TargetError, UsageError
 _TAGS: dict[int, int] = {}
 #: the device of the factory call or move running now (innermost last).
 _EXPLICIT: list[int] = []
-#: whether any storage was ever put on a device other than 0 (turns on floating tags).
-_PLACED: list[bool] = [False]
+#: how many live storages are on a device other than 0 (placement in use: floating tags on).
+_PLACED: list[int] = [0]
 #: (storage key, device) of floating storages placed by the last op, for the ledger's records.
 _ADOPTED: list[tuple[int, int]] = []
 #: the tag of a storage made with ``device=t.device`` (which reads ``meta`` in the trace): its
@@ -68,8 +68,23 @@ CROSS_DEVICE_OPS = frozenset({"copy_", "_copy_from", "_copy_from_and_resize", "s
 
 
 def placing() -> bool:
-    """Whether the process has put a traced storage on a device other than 0 (placement in use)."""
-    return _PLACED[0]
+    """Whether a live traced storage is on a device other than 0 (placement in use)."""
+    return _PLACED[0] > 0
+
+
+def _set_tag(key: int, index: int) -> None:
+    old = _TAGS.get(key, 0)
+    if index:
+        _TAGS[key] = index
+    else:
+        _TAGS.pop(key, None)
+    _PLACED[0] += (index > 0) - (old > 0)
+
+
+def _forget(key: int) -> None:
+    """The storage ``key`` died: its tag goes."""
+    if _TAGS.pop(key, 0) > 0:
+        _PLACED[0] -= 1
 
 
 def device_label(index: int) -> str:
@@ -130,18 +145,16 @@ def device_of_key(key: int) -> int:
 
 def tag(tensor, index: int) -> None:
     """Put a traced tensor's storage on device ``index`` (device 0 needs no tag; FLOATING only once placing)."""
-    if not index or not _is_traced(tensor) or (index == FLOATING and not _PLACED[0]):
+    if not index or not _is_traced(tensor) or (index == FLOATING and not placing()):
         return
-    if index > 0:
-        _PLACED[0] = True
     try:
         storage = tensor.untyped_storage()
     except (RuntimeError, NotImplementedError):
         return
     key = storage._cdata
     if key not in _TAGS:
-        weakref.finalize(storage, _TAGS.pop, key, None)
-    _TAGS[key] = index
+        weakref.finalize(storage, _forget, key)
+    _set_tag(key, index)
 
 
 @contextlib.contextmanager
@@ -194,10 +207,7 @@ def _adopt(tensor, index: int) -> None:
     key = _storage_key(tensor)
     if key is None:
         return
-    if index:
-        _TAGS[key] = index
-    else:
-        _TAGS.pop(key, None)
+    _set_tag(key, index)
     _ADOPTED.append((key, index))
 
 
@@ -280,11 +290,19 @@ _DEVICE_COPY: list = []
 
 
 def move(tensor, index: int):
-    """``tensor`` on device ``index``: itself when it is already there, else a new traced copy (see module doc)."""
+    """``tensor`` on device ``index``: itself when it is already there, else a new traced copy (see module doc).
+
+    A floating tensor (made with ``device=`` a traced tensor's ``.device``, or an
+    input the workload builds under ``torch.device("meta")``) is put on
+    ``index`` without a copy.
+    """
     if not _is_traced(tensor):
         return call_on(index, tensor.to, ("meta",), {})
     source = device_of(tensor)
     if source == index:
+        return tensor
+    if source == FLOATING:  # its device was not known: it is where it is moved (no copy)
+        _adopt(tensor, index)
         return tensor
     if not _DEVICE_COPY:
         _DEVICE_COPY.append(_device_copy_class())
