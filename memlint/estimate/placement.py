@@ -461,3 +461,11 @@ def check_not_distributed(module, options) -> None:
         names = ", ".join(device_label(i) for i in sorted(indices))
         raise UsageError(f"--parallel {options.parallel} with a model placed on several devices ({names}) is not "
                          "modelled: estimate the placement without --parallel, or place the model on one device")
+
+
+def largest_device_used(result) -> int:
+    """device_used (bytes) of the device that needs the most: ``result.devices``' largest, or
+    ``result.device_used`` for a workload on one device (what the verdict compares)."""
+    if not result.devices:
+        return result.device_used
+    return max(entry["device_used"] for entry in result.devices)

@@ -233,12 +233,14 @@ def host_offload_hooks():
     """
     import torch  # noqa: PLC0415
 
-    def pack(tensor):
-        return (tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.requires_grad)
+    from memlint.estimate.placement import call_on, device_of  # noqa: PLC0415
+
+    def pack(tensor):  # the CUDA device index too: the copy comes back to the device it left
+        return (tuple(tensor.shape), tensor.stride(), tensor.dtype, device_of(tensor))
 
     def unpack(packed):
-        shape, stride, dtype, _ = packed
-        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+        shape, stride, dtype, device = packed
+        return call_on(device, torch.empty_strided, (shape, stride), {"dtype": dtype, "device": "meta"})
 
     return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 

@@ -135,14 +135,16 @@ def test_the_verdict_is_decided_by_the_largest_device(split):
 
 def test_max_batch_size_is_searched_on_the_largest_device():
     workload = load_workload(f"{SPLIT}:build")
-    options = EstimateOptions(gpu="A100-80GB")
-    small = estimate(workload, EstimateOptions(batch_size=1, gpu="A100-80GB"))
-    capacity = max(d["device_used"] for d in small.devices) + 64 * BATCH * 1024 * FLOAT32
-    best = max_batch_size(workload, options, capacity, reserve=0.0, limit=4096)
-    assert 1 <= best < 4096
+    options = EstimateOptions(gpu="A100-80GB", steps=2)
+    small = estimate(workload, EstimateOptions(batch_size=1, gpu="A100-80GB", steps=2))
+    capacity = max(d["device_used"] for d in small.devices) + 8 * 2**20
+    best = max_batch_size(workload, options, capacity, reserve=0.0, limit=1024)
+    assert 1 <= best < 1024
     from dataclasses import replace
 
-    assert fits(estimate(workload, replace(options, batch_size=best)), capacity, 0.0).fits
+    at_best = estimate(workload, replace(options, batch_size=best))
+    assert fits(at_best, capacity, 0.0).fits
+    assert at_best.device_used > capacity  # the one-ledger total (both devices together) would not fit
     assert not fits(estimate(workload, replace(options, batch_size=best + 1)), capacity, 0.0).fits
 
 
@@ -184,3 +186,21 @@ def test_device_arguments_name_cuda_indices(value, index):
 def test_a_malformed_cuda_device_is_a_usage_error():
     with pytest.raises(UsageError, match="'cuda:x'"):
         placement.cuda_index("cuda:x")
+
+
+def test_the_advisor_ranks_by_the_largest_device_and_offers_no_engine(split):
+    from memlint.estimate.advisor import advise, not_offered
+
+    rows = advise(load_workload(f"{SPLIT}:build"), split, full=True, run=estimate)
+    assert rows and not any(row.key.startswith(("ddp", "fsdp")) for row in rows)
+    largest = max(d["device_used"] for d in split.devices)
+    sgd = next(row for row in rows if row.key == "sgd")
+    assert sgd.saved == largest - max(d["device_used"] for d in estimate(
+        load_workload(f"{SPLIT}:build"), sgd.options).devices)
+    assert "DDP / FSDP2 sharding" in not_offered(split, rows)
+
+
+def test_offloaded_activations_come_back_to_the_device_they_left():
+    result = run_split(offload_activations=True)
+    unpacked = [r for r in result.ledger.records.values() if r.op == "empty_strided" and r.phase == "backward"]
+    assert {r.device for r in unpacked} == {0, 1}
