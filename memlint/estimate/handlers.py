@@ -185,6 +185,8 @@ def map_cuda_to_meta(name: str, args: tuple, kwargs: dict, func=None):
         if moved is not None:
             index, args, kwargs = moved
             return args, kwargs, lambda: placement.placed_to(func, tensor, args, kwargs, index)
+        if placement.is_scalar_to_meta(tensor, args, kwargs):
+            return args, kwargs, lambda: placement.floating_scalar(func, tensor, args, kwargs)
     if "device" in kwargs and placement.cuda_index(kwargs["device"]) is not None:
         index = placement.cuda_index(kwargs["device"])
         kwargs = dict(kwargs, device="meta")

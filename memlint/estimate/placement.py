@@ -37,10 +37,10 @@ model (one caching allocator per device, as ``c10/cuda/CUDACachingAllocator.cpp`
 keeps one ``DeviceCachingAllocator`` per device) and adds each device's own
 CUDA context and library overheads.
 
-Not followed: ``torch.cuda.set_device`` / ``with torch.cuda.device(i)`` and
-``.to(t.device)`` (a traced tensor's ``.device`` is ``meta``, so such a move
-keeps the tensor on its device; if it then meets a tensor of another device,
-the op is reported as mixing devices).
+``.to(t.device)`` reads ``meta`` (a traced tensor's device): a 0-dim tensor
+moved so becomes a floating copy that serves any device (:func:`floating_scalar`,
+what ``clip_grad_norm_`` needs); a larger one stays where it is.  Not followed:
+``torch.cuda.set_device`` / ``with torch.cuda.device(i)``.
 """
 
 from __future__ import annotations
@@ -184,8 +184,9 @@ def _mixed(op: str, first: int, second: int, module: str) -> TargetError:
                        "PyTorch raises 'Expected all tensors to be on the same device' here; move them to one device")
 
 
-def _common_device(op: str, tensors, module: str) -> int | None:
-    """The one device of ``tensors`` (floating ones adopt it); FLOATING if all float; None if there are none."""
+def _common_device(op: str, tensors, module: str, adopt: bool = True) -> int | None:
+    """The one device of ``tensors`` (floating ones adopt it unless ``adopt`` is False);
+    FLOATING if all float; None if there are none."""
     device = None
     floating = []
     for tensor in tensors:
@@ -198,8 +199,9 @@ def _common_device(op: str, tensors, module: str) -> int | None:
             raise _mixed(op, device, index, module)
     if device is None:
         return FLOATING if floating else None
-    for tensor in floating:
-        _adopt(tensor, device)
+    for tensor in floating if adopt else ():
+        if tensor.dim():  # a floating scalar stays a wildcard: it may serve several devices in turn
+            _adopt(tensor, device)
     return device
 
 
@@ -247,7 +249,7 @@ def _check_foreach(op: str, values: list, module: str) -> None:
     singles = [v for v in values if isinstance(v, torch.Tensor) and _is_traced(v)]
     for k in range(max((len(v) for v in lists), default=0)):
         column = [v[k] for v in lists if k < len(v) and isinstance(v[k], torch.Tensor) and _is_traced(v[k])]
-        _common_device(op, column + singles, module)
+        _common_device(op, column + singles, module, adopt=False)  # a floating scalar serves every element
 
 
 def tag_outputs(op: str, args: tuple, out, device: int) -> None:
@@ -322,7 +324,8 @@ def to_arguments(args: tuple, kwargs: dict) -> tuple[int, tuple, dict] | None:
     rest = [args[0]]
     for value in args[1:]:
         if isinstance(value, torch.Tensor) and _is_traced(value):
-            index = device_of(value)
+            if device_of(value) != FLOATING:  # a tensor whose device is not known yet moves nothing
+                index = device_of(value)
             rest.extend(["meta", value.dtype])
         elif cuda_index(value) is not None:
             index = cuda_index(value)
@@ -344,6 +347,32 @@ def placed_to(func, tensor, args: tuple, kwargs: dict, index: int):
     if not _is_traced(tensor):
         return call_on(index, func, args, kwargs)
     return move(func(*args, **kwargs), index)
+
+
+def is_scalar_to_meta(tensor, args: tuple, kwargs: dict) -> bool:
+    """``Tensor.to(t.device)`` of a traced 0-dim tensor while placing (``t.device`` reads ``meta``)."""
+    import torch  # noqa: PLC0415
+
+    def is_meta(value) -> bool:
+        return value == "meta" or (isinstance(value, torch.device) and value.type == "meta")
+
+    return (placing() and _is_traced(tensor) and tensor.dim() == 0
+            and (any(is_meta(a) for a in args[1:]) or is_meta(kwargs.get("device"))))
+
+
+def floating_scalar(func, tensor, args: tuple, kwargs: dict):
+    """``Tensor.to(t.device)`` of a 0-dim tensor: a floating copy, which takes the device of what it meets.
+
+    The trace cannot tell where ``t.device`` is; a scalar moved this way (the
+    norms ``clip_grad_norm_`` gathers onto one device, torch 2.13.0
+    torch/nn/utils/clip_grad.py ``_get_total_norm``) is copied (a few bytes) and
+    takes the device of the first placed tensor it meets.
+    """
+    out = func(*args, **kwargs)
+    if out.untyped_storage()._cdata == tensor.untyped_storage()._cdata:
+        out = out.clone()
+    tag(out, FLOATING)
+    return out
 
 
 def call_on(index: int, func, args: tuple, kwargs: dict):

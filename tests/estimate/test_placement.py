@@ -115,6 +115,19 @@ def test_device_arguments_place_like_module_moves(split):
     assert factory.devices == split.devices
 
 
+def test_a_move_to_the_device_of_another_tensor_places_like_a_named_device(split):
+    assert run_split("build_moved_like").devices == split.devices
+
+
+def test_clip_grad_norm_over_both_devices_traces_and_keeps_each_device_state(split):
+    """clip_grad_norm_ moves each device's norm with ``.to(first_device)`` (meta in the trace): a floating scalar."""
+    clipped = run_split("build_clipped")
+    alive, alive_split = alive_at_end(clipped), alive_at_end(split)
+    for key in [(d, c) for d in (0, 1) for c in ("parameter", "gradient", "optimizer_state")]:
+        assert alive[key] == alive_split[key]
+    assert [d["device"] for d in clipped.devices] == ["cuda:0", "cuda:1"]
+
+
 def test_an_op_on_two_devices_is_an_error_naming_op_module_and_devices():
     with pytest.raises(TargetError) as caught:
         run_split("build_unmoved")
