@@ -173,6 +173,11 @@ def map_cuda_to_meta(name: str, args: tuple, kwargs: dict, func=None):
     from memlint.estimate import placement  # noqa: PLC0415
 
     tensor = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if name == "_parse_to":  # Module.to(1): an int names a CUDA device (torch would look for an accelerator)
+        args = tuple(_int_as_cuda(a) for a in args)
+        if "device" in kwargs:
+            kwargs = dict(kwargs, device=_int_as_cuda(kwargs["device"]))
+        return args, kwargs, None
     if name == "cuda" and tensor is not None:
         index = placement.cuda_index(args[1] if len(args) > 1 else kwargs.get("device")) or 0
         return args, kwargs, lambda: placement.move(tensor, index)
@@ -216,6 +221,14 @@ def make_cuda_to_meta_mode(ledger=None):
             return replacement()
 
     return CudaToMetaMode()
+
+
+def _int_as_cuda(value):
+    import torch  # noqa: PLC0415
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return torch.device("cuda", value)
+    return value
 
 
 def _is_host_copy(args: tuple, kwargs: dict) -> bool:

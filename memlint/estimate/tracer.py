@@ -347,7 +347,7 @@ def make_ledger_mode(ledger: Ledger, target=None):
             # CUDA runs backward on the autograd engine's device thread, which gets its
             # own cuBLAS handle and workspace; forward and optimizer share the caller's.
             thread = "backward" if ledger.phase == "backward" else "main"
-            if ledger.device:  # each device has its own handles (and autograd device thread)
+            if ledger.device > 0:  # each device has its own handles (and autograd device thread)
                 thread = f"{thread} cuda:{ledger.device}"
             if thread not in ledger.workspace_threads:
                 ledger.workspace_threads.add(thread)

@@ -217,3 +217,24 @@ def test_offloaded_activations_come_back_to_the_device_they_left():
     result = run_split(offload_activations=True)
     unpacked = [r for r in result.ledger.records.values() if r.op == "empty_strided" and r.phase == "backward"]
     assert {r.device for r in unpacked} == {0, 1}
+
+
+def test_every_way_of_naming_a_device_places_the_tensor():
+    from torch import nn
+
+    from memlint.estimate.handlers import make_cuda_to_meta_mode
+
+    with torch.device("meta"), make_cuda_to_meta_mode():
+        with torch.device("cuda:1"):
+            in_context = nn.Linear(4, 4)
+        module_to_int = nn.Linear(4, 4).to(1)
+        factory_int = torch.zeros(3, device=2)
+        module_cuda = nn.Linear(4, 4).cuda(device=3)
+        moved = torch.ones(2, device="cuda:1").to(torch.device("cuda", 2))
+        same = moved.to("cuda:2")
+        default = torch.ones(2, device="cuda")
+    devices = [placement.device_of(t) for t in (in_context.weight, module_to_int.weight, factory_int,
+                                                module_cuda.bias, moved, default)]
+    assert devices == [1, 1, 2, 3, 2, 0]
+    assert same is moved  # a move to the device it is on returns the tensor, as Tensor.to does
+    assert all(t.device.type == "meta" for t in (in_context.weight, factory_int, moved))
