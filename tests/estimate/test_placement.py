@@ -238,3 +238,10 @@ def test_every_way_of_naming_a_device_places_the_tensor():
     assert devices == [1, 1, 2, 3, 2, 0]
     assert same is moved  # a move to the device it is on returns the tensor, as Tensor.to does
     assert all(t.device.type == "meta" for t in (in_context.weight, factory_int, moved))
+
+
+def test_validate_refuses_a_placed_workload_before_measuring():
+    from memlint.validate.session import validate
+
+    with pytest.raises(UsageError, match=r"several devices \(cuda:0, cuda:1\)"):
+        validate(f"{SPLIT}:build", [], EstimateOptions(batch_size=8), "cpu", 1, 2)
