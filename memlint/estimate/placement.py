@@ -167,6 +167,22 @@ def explicit_device(index: int) -> Iterator[None]:
         _EXPLICIT.pop()
 
 
+@contextlib.contextmanager
+def keep_devices(module) -> Iterator[None]:
+    """Each parameter and buffer of ``module`` keeps its device (by FQN) while code outside the trace's
+    modes gives it a new storage (a dtype cast: ``nn.Module._apply`` replaces buffers by new tensors)."""
+    import itertools  # noqa: PLC0415
+
+    def named():
+        return itertools.chain(module.named_parameters(), module.named_buffers())
+
+    devices = {name: device_of(tensor) for name, tensor in named()} if _TAGS else {}
+    yield
+    if devices:
+        for name, tensor in named():
+            tag(tensor, devices.get(name, 0))
+
+
 def _traced_tensors(value) -> Iterator[Any]:
     import torch  # noqa: PLC0415
 

@@ -245,3 +245,13 @@ def test_validate_refuses_a_placed_workload_before_measuring():
 
     with pytest.raises(UsageError, match=r"several devices \(cuda:0, cuda:1\)"):
         validate(f"{SPLIT}:build", [], EstimateOptions(batch_size=8), "cpu", 1, 2)
+
+
+def test_a_bf16_cast_keeps_each_half_on_its_device_also_when_traced_again_in_place():
+    workload = load_workload(f"{SPLIT}:build")
+    workload.factory = None  # traced in place: the cast is undone on the same module
+    for _ in range(2):
+        result = estimate(workload, EstimateOptions(batch_size=BATCH, gpu="A100-80GB", precision="bf16"))
+        alive = alive_at_end(result)
+        assert alive[(0, "parameter")] == FIRST_HALF * 2 and alive[(1, "parameter")] == SECOND_HALF * 2
+    assert {placement.device_of(p) for p in workload.module.seq2.parameters()} == {1}
