@@ -46,6 +46,7 @@ what ``clip_grad_norm_`` needs); a larger one stays where it is.  Not followed:
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -286,7 +287,9 @@ def tag_outputs(op: str, args: tuple, out, device: int) -> None:
             tag(tensor, device)
 
 
+@functools.cache
 def _device_copy_class():
+    """The autograd Function of a copy between devices (built once, on first use: torch is imported late)."""
     import torch  # noqa: PLC0415
 
     class DeviceCopy(torch.autograd.Function):
@@ -304,9 +307,6 @@ def _device_copy_class():
     return DeviceCopy
 
 
-_DEVICE_COPY: list = []
-
-
 def move(tensor, index: int):
     """``tensor`` on device ``index``: itself when it is already there, else a new traced copy (see module doc).
 
@@ -322,9 +322,7 @@ def move(tensor, index: int):
     if source == FLOATING:  # its device was not known: it is where it is moved (no copy)
         _adopt(tensor, index)
         return tensor
-    if not _DEVICE_COPY:
-        _DEVICE_COPY.append(_device_copy_class())
-    return _DEVICE_COPY[0].apply(tensor, source, index)
+    return _device_copy_class().apply(tensor, source, index)
 
 
 def to_arguments(args: tuple, kwargs: dict) -> tuple[int, tuple, dict] | None:
@@ -380,9 +378,10 @@ def floating_scalar(func, tensor, args: tuple, kwargs: dict):
     """``Tensor.to(t.device)`` of a 0-dim tensor: a floating copy, which takes the device of what it meets.
 
     The trace cannot tell where ``t.device`` is; a scalar moved this way (the
-    norms ``clip_grad_norm_`` gathers onto one device, torch 2.13.0
-    torch/nn/utils/clip_grad.py ``_get_total_norm``) is copied (a few bytes) and
-    takes the device of the first placed tensor it meets.
+    norms ``clip_grad_norm_`` gathers onto one device and the clip coefficient
+    it sends back to each, torch 2.13.0 torch/nn/utils/clip_grad.py
+    ``_get_total_norm`` / ``_clip_grads_with_norm_``) is copied (a few bytes) and
+    serves every device it meets (a floating scalar is never pinned to one).
     """
     out = func(*args, **kwargs)
     if out.untyped_storage()._cdata == tensor.untyped_storage()._cdata:
