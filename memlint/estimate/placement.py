@@ -449,7 +449,11 @@ def per_device(ledger, options, overhead_bytes: int, cpu: bool) -> list[DeviceMe
     """Each used device's numbers, from its own allocator model replay; [] when one device is used.
 
     overhead_bytes: the CUDA context and library bytes one device adds to its
-    reserved memory (:func:`memlint.estimate.api._overheads`); 0 on the CPU target.
+    reserved memory (:func:`memlint.estimate.api._overheads`: the context is
+    :func:`memlint.estimate.overheads.cuda_context`, a published measurement
+    whose source each row of that table names, or ``--cuda-context``); 0 on the
+    CPU target.  Every device a process uses creates its own context, so each
+    pays it.
     """
     from memlint.estimate.api import _replay  # noqa: PLC0415
 
