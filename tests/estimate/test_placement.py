@@ -255,3 +255,22 @@ def test_a_bf16_cast_keeps_each_half_on_its_device_also_when_traced_again_in_pla
         alive = alive_at_end(result)
         assert alive[(0, "parameter")] == FIRST_HALF * 2 and alive[(1, "parameter")] == SECOND_HALF * 2
     assert {placement.device_of(p) for p in workload.module.seq2.parameters()} == {1}
+
+
+def test_the_snapshot_holds_each_device_segments_and_trace(split, tmp_path):
+    import pickle
+
+    from torch.cuda import _memory_viz
+
+    from memlint.estimate.snapshot import write_snapshot
+
+    path = tmp_path / "split.pickle"
+    write_snapshot(split, str(path))
+    snapshot = pickle.loads(path.read_bytes())
+    assert len(snapshot["device_traces"]) == 2 and all(snapshot["device_traces"])
+    for entry in split.devices:  # segments are never returned: what is reserved at the end is the peak
+        reserved = sum(s["total_size"] for s in snapshot["segments"] if s["device"] == entry["index"])
+        assert reserved == entry["peak_reserved"]
+    addresses = [s["address"] for s in snapshot["segments"]]
+    assert len(addresses) == len(set(addresses))
+    _memory_viz.segsum(snapshot)  # PyTorch's reader checks its own accounting of every segment
