@@ -274,3 +274,12 @@ def test_the_snapshot_holds_each_device_segments_and_trace(split, tmp_path):
     addresses = [s["address"] for s in snapshot["segments"]]
     assert len(addresses) == len(set(addresses))
     _memory_viz.segsum(snapshot)  # PyTorch's reader checks its own accounting of every segment
+
+
+def test_the_summary_format_prints_one_table_per_device(capsys):
+    parser = argparse.ArgumentParser()
+    add_estimate_arguments(parser)
+    assert run_estimate(parser.parse_args([f"{SPLIT}:build", "--gpu", "A100-80GB", "--format", "summary"])) == 0
+    out = capsys.readouterr().out
+    assert out.count("PyTorch CUDA memory summary, device ID 0") == 1
+    assert out.count("PyTorch CUDA memory summary, device ID 1") == 1
