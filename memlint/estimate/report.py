@@ -95,7 +95,10 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
 
 def _numbers_table(result, table_class):
     """The three numbers with their meanings (CUDA names; on the CPU target the CPU allocator's)."""
-    numbers = table_class(title="Predicted memory" if result.options.device == "cpu" else "Predicted CUDA memory")
+    title = "Predicted memory" if result.options.device == "cpu" else "Predicted CUDA memory"
+    if result.devices:  # placed on several devices: these count them all in one ledger
+        title += " (all devices in one ledger)"
+    numbers = table_class(title=title)
     numbers.add_column("metric")
     numbers.add_column("value", justify="right")
     numbers.add_column("meaning")

@@ -174,6 +174,7 @@ def test_the_report_shows_each_device_and_the_json_validates(split, capsys):
     render_table(split, fits(split, 80 * 2**30), file=text)
     output = text.getvalue()
     assert "Memory per device" in output and "cuda:0 (largest)" in output and "cuda:1" in output
+    assert "Predicted CUDA memory (all devices in one ledger)" in output
     assert "on cuda:0, the device that needs the most" in output
     parser = argparse.ArgumentParser()
     add_estimate_arguments(parser)
