@@ -85,6 +85,12 @@ def validate(target: str, inputs, options, device: str, warmup: int, steps: int)
 
         options = replace(options, device=device, gpu=None if device == "cpu" else options.gpu)
     result, identity, workload = estimate_only(target, inputs, options, device, warmup, steps)
+    if result.devices:  # model parallel by placement (memlint/estimate/placement.py)
+        from memlint.errors import UsageError  # noqa: PLC0415
+
+        names = ", ".join(entry["device"] for entry in result.devices)
+        raise UsageError(f"validate: {target} places tensors on several devices ({names}); the validator measures "
+                         "one device, so it is not compared (memlint estimate gives each device's numbers)")
     if device == "cpu":
         return _validate_cpu(target, inputs, options, warmup, steps, result, identity, workload)
     from memlint.validate.cuda import measure_cuda  # noqa: PLC0415
