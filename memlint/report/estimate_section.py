@@ -73,7 +73,9 @@ def verdict_line(item) -> str:
     word = "fits" if v.fits else "does NOT fit"
     text = (f"{head} on {item.gpu} ({_gib(v.capacity_bytes)}, {_gib(v.usable_bytes)} usable with "
             f"{v.reserve:.0%} reserve): {word}, headroom {v.headroom_bytes / GiB:+.2f} GiB")
-    if item.max_batch is not None:
+    if item.max_batch == 0:
+        text += "; even batch size 1 does not fit"
+    elif item.max_batch is not None:
         text += f"; largest batch that fits: {item.max_batch}"
     return text
 

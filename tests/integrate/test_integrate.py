@@ -295,3 +295,13 @@ def test_a_placed_model_is_judged_and_reported_by_the_device_that_needs_the_most
     assert devices["cuda:0"] > devices["cuda:1"]
     assert f"needs {devices['cuda:0'] / 2**30:.2f} GiB on cuda:0 of" in diagnostic["message"]
     assert estimate["verdict"]["required_bytes"] == devices["cuda:0"]
+
+
+def test_a_memory_line_says_when_even_batch_one_does_not_fit(project, memlint_run):
+    script = project / "train.py"
+    script.write_text(f"# memlint: estimate target={PROJECT_MLP} capacity=1MiB reserve=0% advise=false\n")
+    code, out, err = memlint_run("--estimate", str(script))
+    assert code == 1, err
+    [line] = [text for text in out.splitlines() if text.startswith("memory:")]
+    assert line.endswith("; even batch size 1 does not fit"), line
+    assert "largest batch that fits: 0" not in line
