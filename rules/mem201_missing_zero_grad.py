@@ -73,9 +73,10 @@ class MissingZeroGrad(Rule):
     optimizer the file constructs (`torch.optim.*`, `accelerator.prepare`
     of one), a `scaler.step(optimizer)`, or a `.step()` without data
     arguments on the one object a function with a backward pass steps or
-    clears: an optimizer that the file neither constructs nor clears,
-    stepped beside a scheduler, is not told apart from the scheduler and is
-    not reported. `DistributedOptimizer.step(context_id)` keeps gradients in
+    clears; when it steps several objects and clears none, the one stepped
+    first after the backward call in its block is the optimizer (PyTorch
+    steps the optimizer before the scheduler). An optimizer stepped only
+    after a scheduler is then not told apart from it. `DistributedOptimizer.step(context_id)` keeps gradients in
     the distributed autograd context and needs no `zero_grad`. Lightning's
     `training_step` with automatic optimization is not a loop and is never
     reported.

@@ -66,10 +66,12 @@ _ITERATION_BUILTINS = frozenset({"range", "enumerate", "zip", "len", "reversed",
 
 @dataclass(frozen=True)
 class OptimizerUsage:
-    """Names a unit calls ``.step()`` on, and names it uses as optimizers."""
+    """Names a unit calls ``.step()`` on, names it uses as optimizers, and
+    names whose ``.step()`` is the first to follow a backward call in its block."""
 
     stepped: frozenset[str]
     used_as_optimizer: frozenset[str]
+    stepped_after_backward: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -1028,8 +1030,33 @@ class SemanticModel:
             for node in self.index.subtree_of_type(position, (ast.Attribute,), _NESTED_UNITS) if position is not None else []:
                 if node.attr == "param_groups" and dotted_name(node.value) is not None:
                     used.add(dotted_name(node.value))
-            found = self._evidence_memo[key] = OptimizerUsage(frozenset(stepped), frozenset(used))
+            after = self._stepped_after_backward(unit) if len(stepped) > 1 else frozenset()
+            found = self._evidence_memo[key] = OptimizerUsage(frozenset(stepped), frozenset(used), after)
         return found
+
+    def _stepped_after_backward(self, unit: ast.AST) -> frozenset[str]:
+        """Receivers (dotted) of the first ``x.step()`` that follows a
+        ``.backward()``/``manual_backward()`` call of ``unit`` in the same
+        block (the backward's statement or a later one of its statement
+        list, at any depth there). PyTorch requires ``optimizer.step()``
+        before ``lr_scheduler.step()`` in each iteration (torch 2.13.0
+        ``torch/optim/lr_scheduler.py`` warns "Detected call of
+        `lr_scheduler.step()` before `optimizer.step()`"), so the step that
+        first follows the gradients is the optimizer's."""
+        calls = self._calls_of_unit(unit)
+        found = set()
+        for at, call in enumerate(calls):
+            if not (isinstance(call.func, ast.Attribute) and call.func.attr in ("backward", "manual_backward")):
+                continue
+            statement = next((a for a in self.ancestors(call) if isinstance(a, ast.stmt)), None)
+            block = self.parents.get(statement) if statement is not None else None
+            for later in calls[at + 1:]:
+                if isinstance(later.func, ast.Attribute) and later.func.attr == "step" and len(later.args) <= 1 and not later.keywords:
+                    name = dotted_name(later.func.value)
+                    if name is not None and block is not None and any(a is block for a in self.ancestors(later)):
+                        found.add(name)
+                    break
+        return frozenset(found)
 
     def runs_backward(self, unit: ast.AST) -> bool:
         """Cheap, syntactic: ``unit`` has a backward call of its own."""

@@ -728,8 +728,11 @@ def _is_unnamed_step(model, call: CallInfo) -> bool:
     """``x.step()`` on a value of unknown kind is an optimizer step when it
     takes no data argument (at most a closure), its unit runs a backward
     pass, and ``x`` is used as an optimizer there (``x.zero_grad()``,
-    ``x.param_groups``) or is the only object the unit steps (a scheduler
-    stepped beside it is not taken for a second optimizer)."""
+    ``x.param_groups``), is the only object the unit steps (a scheduler
+    stepped beside it is not taken for a second optimizer), or, when the
+    unit uses nothing as an optimizer, is the first object stepped after a
+    backward call in its block (``OptimizerUsage.stepped_after_backward``:
+    PyTorch steps the optimizer before the scheduler)."""
     args = call.node.args
     if call.node.keywords or len(args) > 1:
         return False
@@ -740,7 +743,8 @@ def _is_unnamed_step(model, call: CallInfo) -> bool:
         return False
     receiver = dotted_name(call.node.func.value)
     usage = model.optimizer_usage(unit)
-    return receiver is not None and (receiver in usage.used_as_optimizer or usage.stepped == {receiver})
+    return receiver is not None and (receiver in usage.used_as_optimizer or usage.stepped == {receiver} or (
+        not usage.used_as_optimizer and receiver in usage.stepped_after_backward))
 
 
 # -- library functions by qualified name -------------------------------------------------------
