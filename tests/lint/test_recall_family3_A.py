@@ -8,6 +8,8 @@ The snippets are new code written for these tests."""
 
 from __future__ import annotations
 
+import pytest
+
 from .test_recall_styles import assert_reported, assert_silent
 
 
@@ -47,3 +49,63 @@ def test_mem201_first_step_after_backward_is_the_optimizer():
 
 def test_mem201_cleared_through_the_model_is_silent():
     assert_silent(MEM201_OK, "MEM201")
+
+
+# MEM103: a field of a forward output's named-tuple op result (bug_93:
+# ``out["prediction"].median(dim=-1).values``). A str key picks a tensor out of
+# a dict-like forward output; ``.values``/``.indices`` pick the fields of
+# ``torch.return_types.<op>``.
+
+MEM103_BUG = """
+    import torch
+
+    def rank_candidates(scorer, shards, k=3):
+        scorer = scorer.cuda()
+        chosen = []
+        with torch.no_grad():
+            for shard in shards:
+                result = scorer(shard.cuda())
+                best = result["scores"].topk(k, dim=-1).indices
+                chosen.append(best)  # expect: MEM103
+        return chosen
+"""
+
+MEM103_OK = """
+    import torch
+
+    def rank_candidates(scorer, shards, k=3):
+        scorer = scorer.cuda()
+        chosen, peaks = [], []
+        with torch.no_grad():
+            for shard in shards:
+                result = scorer(shard.cuda())
+                best = result["scores"].topk(k, dim=-1).indices
+                chosen.append(best.cpu())
+                peaks.append(result["scores"].max(dim=-1).values.mean().item())
+        return chosen, peaks
+"""
+
+
+def test_mem103_named_tuple_field_of_a_keyed_output_is_on_the_device():
+    assert_reported(MEM103_BUG, "MEM103")
+
+
+def test_mem103_host_copy_and_python_number_are_silent():
+    assert_silent(MEM103_OK, "MEM103")
+
+
+def test_return_type_fields_match_the_installed_torch():
+    """``torch_ops.RETURN_TYPE_FIELDS``: each op's named tuple has these
+    fields, the first keeps the graph, the second only for ``aminmax``."""
+    torch = pytest.importorskip("torch")
+    from memlint.lint.semantic import torch_ops
+
+    calls = {"topk": lambda x: x.topk(2, dim=0), "kthvalue": lambda x: x.kthvalue(1, dim=0)}
+    assert set(torch_ops.RETURN_TYPE_FIELDS) == set(torch_ops.VALUES_AND_INDICES)
+    for op, fields in torch_ops.RETURN_TYPE_FIELDS.items():
+        x = torch.randn(4, 3, requires_grad=True)
+        result = calls.get(op, lambda t: getattr(t, op)(dim=0))(x)
+        assert type(result) is getattr(torch.return_types, op), op
+        first, second = (getattr(result, field) for field in fields)
+        assert first.requires_grad, op
+        assert second.requires_grad is (op in torch_ops.ALL_FIELDS_DIFFERENTIABLE), op

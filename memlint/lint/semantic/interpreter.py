@@ -507,6 +507,8 @@ class Interpreter:
             return self._computed(base.evolve(leaf=False))
         if base.kind is Kind.PLAIN:
             return PLAIN
+        if base.kind is Kind.UNKNOWN and _keyed_by_name(node.slice) and base.element is not None and base.element.kind is Kind.TENSOR:
+            return _derived(base.element, base)  # a tensor is never indexed by a str: a dict (or ModelOutput) of tensors
         return base.evolve(kind=Kind.UNKNOWN, leaf=False, element=None, items=None, klass=None, type_name=None)
 
     def expr_Slice(self, node: ast.Slice) -> Value:
@@ -665,6 +667,11 @@ class Interpreter:
 
     def record_collect(self, receiver: ast.expr, value: Value, node: ast.AST) -> None:
         self._record_persistent_write(receiver, value, node, "collect")
+
+
+def _keyed_by_name(index: ast.expr) -> bool:
+    """``x["logits"]``: a subscript by a string literal, which only mappings take."""
+    return isinstance(index, ast.Constant) and isinstance(index.value, str)
 
 
 def _frozen_module(loop: ast.For | ast.AsyncFor) -> ast.expr | None:

@@ -589,8 +589,7 @@ def tensor_method(receiver: Value, name: str, call: CallInfo, interpreter) -> Va
     if name in ops.PYTHON_RESULT:
         return PLAIN
     if name in ops.VALUES_AND_INDICES and (name not in ops.TUPLE_ONLY_WITH_DIM or call.node.args or call.node.keywords):
-        values = interpreter._computed(receiver.evolve(kind=Kind.TENSOR, leaf=False))
-        return container(None, items=(values, tensor(Tri.NO, device)))
+        return _return_type(name, interpreter._computed(receiver.evolve(kind=Kind.TENSOR, leaf=False)))
     if name in ops.TUPLE_RESULT:
         part = interpreter._computed(receiver.evolve(kind=Kind.TENSOR, leaf=False))
         return container(part)
@@ -953,11 +952,18 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
         pieces = [element_of(first)] if first is not None and first.kind is Kind.CONTAINER else arguments
         return interpreter._computed((combine(pieces)).evolve(kind=Kind.TENSOR))
     if last in ops.VALUES_AND_INDICES and (last not in ops.TUPLE_ONLY_WITH_DIM or len(call.node.args) > 1 or "dim" in call.keywords):
-        values = interpreter._computed((combine(call.positional[:1])).evolve(kind=Kind.TENSOR))
-        return container(None, items=(values, tensor(Tri.NO, values.device)))
+        return _return_type(last, interpreter._computed((combine(call.positional[:1])).evolve(kind=Kind.TENSOR)))
     if last in ops.TUPLE_RESULT:
         return container(interpreter._computed((combine(call.positional[:1] or arguments)).evolve(kind=Kind.TENSOR)))
     return interpreter._computed((combine(arguments)).evolve(kind=Kind.TENSOR, framework="torch"))
+
+
+def _return_type(op: str, values: Value) -> Value:
+    """The named tuple ``op`` (one of ``torch_ops.VALUES_AND_INDICES``)
+    returns: ``values`` (what the op computed from its input) and the
+    indices (no graph), or two differentiable tensors for ``aminmax``."""
+    second = values if op in ops.ALL_FIELDS_DIFFERENTIABLE else tensor(Tri.NO, values.device)
+    return container(None, items=(values, second), type_name=ops.RETURN_TYPES_PREFIX + op)
 
 
 def _set_grad_statement(model, call: CallInfo, interpreter) -> None:
@@ -1052,6 +1058,10 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         if attr in ("T", "mT", "H", "mH", "real", "imag"):
             return base.evolve(leaf=False)
         return Value(Kind.FUNCTION, Tri.NO, Tri.NO)
+    if base.kind is Kind.CONTAINER and base.items is not None and (base.type_name or "").startswith(ops.RETURN_TYPES_PREFIX):
+        fields = ops.RETURN_TYPE_FIELDS.get(base.type_name[len(ops.RETURN_TYPES_PREFIX):], ())
+        if attr in fields:
+            return base.items[fields.index(attr)]  # `x.max(dim=1).values`
     if base.kind is Kind.CONTAINER and base.type_name == MODEL_OUTPUT:
         if attr in fw.MODEL_OUTPUT_TENSORS:
             return tensor(base.graph, base.device, base.sources).evolve(scalar=attr == "loss")

@@ -36,6 +36,16 @@ PYTHON_RESULT = frozenset({
 #: Ops returning a tuple of tensors whose first element keeps the graph and
 #: whose others are indices (``values, indices = x.max(dim)``).
 VALUES_AND_INDICES = frozenset({"sort", "topk", "kthvalue", "mode", "cummax", "cummin", "median", "nanmedian", "max", "min", "aminmax"})
+#: Field names of the named tuples (``torch.return_types.<op>``) the ops of
+#: :data:`VALUES_AND_INDICES` return, in order (``x.median(-1).values``);
+#: read from torch 2.13.0 ``torch/return_types.py`` (the structseq types
+#: generated from ``aten/src/ATen/native/native_functions.yaml``), checked
+#: against the installed torch by ``tests/lint/test_recall_family3_A.py``.
+RETURN_TYPE_FIELDS = {op: ("values", "indices") for op in VALUES_AND_INDICES - {"aminmax"}} | {"aminmax": ("min", "max")}
+#: Ops of :data:`VALUES_AND_INDICES` whose every field keeps the graph (no index field).
+ALL_FIELDS_DIFFERENTIABLE = frozenset({"aminmax"})
+#: The type name the semantic model gives a named tuple result of an op (``torch.return_types.max``).
+RETURN_TYPES_PREFIX = "torch.return_types."
 #: Ops returning a tuple (or list) of tensors, all keeping the graph.
 TUPLE_RESULT = frozenset({
     "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes",
