@@ -109,3 +109,91 @@ def test_return_type_fields_match_the_installed_torch():
         first, second = (getattr(result, field) for field in fields)
         assert first.requires_grad, op
         assert second.requires_grad is (op in torch_ops.ALL_FIELDS_DIFFERENTIABLE), op
+
+
+# MEM105: a model passed in, moved in place by a discarded ``x.to(device)``
+# and called (bug_97: ``encoder.to(device)`` then ``encoder(piece, state)``).
+# Only a module is both moved in place and callable.
+
+MEM105_BUG = """
+    import torch
+    from torch import nn
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.core = nn.GRU(32, 64)
+            self.out = nn.Linear(64, 5)
+
+        def forward(self, x, h=None):
+            y, h = self.core(x, h)
+            return self.out(y), h
+
+    def stream_tags(tagger, feed, steps):
+        tagger.cuda()
+        hidden = None
+        tags = []
+        for _ in range(steps):
+            frame = next(feed).cuda()
+            logits, hidden = tagger(frame, hidden)  # expect: MEM105
+            tags.append(logits.argmax(-1).tolist())
+        return tags
+"""
+
+MEM105_OK = """
+    import torch
+    from torch import nn
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.core = nn.GRU(32, 64)
+            self.out = nn.Linear(64, 5)
+
+        def forward(self, x, h=None):
+            y, h = self.core(x, h)
+            return self.out(y), h
+
+    @torch.no_grad()
+    def stream_tags(tagger, feed, steps):
+        tagger.cuda()
+        hidden = None
+        tags = []
+        for _ in range(steps):
+            frame = next(feed).cuda()
+            logits, hidden = tagger(frame, hidden)
+            tags.append(logits.argmax(-1).tolist())
+        return tags
+"""
+
+
+def test_mem105_module_moved_in_place_and_called_carries_state():
+    assert_reported(MEM105_BUG, "MEM105")
+
+
+def test_mem105_grad_free_stream_is_silent():
+    assert_silent(MEM105_OK, "MEM105")
+
+
+def test_moved_in_place_is_a_module_only_when_also_called():
+    """``net.to(dev)`` as a statement and ``net(x)``: a forward pass; a
+    discarded ``batch.to(dev)`` of a name never called says nothing."""
+    import ast
+    import textwrap
+
+    from memlint.lint.context import FileContext
+    from memlint.lint.semantic.values import Kind
+
+    source = textwrap.dedent('''
+        def run(net, batch, dev):
+            net.to(dev)
+            batch.to(dev)
+            out = net(batch)
+            return out, batch
+    ''')
+    module = ast.parse(source)
+    semantic = FileContext("t.py", source, module).semantic
+    call = next(n for n in ast.walk(module) if isinstance(n, ast.Call) and ast.unparse(n) == "net(batch)")
+    assert semantic.is_forward_call(call)
+    returned = next(n for n in ast.walk(module) if isinstance(n, ast.Return)).value.elts[1]
+    assert semantic.value(returned).kind is not Kind.MODULE

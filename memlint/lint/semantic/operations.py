@@ -1303,8 +1303,9 @@ def module_evidence_names(model, calls: list[ast.Call]) -> set[str]:
     calls them on the way to a value it backpropagates (``loss =
     crit(model(x), y); loss.backward()``: ``model`` and ``crit`` are
     differentiable callables, and a call of the file or a library is not
-    one of these names)."""
-    names: set[str] = _differentiated_callees(model, calls)
+    one of these names), or moves them in place and calls them
+    (:func:`_moved_in_place_and_called`)."""
+    names: set[str] = _differentiated_callees(model, calls) | _moved_in_place_and_called(model, calls)
     for call in calls:
         func = call.func
         if not isinstance(func, ast.Attribute) or func.attr not in ops.MODULE_EVIDENCE_METHODS:
@@ -1319,6 +1320,23 @@ def module_evidence_names(model, calls: list[ast.Call]) -> set[str]:
             continue  # `nn.Module.train(mode=True)` takes at most a flag
         _add_name(names, func.value)
     return names
+
+
+def _moved_in_place_and_called(model, calls: list[ast.Call]) -> set[str]:
+    """Names the unit moves with a discarded ``x.to(device)`` (``.cuda()``,
+    ``.half()``, ...: ``torch_ops.IN_PLACE_MODULE_MOVES``) and also calls
+    (``x(batch)``): only a module is moved in place and callable (torch
+    2.13.0 ``torch/nn/modules/module.py``: ``Module.to``/``cuda``/``half``
+    modify the module in place and return it; ``Tensor.to`` returns a new
+    tensor, and a tensor is not callable)."""
+    moved, called = set(), set()
+    for call in calls:
+        func = call.func
+        if isinstance(func, (ast.Name, ast.Attribute)):
+            called.add(dotted_name(func))
+        if isinstance(func, ast.Attribute) and func.attr in ops.IN_PLACE_MODULE_MOVES and isinstance(model.parents.get(call), ast.Expr):
+            moved.add(dotted_name(func.value))
+    return (moved & called) - {None}
 
 
 def _differentiated_callees(model, calls: list[ast.Call]) -> set[str]:

@@ -93,6 +93,11 @@ TENSOR_ONLY_METHODS = frozenset({
 #: Methods both tensors and modules have: on a value of unknown kind they
 #: move or cast it and say nothing of its kind.
 SHARED_TENSOR_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "requires_grad_"})
+#: Of those, the moves that change a module in place and return it but give
+#: a tensor's copy (torch 2.13.0 ``torch/nn/modules/module.py`` ``Module.to``,
+#: ``cuda``, ``cpu``, ``half``, ``float``, ``double``, ``bfloat16``;
+#: ``torch/_tensor_docs.py``: ``Tensor.to`` "returns a Tensor").
+IN_PLACE_MODULE_MOVES = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16"})
 
 #: Reductions that leave a one-element tensor when called without a ``dim``.
 FULL_REDUCTIONS = frozenset({"mean", "sum", "max", "min", "norm", "prod", "std", "var", "amax", "amin", "logsumexp", "nansum", "nanmean", "all", "any"})
