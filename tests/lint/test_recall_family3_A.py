@@ -197,3 +197,65 @@ def test_moved_in_place_is_a_module_only_when_also_called():
     assert semantic.is_forward_call(call)
     returned = next(n for n in ast.walk(module) if isinstance(n, ast.Return)).value.elts[1]
     assert semantic.value(returned).kind is not Kind.MODULE
+
+
+# MEM101: an in-file meter taken out of a dict of meters (bug_90:
+# ``meter = self.stats.setdefault(name, RunningStat())``; ``meter.update(v, n)``
+# where ``update`` does ``self.total += value * n``). ``setdefault`` returns the
+# item already there or the default; the meter lives as long as its dict.
+# bug_90 itself stays unreported: its values come out of a dict returned by a
+# model of another file, whose values may be Python numbers (see the report).
+
+MEM101_BUG = """
+    class Avg:
+        def __init__(self):
+            self.sum = 0.0
+            self.n = 0
+
+        def add(self, x, k=1):
+            self.sum = self.sum + x * k
+            self.n += k
+
+    def train(net, opt, batches, crit):
+        meters = {}
+        for xb, yb in batches:
+            opt.zero_grad()
+            err = crit(net(xb), yb)
+            err.backward()
+            opt.step()
+            meters.setdefault("err", Avg()).add(err, len(xb))  # expect: MEM101
+            tracker = meters.setdefault("seen", Avg())
+            tracker.add(err)  # expect: MEM101
+        return {k: m.sum / m.n for k, m in meters.items()}
+"""
+
+MEM101_OK = """
+    class Avg:
+        def __init__(self):
+            self.sum = 0.0
+            self.n = 0
+
+        def add(self, x, k=1):
+            self.sum = self.sum + x * k
+            self.n += k
+
+    def train(net, opt, batches, crit):
+        meters = {}
+        for xb, yb in batches:
+            opt.zero_grad()
+            err = crit(net(xb), yb)
+            err.backward()
+            opt.step()
+            meters.setdefault("err", Avg()).add(err.item(), len(xb))
+            step_meters = {}
+            step_meters.setdefault("seen", Avg()).add(err)
+        return {k: m.sum / m.n for k, m in meters.items()}
+"""
+
+
+def test_mem101_meter_out_of_a_dict_of_meters_sums_the_graph():
+    assert_reported(MEM101_BUG, "MEM101")
+
+
+def test_mem101_python_number_or_per_iteration_dict_is_silent():
+    assert_silent(MEM101_OK, "MEM101")

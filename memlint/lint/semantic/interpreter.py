@@ -397,7 +397,7 @@ class Interpreter:
             return
         if isinstance(target, ast.Attribute):
             self.expr(target.value)
-            kind = "accumulate" if name in value.sources else "store"
+            kind = "accumulate" if name in value.sources or _sums_into(statement, name) else "store"
             self._record_persistent_write(target, value, statement, kind)
         self.bind(target, value, statement)
 
@@ -667,6 +667,15 @@ class Interpreter:
 
     def record_collect(self, receiver: ast.expr, value: Value, node: ast.AST) -> None:
         self._record_persistent_write(receiver, value, node, "collect")
+
+
+def _sums_into(statement: ast.AST, name: str) -> bool:
+    """``self.total = self.total + v`` (or ``- v``, ``v + self.total``): the
+    statement adds into ``name``, whatever the old value's kind (a Python
+    ``0.0`` keeps no sources)."""
+    value = statement.value if isinstance(statement, ast.Assign) else None
+    return (isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub))
+            and any(dotted_name(operand) == name for operand in (value.left, value.right)))
 
 
 def _keyed_by_name(index: ast.expr) -> bool:

@@ -1578,11 +1578,32 @@ class SemanticModel:
             return effect.target
         from memlint.lint.names import root_name
 
+        holder = self._holder_of_item(receiver)
+        if holder is not None:
+            return holder  # the object lives in a container: it keeps what its method writes as long as that does
         root = root_name(receiver)
         if root is not None and isinstance(unit, FUNCTION_TYPES) and root in _parameter_names(unit):
             # `pool.push(x)` on an object the caller passed in: its attribute outlives this call
             return root + effect.target[len("self"):]
         return root
+
+    def _holder_of_item(self, expr: ast.expr) -> str | None:
+        """The container (dotted name) ``expr`` takes an item out of:
+        ``meters`` for ``meters.setdefault(k, Meter())``, ``meters.get(k)``,
+        ``meters[k]``, or a name last assigned one of these
+        (``meter = self.stats.setdefault(k, Meter())``); None otherwise."""
+        if isinstance(expr, ast.Name):
+            statement = self.assignment_before(expr)
+            if statement is None or len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
+                return None
+            expr = statement.value
+        if isinstance(expr, ast.Subscript):
+            holder = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("setdefault", "get"):
+            holder = expr.func.value
+        else:
+            return None
+        return dotted_name(holder) if self.value(holder).kind is Kind.CONTAINER else None
 
     def result_backpropagated(self, call: ast.Call) -> bool:
         """The value ``call`` returns flows into a backward pass of its unit."""

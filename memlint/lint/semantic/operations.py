@@ -661,7 +661,9 @@ def container_method(model, receiver: Value, name: str, call: CallInfo, interpre
             receiver_node = call.node.func.value
             interpreter.update_container(receiver_node, stored)
             interpreter.record_collect(receiver_node, stored, call.node)
-        return receiver.element or UNKNOWN if name == "setdefault" else PLAIN
+        if name == "setdefault":
+            return _set_default(receiver, stored)
+        return PLAIN
     if receiver.stream is Tri.YES and name in fw.STREAM_PIPELINE_METHODS:
         return receiver  # `ds.shuffle(1000).batch(32)`: still the stream of batches
     element = receiver.element or UNKNOWN
@@ -681,6 +683,14 @@ def container_method(model, receiver: Value, name: str, call: CallInfo, interpre
     if name == "to_tuple" and receiver.type_name == MODEL_OUTPUT:
         return container(receiver.evolve(kind=Kind.TENSOR, type_name=None))
     return UNKNOWN
+
+
+def _set_default(receiver: Value, default: Value | None) -> Value:
+    """What ``d.setdefault(key, default)`` returns: the item already there
+    or ``default`` (``meters.setdefault(name, Meter())`` is a ``Meter``)."""
+    if default is None:
+        return receiver.element or UNKNOWN
+    return default if receiver.element is None else receiver.element.join(default)
 
 
 def _stored_value(receiver: Value, name: str, call: CallInfo) -> Value | None:
