@@ -21,7 +21,8 @@ class LossAccumulatedWithGraph(Rule):
     moving average `ema = 0.9 * ema + 0.1 * loss`, `self.running += loss`
     in a per-batch hook (Lightning `training_step`), or a call such as
     `meter.update(loss)` where the method (defined in the same file) adds
-    its argument into the object's state.
+    its argument into the object's state, including a meter kept in a dict
+    of meters (`meters.setdefault(name, Meter()).update(loss)`).
 
     ## Why is this bad?
     A tensor produced by a forward pass or a loss function carries its

@@ -401,13 +401,18 @@ def _backward_method(model, receiver: Value, call: CallInfo, interpreter) -> Val
 def _receiver_not_local(model, call: CallInfo) -> bool:
     """The receiver of ``x.backward(arg)`` is not assigned in this unit (a
     parameter, an attribute, a global): an engine like ``accelerator``."""
-    receiver = call.node.func.value
+    return _not_assigned_in_unit_of(model, call.node, call.node.func.value)
+
+
+def _not_assigned_in_unit_of(model, node: ast.AST, receiver: ast.expr) -> bool:
+    """``receiver`` is a dotted name that the unit around ``node`` does not
+    assign: a parameter, an attribute, a global, an import."""
     name = dotted_name(receiver)
     if name is None:
         return False
     if "." in name:
         return True
-    unit = model.unit_of(call.node)
+    unit = model.unit_of(node)
     scope = model.scopes.own_scope(unit) if unit is not model.module else model.scopes.module_scope
     bindings = scope.bindings.get(name, []) if scope is not None else []
     return all(b.kind in (BindingKind.PARAMETER, BindingKind.IMPORT) for b in bindings)
@@ -1338,13 +1343,17 @@ def _moved_in_place_and_called(model, calls: list[ast.Call]) -> set[str]:
     (``x(batch)``): only a module is moved in place and callable (torch
     2.13.0 ``torch/nn/modules/module.py``: ``Module.to``/``cuda``/``half``
     modify the module in place and return it; ``Tensor.to`` returns a new
-    tensor, and a tensor is not callable)."""
+    tensor, and a tensor is not callable). Only names the unit does not
+    assign (a parameter, an attribute, a global): a local is known by what
+    built it, and a library object that also moves in place and is callable
+    (a diffusers pipeline) is not a module."""
     moved, called = set(), set()
     for call in calls:
         func = call.func
         if isinstance(func, (ast.Name, ast.Attribute)):
             called.add(dotted_name(func))
-        if isinstance(func, ast.Attribute) and func.attr in ops.IN_PLACE_MODULE_MOVES and isinstance(model.parents.get(call), ast.Expr):
+        if (isinstance(func, ast.Attribute) and func.attr in ops.IN_PLACE_MODULE_MOVES and isinstance(model.parents.get(call), ast.Expr)
+                and _not_assigned_in_unit_of(model, call, func.value)):
             moved.add(dotted_name(func.value))
     return (moved & called) - {None}
 
