@@ -1043,19 +1043,19 @@ class SemanticModel:
         ``torch/optim/lr_scheduler.py`` warns "Detected call of
         `lr_scheduler.step()` before `optimizer.step()`"), so the step that
         first follows the gradients is the optimizer's."""
-        calls = self._calls_of_unit(unit)
-        found = set()
-        for at, call in enumerate(calls):
-            if not (isinstance(call.func, ast.Attribute) and call.func.attr in ("backward", "manual_backward")):
-                continue
-            statement = next((a for a in self.ancestors(call) if isinstance(a, ast.stmt)), None)
-            block = self.parents.get(statement) if statement is not None else None
-            for later in calls[at + 1:]:
-                if isinstance(later.func, ast.Attribute) and later.func.attr == "step" and len(later.args) <= 1 and not later.keywords:
-                    name = dotted_name(later.func.value)
-                    if name is not None and block is not None and any(a is block for a in self.ancestors(later)):
-                        found.add(name)
-                    break
+        found, pending = set(), []  # pending: blocks of the backward calls not yet followed by a step
+        for call in self._calls_of_unit(unit):
+            method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+            if method in ("backward", "manual_backward"):
+                statement = next((a for a in self.ancestors(call) if isinstance(a, ast.stmt)), None)
+                if statement is not None:
+                    pending.append(self.parents.get(statement))
+            elif method == "step" and pending and len(call.args) <= 1 and not call.keywords:
+                name = dotted_name(call.func.value)
+                ancestors = set(map(id, self.ancestors(call)))
+                if name is not None and any(id(block) in ancestors for block in pending):
+                    found.add(name)
+                pending = []
         return frozenset(found)
 
     def runs_backward(self, unit: ast.AST) -> bool:
