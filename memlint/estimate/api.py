@@ -61,6 +61,8 @@ class EstimateOptions:
         engine on a fake process group (:mod:`memlint.estimate.distributed`); then
         bucket_cap_mb, gradient_as_bucket_view (DDP) and reshard_after_forward,
         fsdp_param_dtype (MixedPrecisionPolicy param_dtype: bf16/fp16), fsdp_cpu_offload (FSDP2) apply.
+        "tp": tensor parallel over ``world_size`` ranks; "fsdp+tp": a (world_size / tp_size, tp_size)
+        mesh, tensor parallel on "tp", FSDP2 on "dp" (:mod:`memlint.estimate.tensor_parallel`).
     """
 
     batch_size: int | None = None
@@ -85,6 +87,7 @@ class EstimateOptions:
     reshard_after_forward: bool = True
     fsdp_param_dtype: str | None = None
     fsdp_cpu_offload: bool = False
+    tp_size: int | None = None
 
     @property
     def trace_steps(self) -> int:
@@ -110,6 +113,8 @@ class EstimateOptions:
             raise UsageError(f"--steps must be >= 2: one warm-up step and at least one measured (got {self.steps})")
         if self.device not in ("cuda", "cpu"):
             raise UsageError(f"--device {self.device!r}: choose cuda or cpu")
+        if self.tp_size is not None and self.parallel != "fsdp+tp":
+            raise UsageError(f"--tp-size {self.tp_size} needs --parallel fsdp+tp")
         if self.parallel is not None:
             from memlint.estimate.distributed import check_parallel_options  # noqa: PLC0415
 

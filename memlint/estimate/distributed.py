@@ -58,7 +58,7 @@ from memlint.errors import TargetError, UsageError
 from memlint.estimate.messages import one_line
 
 #: The engines ``--parallel`` names.
-PARALLEL_MODES = ("ddp", "fsdp")
+PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")
 #: DDP's default bucket size in MiB (torch 2.13.0, torch/nn/parallel/distributed.py ``_DEFAULT_BUCKET_CAP_MB``).
 DDP_DEFAULT_BUCKET_CAP_MB = 25
 #: Largest simulated world: a bound on the option, not a fact of torch -- 64x the 1024 ranks issue 16
@@ -90,10 +90,11 @@ class Communication:
     sent_bytes: dict[str, int] = field(default_factory=dict)
     largest_buffer: int = 0
 
-    def add(self, kind: str, nbytes: int) -> None:
+    def add(self, kind: str, nbytes: int, group_size: int | None = None) -> None:
+        """Count one collective of ``nbytes`` (full buffer) over ``group_size`` ranks (default: the world)."""
         self.calls[kind] = self.calls.get(kind, 0) + 1
         self.buffer_bytes[kind] = self.buffer_bytes.get(kind, 0) + nbytes
-        sent = int(nbytes * TRAFFIC_FACTOR[kind](self.world_size))
+        sent = int(nbytes * TRAFFIC_FACTOR[kind](group_size or self.world_size))
         self.sent_bytes[kind] = self.sent_bytes.get(kind, 0) + sent
         self.largest_buffer = max(self.largest_buffer, nbytes)
 
@@ -124,8 +125,7 @@ def check_parallel_options(options) -> None:
     if options.parallel is None:
         return
     if options.parallel not in PARALLEL_MODES:
-        raise UsageError(f"--parallel {options.parallel!r}: choose from {', '.join(PARALLEL_MODES)} "
-                         "(tensor parallel, tp and fsdp+tp, is not traced yet: docs/estimator.md \"Distributed\")")
+        raise UsageError(f"--parallel {options.parallel!r}: choose from {', '.join(PARALLEL_MODES)}")
     if not 1 <= options.world_size <= MAX_WORLD_SIZE:
         raise UsageError(f"--world-size must be between 1 and {MAX_WORLD_SIZE} with --parallel (got {options.world_size})")
     if options.zero_stage:
@@ -138,6 +138,9 @@ def check_parallel_options(options) -> None:
         raise UsageError(f"--bucket-cap-mb must be > 0 (got {options.bucket_cap_mb})")
     if options.fsdp_param_dtype not in (None, "bf16", "fp16"):
         raise UsageError(f"--fsdp-param-dtype {options.fsdp_param_dtype!r}: choose bf16 or fp16")
+    from memlint.estimate.tensor_parallel import check_tp_options  # noqa: PLC0415
+
+    check_tp_options(options)
 
 
 @contextlib.contextmanager
@@ -189,6 +192,11 @@ _C10D_OPS = {
     "allreduce_": ("all_reduce", 0),
     "broadcast_": ("broadcast", 0),
 }
+#: torch.distributed's functional collectives (DTensor's redistribute issues them: tensor parallel), torch
+#: 2.13.0 torch/distributed/_functional_collectives.py: op name -> kind; the full buffer is the output of an
+#: all-gather and the input otherwise; the group is the op's last argument.
+_FUNCTIONAL_OPS = {"all_reduce": "all_reduce", "all_gather_into_tensor": "all_gather",
+                   "reduce_scatter_tensor": "reduce_scatter"}
 #: FSDP2's custom ops whose outputs are communication buffers (torch 2.13.0,
 #: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
 _FSDP_BUFFER_OPS = ("all_gather_copy_in", "chunk_cat")
@@ -239,6 +247,15 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
                 scratch = int(_nbytes(buffers) * GLOO_SCRATCH_FRACTION[kind]) if gloo else 0
                 if scratch:
                     ledger.transient(scratch, f"gloo {kind} scratch")
+            elif namespace == "_c10d_functional" and name in _FUNCTIONAL_OPS:
+                kind = _FUNCTIONAL_OPS[name]
+                buffer = out if kind == "all_gather" else args[0]
+                ledger.retag(buffer, "communication")
+                if counter["step"] == ledger.step:
+                    counter["comm"].add(kind, _nbytes(buffer), _group_size(args[-1]))
+                scratch = int(_nbytes(buffer) * GLOO_SCRATCH_FRACTION[kind]) if gloo else 0
+                if scratch:
+                    ledger.transient(scratch, f"gloo {kind} scratch")
             elif namespace == "fsdp" and name in _FSDP_BUFFER_OPS:
                 for value in tree_flatten((out, kwargs.get("out")))[0]:
                     if isinstance(value, torch.Tensor):
@@ -246,6 +263,16 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
             return out
 
     return CollectiveMode()
+
+
+def _group_size(group_name) -> int | None:
+    """Ranks of the process group a functional collective names (None when it cannot be resolved)."""
+    from torch.distributed.distributed_c10d import _resolve_process_group  # noqa: PLC0415
+
+    try:
+        return _resolve_process_group(group_name).size()
+    except Exception:  # noqa: BLE001 - the world's size is counted instead
+        return None
 
 
 class _KeepBuckets:
@@ -447,6 +474,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
 
         ledger.scratch_probe = ScratchProbe()
     units: list[str] = []
+    plan = None
     with fake_world(options.world_size), ExitStackWithErrors(workload) as stack:
         mesh = None
         if options.parallel == "fsdp":
@@ -456,6 +484,8 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             # fully_shard on the meta module outside every mode: it chunks each parameter into one piece
             # per rank (1024 ranks: ~80,000 meta ops) and allocates nothing; to_empty below materializes
             units = apply_fully_shard(module, options, mesh)
+        elif options.parallel in ("tp", "fsdp+tp"):
+            plan, units = _tensor_parallel(workload, module, options, micro_batch)
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(make_ledger_mode(ledger, target))
         stack.enter_context(_collective_mode(ledger, counter, gloo=not target.is_cuda))
@@ -478,7 +508,14 @@ def trace_distributed(workload, options, ledger, target) -> dict:
         stack.enter_context(emulation)
         input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(options.precision)
         for index in range(options.trace_steps):
-            _one_step(workload, engine, module, optimizer, options, micro_batch, ledger, index, input_dtype)
+            try:
+                _one_step(workload, engine, module, optimizer, options, micro_batch, ledger, index, input_dtype)
+            except TargetError as exc:
+                if plan is None:
+                    raise
+                from memlint.estimate.tensor_parallel import not_tp_ready  # noqa: PLC0415
+
+                raise not_tp_ready(exc, workload.name) from None
         ledger.close()
     steps.remove_checkpointing(module, checkpointed)
     if ledger.scratch_probe is not None:
@@ -492,7 +529,23 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             "optimizer": steps._optimizer_label(optimizer), "kernel_choices": dict(emulation.choices),
             "unmodelled": [{"kernel": what, "module": fqn, "count": n}
                            for (what, fqn), n in sorted(ledger.unmodelled.items())],
-            "communication": counter["comm"].to_json(), "fsdp_units": units}
+            "communication": counter["comm"].to_json(), "fsdp_units": units,
+            "tp_plan": plan.to_json() if plan is not None else None}
+
+
+def _tensor_parallel(workload, module, options, micro_batch: int):
+    """Tensor parallel on the meta ``module`` (then FSDP2 on the "dp" dim for fsdp+tp), outside every mode.
+
+    Returns (the TPPlan, the FSDP2 unit FQNs).  See memlint/estimate/tensor_parallel.py.
+    """
+    from memlint.estimate import tensor_parallel as tp  # noqa: PLC0415
+
+    mesh = tp.device_mesh(options)  # before FakeTensorMode: its ranks are real
+    plan = tp.find_plan(module, _meta_inputs(workload, micro_batch), workload.name)
+    tp.parallelize(module, plan, mesh["tp"])
+    tp.replicate_rest(module, plan, mesh["tp"])
+    units = apply_fully_shard(module, options, mesh["dp"]) if options.parallel == "fsdp+tp" else []
+    return plan, units
 
 
 class ExitStackWithErrors(contextlib.ExitStack):
