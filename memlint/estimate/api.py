@@ -183,6 +183,8 @@ class Estimate:
     unmodelled: [{kernel, module, count}] -- kernels whose memory is not (fully) modelled.
     communication: with ``options.parallel``, rank 0's collectives of one measured step
         (:meth:`memlint.estimate.distributed.Communication.to_json`); None otherwise.
+    tensor_parallel: with ``--parallel tp|fsdp+tp``, the plan traced ({source, styles, skipped},
+        :meth:`memlint.estimate.tensor_parallel.TPPlan.to_json`); None otherwise.
     ledger: the raw tracer.Ledger (storage records and alloc/free events).
     """
 
@@ -213,6 +215,7 @@ class Estimate:
     step_peaks: list[dict] = field(default_factory=list)
     flops: int | None = None
     communication: dict | None = None
+    tensor_parallel: dict | None = None
     ledger: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -250,6 +253,7 @@ class Estimate:
             "step_peaks": self.step_peaks,
             "flops": self.flops,
             "communication": self.communication,
+            "tensor_parallel": self.tensor_parallel,
             "num_ops": self.num_ops,
             "trace_seconds": round(self.trace_seconds, 3),
             "timeline": self.timeline.downsample(max_points),
@@ -478,6 +482,7 @@ def estimate(workload, options: EstimateOptions | None = None, count_flops: bool
         step_peaks=replay.step_peaks,
         flops=flops,
         communication=facts.get("communication"),
+        tensor_parallel=facts.get("tp_plan"),
         ledger=ledger,
         trace_seconds=elapsed,
     )

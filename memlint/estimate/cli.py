@@ -445,8 +445,10 @@ def _run(args) -> int:
         from memlint.estimate.advisor import with_flops  # noqa: PLC0415
 
         with captured, ProgressStatus("re-estimating under each remedy...", lines=True) as status:
-            advice = advise(workload, result, capacity, reserve, run=reporting(with_flops, status.update), full=True)
-        notes = not_offered(result, advice)
+            skipped: dict[str, str] = {}
+            advice = advise(workload, result, capacity, reserve, run=reporting(with_flops, status.update), full=True,
+                            skipped=skipped)
+        notes = {**not_offered(result, advice), **skipped}
     if captured.summary():
         print(f"memlint: {printable(captured.summary())}", file=sys.stderr)
     if getattr(args, "snapshot", None):
@@ -477,6 +479,10 @@ def _run(args) -> int:
 
             print(f"rank 0 of {options.world_size} ({options.parallel}): "
                   f"{describe_communication(result.communication).split('; ', 1)[1]}")
+        if result.tensor_parallel is not None:
+            from memlint.estimate.tensor_parallel import describe_plan  # noqa: PLC0415
+
+            print(describe_plan(result.tensor_parallel))
         if advice is not None:
             report.render_advice(advice, notes=notes)
     if args.plot:

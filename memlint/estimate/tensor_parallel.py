@@ -16,7 +16,9 @@ Where the plan comes from, in order:
    transformers/models/llama/configuration_llama.py ``LlamaConfig.base_model_tp_plan``:
    ``"layers.*.self_attn.q_proj": "colwise"``, ..., ``"layers.*.mlp.down_proj": "rowwise"``),
    with FQNs relative to the base model (``model.base_model_prefix``) and ``*`` for a
-   layer index.  Its ``"colwise"`` and ``"rowwise"`` entries are translated; any other
+   layer index; a built model holds the whole plan, FQNs from the model, in ``_tp_plan``
+   (transformers/distributed/mixin.py; LlamaForCausalLM adds ``lm_head:
+   colwise_gather_output`` and ``model.embed_tokens: embedding_rowwise``).  Its ``"colwise"`` and ``"rowwise"`` entries are translated; any other
    style (``colwise_gather_output``, ``rowwise_split_input``, ...) is skipped and listed
    in :attr:`TPPlan.skipped`.
 2. Otherwise a plan derived from the dataflow of the repeated blocks (the blocks
@@ -112,6 +114,16 @@ def device_mesh(options):
     return init_device_mesh("cpu", (options.world_size // t, t), mesh_dim_names=("dp", "tp"))
 
 
+def describe_plan(plan: dict) -> str:
+    """One line for the table report from :meth:`TPPlan.to_json`."""
+    counts = {style: sum(1 for s in plan["styles"].values() if s == style) for style in ("colwise", "rowwise")}
+    source = "the model's base_model_tp_plan" if plan["source"] == "model" else "derived from the dataflow"
+    line = f"tensor parallel plan ({source}): {counts['colwise']} ColwiseParallel, {counts['rowwise']} RowwiseParallel"
+    if plan["skipped"]:
+        line += f"; not translated: {', '.join(plan['skipped'])}"
+    return line
+
+
 # --- the model's own plan --------------------------------------------------------------------------
 
 def model_plan(module) -> TPPlan | None:
@@ -122,12 +134,9 @@ def model_plan(module) -> TPPlan | None:
     """
     import torch  # noqa: PLC0415
 
-    config = getattr(module, "config", None)
-    plan = getattr(config, "base_model_tp_plan", None)
-    if not isinstance(plan, dict) or not plan:
+    plan, prefix = _hf_plan(module)
+    if not plan:
         return None
-    prefix = getattr(module, "base_model_prefix", "") or ""
-    prefix = f"{prefix}." if prefix and hasattr(module, prefix) else ""
     shardable = {name: sub for name, sub in module.named_modules()
                  if isinstance(sub, (torch.nn.Linear, torch.nn.Embedding))}
     styles: dict[str, str] = {}
@@ -144,6 +153,21 @@ def model_plan(module) -> TPPlan | None:
     if not styles:
         return None
     return TPPlan(styles, "model", skipped)
+
+
+def _hf_plan(module) -> tuple[dict, str]:
+    """(plan, FQN prefix of its keys): the model's whole ``_tp_plan`` (transformers 5.24.0,
+    transformers/distributed/mixin.py: the class's own entries such as ``lm_head``, then the
+    config's ``base_model_tp_plan`` and the submodules' plans, all FQNs from the model), else
+    ``config.base_model_tp_plan`` under ``base_model_prefix``; ({}, "") when there is none."""
+    whole = getattr(module, "_tp_plan", None)
+    if isinstance(whole, dict) and whole:
+        return whole, ""
+    plan = getattr(getattr(module, "config", None), "base_model_tp_plan", None)
+    if not isinstance(plan, dict) or not plan:
+        return {}, ""
+    prefix = getattr(module, "base_model_prefix", "") or ""
+    return plan, f"{prefix}." if prefix and hasattr(module, prefix) else ""
 
 
 def _matches(name: str, pattern: str) -> bool:
@@ -385,4 +409,4 @@ def not_tp_ready(exc: TargetError, name: str) -> TargetError:
     """The forward's failure under TP said as such (one line)."""
     inner = str(exc).removeprefix(f"forward of {name!r} ").removeprefix("failed: ")
     return TargetError(f"--parallel tp: the forward of {name!r} is not tensor-parallel-ready: {inner} "
-                       "(a fixed head count in a reshape? the model must read the local size)")
+                       "(a head count fixed in a reshape, or fewer heads than ranks? the model must read the local size)")
