@@ -542,10 +542,7 @@ def _tensor_parallel(workload, module, options, micro_batch: int):
 
     mesh = tp.device_mesh(options)  # before FakeTensorMode: its ranks are real
     plan = tp.find_plan(module, _meta_inputs(workload, micro_batch), workload.name)
-    tp.parallelize(module, plan, mesh["tp"])
-    tp.replicate_rest(module, plan, mesh["tp"])
-    units = apply_fully_shard(module, options, mesh["dp"]) if options.parallel == "fsdp+tp" else []
-    return plan, units
+    return plan, tp.shard_module(module, plan, options, mesh)
 
 
 class ExitStackWithErrors(contextlib.ExitStack):
@@ -573,6 +570,7 @@ def _one_step(workload, engine, module, optimizer, options, micro_batch, ledger,
         inputs = _to_fake(_meta_inputs(workload, micro_batch), input_dtype)
         for tensor in steps._tensors(inputs):
             ledger.retag(tensor, "input")
+        del tensor  # the loop's name would keep the last input alive through the optimizer step
         steps.forward_backward(workload, engine, inputs, options, ledger)
         del inputs
         for param in module.parameters():

@@ -405,6 +405,31 @@ def replicate_rest(module, plan: TPPlan, tp_mesh) -> list[str]:
     return replicated
 
 
+def shard_module(module, plan: TPPlan, options, mesh) -> list[str]:
+    """Tensor parallel on ``mesh["tp"]`` (:func:`parallelize`, :func:`replicate_rest`), then for ``fsdp+tp``
+    FSDP2 on ``mesh["dp"]`` (:func:`memlint.estimate.distributed.apply_fully_shard`); the FSDP2 units' FQNs.
+
+    Used by the trace (a meta module) and by the gloo validator (the real module), so both run one wrapping.
+    """
+    from memlint.estimate.distributed import apply_fully_shard  # noqa: PLC0415
+
+    parallelize(module, plan, mesh["tp"])
+    replicate_rest(module, plan, mesh["tp"])
+    return apply_fully_shard(module, options, mesh["dp"]) if options.parallel == "fsdp+tp" else []
+
+
+def plan_of_real_module(module, inputs, name: str) -> TPPlan:
+    """:func:`find_plan` for a module with real tensors: derived on a meta copy (nothing of it runs for real)."""
+    import copy  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415
+    from torch.utils._pytree import tree_map  # noqa: PLC0415
+
+    meta = copy.deepcopy(module).to("meta")
+    meta_inputs = tree_map(lambda v: v.to("meta") if isinstance(v, torch.Tensor) else v, inputs)
+    return find_plan(meta, meta_inputs, name)
+
+
 def not_tp_ready(exc: TargetError, name: str) -> TargetError:
     """The forward's failure under TP said as such (one line)."""
     inner = str(exc).removeprefix(f"forward of {name!r} ").removeprefix("failed: ")
