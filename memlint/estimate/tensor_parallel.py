@@ -246,11 +246,15 @@ def _record_dataflow(module, inputs, scopes: list[tuple[str, Any]]) -> _Dataflow
 
     from memlint.estimate.step import _call  # noqa: PLC0415
 
+    from memlint.estimate.handlers import fallback_table  # noqa: PLC0415
+
     flow = _Dataflow()
+    fallbacks = fallback_table()  # data-dependent ops (.item(), nonzero) answered as the tracer does
 
     class FlowMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
+            fallback = fallbacks.get(func.overloadpacket)
+            out = fallback(args, kwargs or {})[0] if fallback else func(*args, **(kwargs or {}))
             flow.op(func, _flat_tensors((args, kwargs)), _flat_tensors(out))
             return out
 
@@ -366,43 +370,63 @@ def replicate_rest(module, plan: TPPlan, tp_mesh) -> list[str]:
 
     Why: the optimizer's foreach kernels take one list of all parameters, and DTensor refuses a plain
     tensor beside a DTensor ("got mixed torch.Tensor and DTensor", torch 2.13.0
-    torch/distributed/tensor/_dispatch.py); torch's own answer is ``distribute_module``, which
-    replicates a module's parameters (torch/distributed/tensor/_api.py).  A replicated DTensor
-    holds the same bytes as the plain tensor.  Each such module (one that owns parameters itself)
-    gets its parameters and buffers replicated, its tensor inputs made replicated DTensors
-    (``DTensor.from_local``, no copy) and its DTensor outputs made local again, so its neighbours
-    see plain tensors as before.
+    torch/distributed/tensor/_dispatch.py), so a tensor parallel model keeps every parameter as a
+    DTensor (torch's ``distribute_module`` replicates a module's parameters,
+    torch/distributed/tensor/_api.py).  A replicated DTensor holds the same bytes as the plain
+    tensor; tied parameters stay one tensor.  While a module runs, its replicated parameters are
+    replaced by their local tensors (``DTensor.to_local``: a view, its gradient returns as a
+    replicated DTensor), so its forward mixes no DTensor with the plain activations around it.
     """
     import torch  # noqa: PLC0415
     from torch.distributed.tensor import DTensor, Replicate, distribute_tensor  # noqa: PLC0415
-    from torch.utils._pytree import tree_map  # noqa: PLC0415
 
-    placements = [Replicate()]
-
-    def to_dtensor(value):
-        if isinstance(value, torch.Tensor) and not isinstance(value, DTensor):
-            return DTensor.from_local(value, tp_mesh, placements, run_check=False)
-        return value
-
-    def to_local(value):
-        return value.to_local() if isinstance(value, DTensor) else value
-
+    shared: dict[int, Any] = {}
     replicated = []
+    planned = {id(sub) for name, sub in module.named_modules() if name in plan.styles}
     for name, sub in module.named_modules():
-        own = {k: v for k, v in sub._parameters.items() if v is not None and not isinstance(v, DTensor)}
-        if not own or name in plan.styles:
+        keys = tuple(k for k, v in sub._parameters.items() if v is not None and not isinstance(v, DTensor))
+        if not keys or name in plan.styles:
             continue
-        for key, param in own.items():
-            sub.register_parameter(key, torch.nn.Parameter(distribute_tensor(param.data, tp_mesh, placements),
-                                                           requires_grad=param.requires_grad))
-        for key, buffer in list(sub._buffers.items()):
-            if buffer is not None and not isinstance(buffer, DTensor):
-                sub._buffers[key] = distribute_tensor(buffer, tp_mesh, placements)
-        sub.register_forward_pre_hook(lambda _m, args, kwargs: (tree_map(to_dtensor, args),
-                                                                tree_map(to_dtensor, kwargs)), with_kwargs=True)
-        sub.register_forward_hook(lambda _m, _args, output: tree_map(to_local, output))
+        for key in keys:
+            param = sub._parameters[key]
+            if id(param) not in shared:
+                shared[id(param)] = torch.nn.Parameter(distribute_tensor(param.data, tp_mesh, [Replicate()]),
+                                                       requires_grad=param.requires_grad)
+            sub._parameters[key] = shared[id(param)]
+        sub.register_forward_pre_hook(_LocalParameters(tp_mesh, planned).enter)
+        sub.register_forward_hook(_LocalParameters.leave)
         replicated.append(name or "<root>")
     return replicated
+
+
+class _LocalParameters:
+    """Forward hooks: the replicated DTensor parameters of a module and of its submodules (a module may
+    use a child's weight without calling the child: ``nn.MultiheadAttention`` and its ``out_proj``)
+    replaced by their local tensors while its forward runs.  Read at each call: FSDP2 swaps the
+    parameters under fsdp+tp; the planned modules' parameters (a RowwiseParallel bias is replicated
+    too) are left to their ParallelStyle: ``planned`` holds their ids."""
+
+    def __init__(self, tp_mesh, planned: set[int]):
+        self.tp_mesh = tp_mesh
+        self.planned = planned
+
+    def _replicated(self, value) -> bool:
+        from torch.distributed.tensor import DTensor, Replicate  # noqa: PLC0415
+
+        return (isinstance(value, DTensor) and value.device_mesh == self.tp_mesh
+                and all(isinstance(p, Replicate) for p in value.placements))
+
+    def enter(self, sub, args) -> None:
+        saved = [(owner, key, param) for owner in sub.modules() if id(owner) not in self.planned
+                 for key, param in owner._parameters.items() if self._replicated(param)]
+        sub.__dict__.setdefault("_memlint_tp_saved", []).append(saved)
+        for owner, key, param in saved:
+            owner._parameters[key] = param.to_local()
+
+    @staticmethod
+    def leave(sub, args, output) -> None:
+        for owner, key, param in sub.__dict__["_memlint_tp_saved"].pop():
+            owner._parameters[key] = param
 
 
 def shard_module(module, plan: TPPlan, options, mesh) -> list[str]:
