@@ -149,6 +149,59 @@ def test_tp_estimate_shards_the_planned_parameters_and_all_reduces_the_rowwise_o
     assert two.communication["sent_bytes"]["all_reduce"] == expected  # ring all-reduce: 2(n-1)/n = 1 at n = 2
 
 
+class _TiedLM(nn.Module):
+    """Embedding and output head sharing one weight (not in the plan: replicated), MLP blocks between."""
+
+    def __init__(self, vocab=64, dim=16):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+                                    for _ in range(2))
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        x = self.emb(ids)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+
+def _unique_shard_bytes(module, styles, ranks):
+    seen, total = set(), 0
+    for name, sub in module.named_modules():
+        for key, param in sub.named_parameters(recurse=False):
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            sharded = styles.get(name) == "colwise" or (styles.get(name) == "rowwise" and key == "weight")
+            total += param.numel() * param.element_size() // (ranks if sharded else 1)
+    return total
+
+
+def test_tied_replicated_parameters_stay_one_tensor():
+    from memlint import Workload
+
+    with torch.device("meta"):
+        module = _TiedLM()
+    workload = Workload(module=module, make_inputs=lambda b: (torch.zeros(b, 8, dtype=torch.long),),
+                        loss_fn=lambda out, inputs: out.float().pow(2).mean(), default_batch_size=2, name="tied")
+    result = estimate(workload, EstimateOptions(device="cpu", optimizer="adam", parallel="tp", world_size=2))
+    styles = result.tensor_parallel["styles"]
+    assert styles == {f"blocks.{i}.{j}": style for i in (0, 1) for j, style in (("0", "colwise"), ("2", "rowwise"))}
+    assert result.by_category["parameter"] == _unique_shard_bytes(_TiedLM(), styles, 2)
+
+
+def test_a_vit_with_root_parameters_and_multihead_attention_traces_with_its_mlps_sharded():
+    result = _estimate("vit_encoder", parallel="tp", world_size=2)
+    module = load_workload(f"{TINY}:vit_encoder", [], None).module
+    styles = result.tensor_parallel["styles"]
+    # nn.MultiheadAttention projects with its own in_proj_weight (F.multi_head_attention_forward), not
+    # through nn.Linear calls: the derived plan shards each layer's MLP only
+    assert sorted(styles) == sorted(f"encoder.layers.{i}.linear{j}" for i in range(4) for j in (1, 2))
+    assert result.by_category["parameter"] == _shard_bytes(module, styles, 2)
+
+
 def test_fsdp_tp_shards_over_the_2d_mesh():
     tp = _estimate("mlp", parallel="tp", world_size=2)
     both = _estimate("mlp", parallel="fsdp+tp", world_size=4, tp_size=2)
