@@ -1,9 +1,10 @@
 """Per-rank estimates traced through the real distributed engines on a fake process group.
 
-``--parallel ddp|fsdp --world-size N``: the workload is wrapped by the engine
-itself -- ``torch.nn.parallel.DistributedDataParallel`` or FSDP2
-``torch.distributed.fsdp.fully_shard`` (per repeated block, then at the root)
--- and its training step is traced by the estimator's ledger, as rank 0 of a
+``--parallel ddp|fsdp|tp|fsdp+tp --world-size N``: the workload is wrapped by the engine
+itself -- ``torch.nn.parallel.DistributedDataParallel``, FSDP2
+``torch.distributed.fsdp.fully_shard`` (per repeated block, then at the root), or
+tensor parallel (``parallelize_module``, memlint/estimate/tensor_parallel.py; FSDP2 on
+the "dp" mesh dimension after it for fsdp+tp) -- and its training step is traced by the estimator's ledger, as rank 0 of a
 world of N ranks.  No peer exists: the process group is torch's fake backend
 (``torch.testing._internal.distributed.fake_pg``, torch 2.13.0: every
 collective returns at once, its output tensors allocated but not written), so
@@ -448,8 +449,10 @@ def _own_copy(workload):
 def trace_distributed(workload, options, ledger, target) -> dict:
     """Trace ``options.trace_steps`` steps of rank 0 under ``options.parallel``; the facts of step.trace_training.
 
-    Extra fact: ``communication`` (:meth:`Communication.to_json` of the first measured step) and
-    ``fsdp_units`` (FQNs sharded as one unit, ``--parallel fsdp``).  Raises UsageError / TargetError.
+    Extra fact: ``communication`` (:meth:`Communication.to_json` of the first measured step),
+    ``fsdp_units`` (FQNs sharded as one unit, ``--parallel fsdp`` and ``fsdp+tp``) and ``tp_plan``
+    (``--parallel tp|fsdp+tp``: :meth:`memlint.estimate.tensor_parallel.TPPlan.to_json`, else None).
+    Raises UsageError / TargetError (a model without a plan, or whose forward is not tensor-parallel-ready).
     """
     import torch  # noqa: PLC0415
     from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
