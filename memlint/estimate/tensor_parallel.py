@@ -46,9 +46,18 @@ from memlint.estimate.messages import one_line
 
 #: The ``--parallel`` modes that use tensor parallel.
 TP_MODES = ("tp", "fsdp+tp")
-#: Hugging Face plan styles translated, and the torch style each one is (transformers 5.24.0,
-#: transformers/integrations/tensor_parallel.py: "colwise" -> ColwiseParallel, "rowwise" -> RowwiseParallel).
-SUPPORTED_HF_STYLES = ("colwise", "rowwise")
+#: Hugging Face plan styles translated: style -> (the module class it applies to, torch's ParallelStyle and
+#: its layouts).  transformers 5.24.0, transformers/distributed/tensor_parallel.py ``ALL_PARALLEL_STYLES``:
+#: "colwise" = ColwiseParallel(input Replicate, output Shard(-1)), "rowwise" = RowwiseParallel(input
+#: Shard(-1), output Replicate) -- torch's defaults.  Not translated (the modules stay replicated):
+#: "colwise_gather_output" (ColwiseParallel with output Replicate) and "embedding_rowwise" (the vocabulary
+#: sharded) traced as torch's ColwiseParallel(output_layouts=Replicate()) and RowwiseParallel(input_layouts=
+#: Replicate()) on nn.Embedding were +3.97% and -0.75% off rank 0's tensor peak of a 2-process gloo run
+#: of the tiny Llama (docs/estimator.md "Tensor parallel"); the other styles were not tried.
+HF_STYLES = {
+    "colwise": ("Linear", "ColwiseParallel", {}),
+    "rowwise": ("Linear", "RowwiseParallel", {}),
+}
 
 #: aten ops a column-sharded activation passes through unchanged in meaning (layout ops, attention and
 #: its pieces); pointwise ops are recognised by ``torch.Tag.pointwise``.  A reduction (a norm, a mean)
@@ -70,7 +79,7 @@ _SHAPE_ONLY = frozenset({"empty_like", "zeros_like", "ones_like", "full_like", "
 
 @dataclass
 class TPPlan:
-    """A tensor parallel plan: ``styles`` {FQN: "colwise" | "rowwise"} for nn.Linear / nn.Embedding modules.
+    """A tensor parallel plan: ``styles`` {FQN: a style of :data:`HF_STYLES`} ("colwise" / "rowwise" when derived).
 
     source: "model" (the model's ``base_model_tp_plan``) or "derived" (:func:`derive_plan`);
     skipped: the model's entries not translated, "FQN pattern: style" each.
@@ -99,11 +108,6 @@ def check_tp_options(options) -> None:
         raise UsageError(f"--tp-size {tp_size} must be >= 1 and divide --world-size {options.world_size}")
 
 
-def tp_degree(options) -> int:
-    """Ranks of one tensor parallel group: --world-size for ``tp``, --tp-size for ``fsdp+tp``."""
-    return options.world_size if options.parallel == "tp" else options.tp_size
-
-
 def device_mesh(options):
     """The DeviceMesh of the fake world: 1-D ("tp",) for ``tp``, 2-D (N/T, T) named ("dp", "tp") for ``fsdp+tp``."""
     from torch.distributed.device_mesh import init_device_mesh  # noqa: PLC0415
@@ -116,9 +120,11 @@ def device_mesh(options):
 
 def describe_plan(plan: dict) -> str:
     """One line for the table report from :meth:`TPPlan.to_json`."""
-    counts = {style: sum(1 for s in plan["styles"].values() if s == style) for style in ("colwise", "rowwise")}
-    source = "the model's base_model_tp_plan" if plan["source"] == "model" else "derived from the dataflow"
-    line = f"tensor parallel plan ({source}): {counts['colwise']} ColwiseParallel, {counts['rowwise']} RowwiseParallel"
+    counts: dict[str, int] = {}
+    for style in plan["styles"].values():
+        counts[style] = counts.get(style, 0) + 1
+    source = "the model's own" if plan["source"] == "model" else "derived from the dataflow"
+    line = f"tensor parallel plan ({source}): " + ", ".join(f"{n} {style}" for style, n in counts.items())
     if plan["skipped"]:
         line += f"; not translated: {', '.join(plan['skipped'])}"
     return line
@@ -130,24 +136,24 @@ def model_plan(module) -> TPPlan | None:
     """The plan of a Hugging Face model's ``config.base_model_tp_plan``, expanded to FQNs of ``module``; or None.
 
     Wildcards (``layers.*.mlp.up_proj``) match one FQN segment each.  Entries whose style is not in
-    :data:`SUPPORTED_HF_STYLES`, or that match no nn.Linear / nn.Embedding, are listed in ``skipped``.
+    :data:`HF_STYLES`, or that match no module of the style's class, are listed in ``skipped``.
     """
     import torch  # noqa: PLC0415
 
     plan, prefix = _hf_plan(module)
     if not plan:
         return None
-    shardable = {name: sub for name, sub in module.named_modules()
-                 if isinstance(sub, (torch.nn.Linear, torch.nn.Embedding))}
+    modules = dict(module.named_modules())
     styles: dict[str, str] = {}
     skipped: list[str] = []
     for pattern, style in plan.items():
-        if style not in SUPPORTED_HF_STYLES:
+        if style not in HF_STYLES:
             skipped.append(f"{pattern}: {style}")
             continue
-        matches = [name for name in shardable if _matches(name, prefix + pattern)]
+        kind = getattr(torch.nn, HF_STYLES[style][0])
+        matches = [name for name, sub in modules.items() if _matches(name, prefix + pattern) and isinstance(sub, kind)]
         if not matches:
-            skipped.append(f"{pattern}: {style} (no such nn.Linear/nn.Embedding)")
+            skipped.append(f"{pattern}: {style} (no such nn.{HF_STYLES[style][0]})")
         for name in matches:
             styles[name] = style
     if not styles:
@@ -359,10 +365,14 @@ def find_plan(module, inputs, name: str) -> TPPlan:
 
 def parallelize(module, plan: TPPlan, tp_mesh) -> None:
     """``parallelize_module`` of ``module`` (on meta, outside every mode) with ``plan`` on the 1-D ``tp_mesh``."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module  # noqa: PLC0415
+    from torch.distributed.tensor import Replicate  # noqa: PLC0415
+    from torch.distributed.tensor import parallel as tp  # noqa: PLC0415
 
-    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
-    parallelize_module(module, tp_mesh, {fqn: styles[style]() for fqn, style in plan.styles.items()})
+    def style_of(name: str):
+        _, cls, layouts = HF_STYLES[name]
+        return getattr(tp, cls)(**{key: {"Replicate": Replicate()}[value] for key, value in layouts.items()})
+
+    tp.parallelize_module(module, tp_mesh, {fqn: style_of(style) for fqn, style in plan.styles.items()})
 
 
 def replicate_rest(module, plan: TPPlan, tp_mesh) -> list[str]:
