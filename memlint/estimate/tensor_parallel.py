@@ -285,7 +285,7 @@ def _record_dataflow(module, inputs, scopes: list[tuple[str, Any]]) -> _Dataflow
 
 def _mark_block_input(flow: _Dataflow):
     def hook(block, args, kwargs):
-        first = _flat_tensors(args[:1]) or _flat_tensors(kwargs.get("hidden_states"))
+        first = (_flat_tensors(args) or _flat_tensors(kwargs))[:1]  # the hidden state: the first tensor argument
         for tensor in first:
             flow.residual.add(flow.remember(tensor))
     return hook
@@ -465,7 +465,9 @@ def plan_of_real_module(module, inputs, name: str) -> TPPlan:
 
 
 def not_tp_ready(exc: TargetError, name: str) -> TargetError:
-    """The forward's failure under TP said as such (one line)."""
+    """A forward's failure under TP said as such (one line); any other failure is returned unchanged."""
+    if not str(exc).startswith(f"forward of {name!r}"):
+        return exc
     inner = str(exc).removeprefix(f"forward of {name!r} ").removeprefix("failed: ")
     return TargetError(f"--parallel tp: the forward of {name!r} is not tensor-parallel-ready: {inner} "
                        "(a head count fixed in a reshape, or fewer heads than ranks? the model must read the local size)")
