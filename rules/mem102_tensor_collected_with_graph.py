@@ -5,7 +5,7 @@ import ast
 from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.patterns import method_call_plan
 from memlint.lint.rule import Rule
-from memlint.lint.names import root_name
+from memlint.lint.names import dotted_name, root_name, targets_of
 from memlint.lint.semantic.stores import STORING_METHODS, comprehension_store, effect_store, leaf_values, store_of
 from memlint.lint.semantic.interpreter import Context
 from memlint.lint.semantic.values import UNKNOWN, Kind
@@ -57,7 +57,11 @@ class TensorCollectedWithGraph(Rule):
 
     ## Known problems
     A list whose elements are later stacked and backpropagated on purpose
-    (`torch.stack(losses).sum().backward()`) is not reported. Containers
+    (`torch.stack(losses).sum().backward()`) is not reported, also when the
+    container is persistent state (`policy.saved_log_probs`, `self.trace`)
+    that another function of the file (a method of the same class for
+    `self.x`) reads and backpropagates (REINFORCE's per-episode update).
+    Containers
     passed across functions are followed only within the same file; a
     module of another file that stores what it is given is not seen.
 
@@ -179,9 +183,39 @@ class TensorCollectedWithGraph(Rule):
         return not any(alone.values.get(leaf, UNKNOWN).attached for leaf in attached)
 
     def _trained_on_later(self, root: str, node: ast.AST) -> bool:
-        """The container feeds a backward pass (losses stacked and summed on purpose)."""
+        """The container feeds a backward pass (losses stacked and summed on
+        purpose): in the same unit, or, for persistent state (``self.x``,
+        ``policy.saved_log_probs``), in a function of the file (a method of
+        the same class for ``self.x``) that backpropagates what it reads from
+        the container (REINFORCE's per-episode update)."""
         semantic = self.ctx.semantic
-        return semantic.backpropagated(root, semantic.unit_of(node))
+        if semantic.backpropagated(root, semantic.unit_of(node)):
+            return True
+        container = _container_name(node)
+        return container is not None and "." in container and self._backpropagated_elsewhere(container, node)
+
+    def _backpropagated_elsewhere(self, root: str, node: ast.AST) -> bool:
+        semantic = self.ctx.semantic
+        function = semantic.function_of(node)
+        owner = semantic.class_of_method(function) if function is not None and root.startswith("self.") else None
+        for unit in semantic.functions:
+            if unit is function or not semantic.runs_backward(unit):
+                continue
+            if root.startswith("self.") and (owner is None or semantic.class_of_method(unit) is not owner):
+                continue
+            backpropagated = semantic.canonical(unit).backpropagated
+            for binding in ast.walk(unit):
+                if isinstance(binding, ast.Assign):
+                    read, targets = binding.value, binding.targets
+                elif isinstance(binding, (ast.For, ast.AsyncFor, ast.comprehension)):
+                    read, targets = binding.iter, [binding.target]
+                else:
+                    continue
+                bound = {n for t in targets for n in targets_of(t)}
+                if bound & backpropagated and any(
+                        isinstance(n, (ast.Attribute, ast.Name)) and dotted_name(n) == root for n in ast.walk(read)):
+                    return True
+        return False
 
     def _fix(self, attached: list[ast.expr], stored: tuple[ast.expr, ...]) -> Fix | None:
         if len(attached) != 1 or len(stored) != 1 or stored[0] is not attached[0]:
@@ -208,3 +242,13 @@ def _plain_values(semantic, values) -> bool:
 
 def _named_local_collector(semantic, call: ast.Call) -> bool:
     return semantic.may_call_local(call) and (call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id) in semantic.collecting_functions()
+
+
+def _container_name(node: ast.AST) -> str | None:
+    """The dotted name of the container a store writes into: ``policy.saved``
+    for ``policy.saved.append(x)`` / ``policy.saved[k] = x``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return dotted_name(node.func.value)
+    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript):
+        return dotted_name(node.targets[0].value)
+    return None

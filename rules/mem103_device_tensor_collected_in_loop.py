@@ -83,7 +83,8 @@ class DeviceTensorCollectedInLoop(Rule):
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Move the stored tensor to the CPU with `.cpu()`"
     FIX_APPLICABILITY = Applicability.UNSAFE
-    TRIGGERS = ("cuda", ".to(", "device")
+    #: Lightning's step hooks get their batch on the device without any of the other words in the file
+    TRIGGERS = ("cuda", ".to(", "device", "training_step", "validation_step", "test_step", "predict_step")
     NEEDS_NAMES = ("cuda", "to", "device", "prepare", "training_step", "validation_step", "test_step", "predict_step",
                    "compute_loss", "prediction_step", "setup", "setup_dataloaders")  # how the model puts values on the accelerator
     FRAMEWORK = "torch"

@@ -35,7 +35,10 @@ class HiddenStateNotDetached(Rule):
     Reports recurrent state that is carried from one loop iteration to the
     next and fed back into a module without being detached:
     `h = cell(x, h)`, `h, c = cell(x, (h, c))`, `out, (h, c) = lstm(x, (h, c))`,
-    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, in a loop whose
+    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, or state read back
+    from the call's output object later in the loop body (`out = model(x,
+    state=state)` then `state = out.state` or `state = out["cache"]`,
+    reported at the call, with no fix), in a loop whose
     iterations grow with the run (it trains, iterates a stream of batches,
     or steps an environment or a sampler with the module's output).
 
@@ -123,29 +126,71 @@ class HiddenStateNotDetached(Rule):
     )
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.value, ast.Call):
+        if len(node.targets) != 1:
             return
-        carried = self._carried_names(node.targets[0], node.value)
+        if isinstance(node.value, ast.Call):
+            self._check(node, node.targets[0], node.value)
+        elif isinstance(node.value, (ast.Attribute, ast.Subscript)) and _in_loop(self.ctx.stack):
+            producer = self._producer_in_loop(node)
+            if producer is not None and producer not in self.__dict__.setdefault("_indirect", set()):
+                if self._check(producer, node.targets[0], producer.value, binding=node):
+                    self._indirect.add(producer)
+
+    def _producer_in_loop(self, node: ast.Assign) -> ast.Assign | None:
+        """``outputs = model(x, state=state)`` for ``state = outputs.state``
+        (or ``outputs["state"]``, ``outputs[1]``) later in the same loop body:
+        the state comes back through the call's output object."""
+        root = node.value
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        loops = self.ctx.semantic.enclosing_loops(node)
+        if not isinstance(root, ast.Name) or not loops:
+            return None
+        found = [s for s in self._name_assignments(loops[0]).get(root.id, ()) if s.lineno < node.lineno]
+        return found[0] if len(found) == 1 and isinstance(found[0].value, ast.Call) else None
+
+    def _name_assignments(self, loop: ast.AST) -> dict[str, list[ast.Assign]]:
+        """``name = ...`` statements of ``loop``'s body by name (once per loop)."""
+        memo = self.__dict__.setdefault("_by_loop", {})
+        found = memo.get(loop)
+        if found is None:
+            found = memo[loop] = {}
+            for top in loop.body:
+                for statement in ast.walk(top):
+                    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+                        found.setdefault(statement.targets[0].id, []).append(statement)
+        return found
+
+    def _check(self, node: ast.Assign, target: ast.expr, call: ast.Call, binding: ast.Assign | None = None) -> bool:
+        """Report ``node`` when ``call`` is fed names that ``target`` binds
+        again (in ``node`` itself, or in ``binding``, which reads them from
+        the call's output) across iterations without a cut."""
+        carried = self._carried_names(target, call)
+        indirect = binding is not None
+        binding = node if binding is None else binding
         in_loop = _in_loop(self.ctx.stack)
-        across_calls = all(name.startswith("self.") for name in carried)
+        across_calls = all(name.startswith("self.") for name in carried) and not indirect
         if not carried or not (in_loop or across_calls):
-            return  # cheap syntactic checks first: the rest interprets the function
+            return False  # cheap syntactic checks first: the rest interprets the function
         semantic = self.ctx.semantic
         if _module_internal(semantic, node) and (in_loop or not across_calls):
-            return  # a loop within one forward pass (`x = layer(x)` over blocks): one step's graph
-        if semantic.grad_disabled(node) or semantic.value(node.value).is_module or not self._produces_graph(node.value):
-            return
-        carried = [name for name in carried if not semantic.value(_target_named(node.targets[0], name)).is_module]
+            return False  # a loop within one forward pass (`x = layer(x)` over blocks): one step's graph
+        if semantic.grad_disabled(node) or semantic.value(call).is_module or not self._produces_graph(call):
+            return False
+        carried = [name for name in carried if not semantic.value(_target_named(target, name)).is_module]
         if not carried:
-            return  # a module re-wrapped in a loop (`model = wrap(model)`) is not recurrent state
-        loop = self._carrying_loop(carried, node)
+            return False  # a module re-wrapped in a loop (`model = wrap(model)`) is not recurrent state
+        loop = self._carrying_loop(carried, binding) if not indirect else self._loop_around_start(carried, binding)
         if loop is not None:
-            if semantic.is_run_loop(loop) and not _module_internal(semantic, node) and not self._cut_in(loop, carried, node):
-                self._report(node, carried, loop)
-        elif all(name.startswith("self.") for name in carried) and not semantic.enclosing_loops(node):
+            if semantic.is_run_loop(loop) and not _module_internal(semantic, node) and not self._cut_in(loop, carried, binding):
+                self._report(node, carried, None if indirect else loop)
+                return True
+        elif across_calls and not semantic.enclosing_loops(node):
             # across calls of a method: only a direct module call (`self.rnn(x, self.hidden)`) counts
-            if semantic.is_forward_call(node.value) and not self._self_state_reset(carried, node):
+            if semantic.is_forward_call(call) and not self._self_state_reset(carried, node):
                 self._report(node, carried)
+                return True
+        return False
 
     def _report(self, node: ast.Assign, carried: list[str], loop: ast.AST | None = None) -> None:
         fix = self._fix(loop, carried, node) if loop is not None else None
@@ -206,6 +251,17 @@ class HiddenStateNotDetached(Rule):
         semantic = self.ctx.semantic
         for loop in semantic.enclosing_loops(node):
             if all(semantic.outside(name, loop) for name in carried):
+                return loop
+        return None
+
+    def _loop_around_start(self, carried: list[str], node: ast.AST) -> ast.AST | None:
+        """The innermost loop around ``node`` before which every carried name
+        is bound (``state = None`` before ``while True:``): a state read back
+        from the call's output is carried by that loop (a fresh value given
+        elsewhere in it is a cut, found by :meth:`_cut_in`)."""
+        semantic = self.ctx.semantic
+        for loop in semantic.enclosing_loops(node):
+            if all("." in name or name in semantic.bound_before(loop) for name in carried):
                 return loop
         return None
 

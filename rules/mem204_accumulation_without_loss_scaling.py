@@ -95,7 +95,12 @@ class AccumulationWithoutLossScaling(Rule):
     `accelerator.backward(loss)` (Accelerate and DeepSpeed divide by the
     accumulation steps themselves) and `with accelerator.accumulate(model):`
     are never reported. A loop that clears gradients unconditionally is not
-    accumulating and is left to other rules.
+    accumulating and is left to other rules. A count that is provably 1 as
+    the file runs (`accum = 1`, raised only under an `if` whose test the
+    file's own literals decide is false, such as a configured batch equal
+    to the per-device limit) is no accumulation and is not reported; the
+    folding follows module and function literals, the literal arguments of
+    every call of the file, and dict literals.
 
     ## References
     - [Gradient accumulation (Hugging Face Accelerate)](https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation)
@@ -159,6 +164,8 @@ class AccumulationWithoutLossScaling(Rule):
 
     def _check_backwards(self, loop: Loop, calls: list[ast.Call], period: ast.expr) -> None:
         semantic = self.ctx.semantic
+        if semantic.constants.value(period) == 1:
+            return  # the count is 1 as the file runs: every iteration steps, nothing accumulates
         for call in calls:
             if not is_backward(call, self.ctx) or method_name(call) != "backward":
                 continue

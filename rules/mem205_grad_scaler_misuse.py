@@ -5,7 +5,10 @@ from __future__ import annotations
 import ast
 
 from memlint.lint.diagnostic import Severity
+from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import WITH_TYPES, is_constant, keyword_arg, string_value
 from memlint.lint.walk import walk as walk_all
 from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, method_name, walk
@@ -32,6 +35,22 @@ def unnamed_arguments(call: ast.Call) -> list[ast.expr]:
     """The arguments not passed by name: ``x``, ``*xs`` (as ``xs``), ``**kw`` (as ``kw``)."""
     positional = [arg.value if isinstance(arg, ast.Starred) else arg for arg in call.args]
     return positional + [keyword.value for keyword in call.keywords if keyword.arg is None]
+
+
+def _literals_bound_to(semantic, name: str) -> list[str]:
+    """The string literals the file assigns to ``name`` (``device = "cpu"``,
+    ``device = torch.device("cpu")``, a parameter default)."""
+    found = []
+    for statement in semantic.index.of_type(ast.Assign):
+        if any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
+            found.extend(n.value for n in ast.walk(statement.value) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    for argument in semantic.index.of_type(ast.arguments):
+        positional = [*argument.posonlyargs, *argument.args]
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(argument.defaults):]], argument.defaults))
+        defaults.update((a.arg, d) for a, d in zip(argument.kwonlyargs, argument.kw_defaults) if d is not None)
+        if isinstance(string_value(defaults.get(name)), str):
+            found.append(string_value(defaults[name]))
+    return found
 
 
 def identifiers(nodes: list[ast.AST]) -> set[str]:
@@ -90,8 +109,15 @@ class GradScalerMisuse(Rule):
     training loop in another is only judged where its `scale(...)` is
     called, and any mention of a scaler (`scaler`, `GradScaler`, DeepSpeed
     or apex loss scaling) anywhere in the file silences the second half.
-    An autocast whose dtype or device comes from a variable is not known to
-    be float16 and is not reported; neither is `enabled=False`.
+    An autocast whose dtype comes from a variable is not known to be
+    float16 and is not reported; neither is `enabled=False`. A device type
+    that is not a literal (`autocast(device_type=device.type)`) is taken
+    for CUDA (whose default autocast dtype is float16,
+    torch/amp/autocast_mode.py, torch 2.13.0) when the file moves its
+    tensors or modules to that device (`x.to(device)`, `device=device`) —
+    GPU training code, run as its authors run it — unless the file binds
+    that name only to literals of another device (`device = "cpu"`); any
+    other variable device is unknown and not reported.
 
     ## References
     - [Automatic Mixed Precision package: gradient scaling](https://pytorch.org/docs/stable/amp.html#gradient-scaling)
@@ -180,4 +206,39 @@ class GradScalerMisuse(Rule):
             device = positional[0]
             if len(positional) > 1:
                 return self.ctx.qualified(positional[1]) in _FP16
-        return string_value(device) == "cuda"
+        if device is None or string_value(device) is not None:
+            return string_value(device) == "cuda"
+        return self._may_be_cuda(device)
+
+    def _may_be_cuda(self, device: ast.expr) -> bool:
+        """A device type that is not a literal (``device.type``, a
+        ``device_type`` variable) is CUDA's when the file puts its training
+        tensors or modules on that device (``x.to(device)``,
+        ``device=device``) or it is a tensor's device on the accelerator
+        (``x.device.type``), unless every literal the file binds to its name
+        is another device (``device = "cpu"``). Otherwise it is unknown."""
+        base = device.value if isinstance(device, ast.Attribute) and device.attr == "type" else device
+        root = base
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name):
+            bound = _literals_bound_to(self.ctx.semantic, root.id)
+            if bound and not any(fw.ACCELERATOR_STRINGS.match(text) for text in bound):
+                return False
+        if isinstance(base, ast.Attribute) and base.attr == "device":
+            return self.ctx.semantic.value(base.value).device is Tri.YES
+        name = dotted_name(base)
+        return name is not None and name in self._placement_targets()
+
+    def _placement_targets(self) -> frozenset[str]:
+        """Dotted names the file moves tensors or modules to: ``x.to(d)``,
+        ``x.cuda(d)``, ``device=d``."""
+        found = self.__dict__.get("_targets")
+        if found is None:
+            names = set()
+            for call in self.ctx.index.of_type(ast.Call):
+                if isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "cuda") and call.args:
+                    names.add(dotted_name(call.args[0]))
+                names.update(dotted_name(k.value) for k in call.keywords if k.arg == "device")
+            found = self._targets = frozenset(names - {None})
+        return found

@@ -148,9 +148,7 @@ class DataloaderWorkerCopyOnRead(Rule):
                 continue
             if target.attr not in indexed:
                 continue
-            value = statement.value
-            if isinstance(value, ast.Name) and value.id in locals_once:
-                value = locals_once[value.id]
+            value = _through_local(statement.value, locals_once)
             if self._object_collection(value, 0) and not self._converted_later(method, target.attr, receiver.arg, statement):
                 self.report(statement)
 
@@ -211,6 +209,23 @@ class DataloaderWorkerCopyOnRead(Rule):
                 if isinstance(target, ast.Attribute) and target.attr == attr and isinstance(target.value, ast.Name) and target.value.id == receiver:
                     return True
         return False
+
+
+def _through_local(value: ast.expr, locals_once: dict[str, ast.expr]) -> ast.expr:
+    """``value`` with a local bound once in the method replaced by what it was
+    bound to, also at the root of an item chain: ``blob["annotations"]`` after
+    ``blob = json.load(f)`` is ``json.load(f)["annotations"]``."""
+    keys = []
+    root = value
+    while isinstance(root, ast.Subscript) and not isinstance(root.slice, ast.Slice) and len(keys) < 2:
+        keys.append(root.slice)
+        root = root.value
+    if not (isinstance(root, ast.Name) and root.id in locals_once):
+        return value
+    rebuilt = locals_once[root.id]
+    for key in reversed(keys):
+        rebuilt = ast.Subscript(value=rebuilt, slice=key, ctx=ast.Load())
+    return rebuilt
 
 
 def _single_assignments(semantic, method: ast.AST) -> dict[str, ast.expr]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import sys
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic.operations import literal_iterable
+from memlint.lint.semantic.values import Kind
 
 #: Keras 3.15.1 ``keras/src/trainers/trainer.py``: ``Model.predict`` builds a data
 #: adapter (a ``tf.data`` pipeline for the TF backend) and a predict function per call.
@@ -50,7 +53,11 @@ class KerasPredictInLoop(Rule):
     ## Known problems
     The model must be known to be a Keras model in this file (built,
     loaded, subclassed, passed from a call of this file, or a Keras
-    callback's `self.model`); a model that comes from another module is not
+    callback's `self.model`), or be a value of unknown kind (a parameter) in
+    a file where only Keras can provide `predict` (besides Keras it imports
+    only the standard library and numerical, data and plotting libraries
+    such as numpy, pandas and matplotlib, and no class of the file defines
+    `predict`); otherwise a model that comes from another module is not
     seen, and neither is a function handed to code of another module that
     calls it per item. A loop over a literal tuple, list or a small literal
     `range` runs `predict` a few times and is not reported. An `on_epoch_end`
@@ -88,10 +95,27 @@ class KerasPredictInLoop(Rule):
             return
         semantic = self.ctx.semantic
         receiver = semantic.value(func.value)
-        if not (receiver.is_module and receiver.framework == "keras"):
+        if not (receiver.is_module and receiver.framework == "keras") and not self._only_keras_predicts(receiver):
             return
         if self._repeats(node):
             self.report(node)
+
+    def _only_keras_predicts(self, receiver) -> bool:
+        """A receiver of unknown kind (a parameter, a value of a call) in a
+        file where only Keras can provide ``predict``: the file imports Keras
+        and otherwise only the standard library (less its object loaders) and
+        :data:`~.frameworks.NO_PREDICT_LIBRARIES`, with no relative import,
+        and no class of the file defines ``predict``."""
+        if receiver.kind is not Kind.UNKNOWN:
+            return False
+        semantic = self.ctx.semantic
+        roots = semantic.library_roots
+        if not roots & fw.KERAS_ROOTS or any(n.level for n in self.ctx.index.of_type(ast.ImportFrom)):
+            return False
+        allowed = fw.KERAS_ROOTS | fw.NO_PREDICT_LIBRARIES | (sys.stdlib_module_names - fw.OBJECT_LOADING_STDLIB) | {"__future__"}
+        if not roots <= allowed:
+            return False
+        return not any(PREDICT in klass.methods for klass in semantic.classes.by_node.values())
 
     def _repeats(self, node: ast.Call) -> bool:
         """``node`` runs per iteration of a loop or comprehension, or in a

@@ -84,7 +84,8 @@ class Tf1OpCreatedInLoop(Rule):
     iteration is not reported. Loops that build the graph (layers in a
     `for` loop) and run nothing are never reported. Loops over a literal
     tuple/list or a small literal `range` are not reported. A `sess.run`
-    that runs several ops built in the step is reported once, at the first.
+    that runs ops built by several statements of the step is reported once
+    per statement, at its first op.
 
     ## References
     - [tf.compat.v1.Graph.finalize](https://www.tensorflow.org/api_docs/python/tf/compat/v1/Graph#finalize)
@@ -134,10 +135,18 @@ class Tf1OpCreatedInLoop(Rule):
         if region is None or self._fresh_graph(region):
             return
         ops = [op for op in self._ops_run_by(node, arguments, region) if op not in self._reported]
-        if ops:  # one finding per run: the first op the step builds for it
-            first = min(ops, key=lambda op: (op.lineno, op.col_offset))
-            self._reported.update(ops)
-            self.report(first)
+        by_statement: dict[ast.AST, list[ast.Call]] = {}
+        for op in ops:  # one finding per statement that builds ops for the run: each is moved out on its own
+            by_statement.setdefault(self._statement_of(op), []).append(op)
+        for built in sorted(by_statement.values(), key=lambda group: min((op.lineno, op.col_offset) for op in group)):
+            self._reported.update(built)
+            self.report(min(built, key=lambda op: (op.lineno, op.col_offset)))
+
+    def _statement_of(self, node: ast.AST) -> ast.AST:
+        for ancestor in self.ctx.semantic.ancestors(node):
+            if isinstance(ancestor, ast.stmt):
+                return ancestor
+        return node
 
     def _may_take_session(self, call: ast.Call) -> bool:
         """Cheap test first: a method of an object of the file (not a library

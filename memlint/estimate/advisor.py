@@ -37,6 +37,7 @@ from typing import Callable
 
 from memlint.errors import TargetError
 from memlint.estimate.api import Estimate, EstimateOptions, estimate, fits
+from memlint.estimate.placement import largest_device_used
 
 #: Cost of each remedy, in words (sources: PyTorch AMP and torch.utils.checkpoint docs,
 #: the ZeRO paper, arXiv:1910.02054, section 5, for the communication volumes).
@@ -171,7 +172,7 @@ def _engine_sharding_rows(base: Estimate, world_size: int) -> list:
     (memlint/estimate/distributed.py); their cost line comes from the trace's collectives."""
     opts = base.options
     if world_size <= 1 or opts.parallel is not None or opts.zero_stage or opts.step_in_backward \
-            or opts.offload_activations:
+            or opts.offload_activations or base.devices:  # placed on several devices: no engine (placement.py)
         return []
     rows = [("ddp", f"DDP over {world_size} ranks (replicas: the data-parallel baseline)",
              replace(opts, parallel="ddp", world_size=world_size), "")]
@@ -258,7 +259,8 @@ def advise(workload, base: Estimate, capacity_bytes: int | None = None, reserve:
         if full and key == "checkpointing" and not result.checkpointed:
             continue  # nothing to checkpoint: said under the table (see not_offered)
         change = _flops_change(result, baseline_flops)
-        rows.append(Remedy(key, title, result.options, result.device_used, base.device_used - result.device_used,
+        rows.append(Remedy(key, title, result.options, largest_device_used(result),
+                           largest_device_used(base) - largest_device_used(result),
                            verdict.fits if verdict else None, cost,
                            saved_allocated=base.peak_allocated - result.peak_allocated,
                            required_bytes=verdict.required_bytes if verdict else result.device_used,
@@ -282,4 +284,7 @@ def not_offered(base: Estimate, rows: list[Remedy]) -> dict[str, str]:
                                              "whose class occurs twice)")
     if importlib.util.find_spec("transformers") is None:
         notes["Adafactor"] = "transformers is not installed"
+    if base.devices:
+        notes["DDP / FSDP2 sharding"] = ("the model is placed on several devices; --parallel is not combined "
+                                         "with model parallel by placement")
     return notes

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memlint.errors import UsageError
+from memlint.estimate import placement
 from memlint.estimate.allocator import AllocatorOOM, CachingAllocatorModel, CpuAllocatorModel
 from memlint.estimate.overheads import CUDNN_LIBRARY
 from memlint.estimate.search import Probe, largest_fitting
@@ -185,6 +186,12 @@ class Estimate:
         (:meth:`memlint.estimate.distributed.Communication.to_json`); None otherwise.
     tensor_parallel: with ``--parallel tp|fsdp+tp``, the plan traced ({source, styles, skipped},
         :meth:`memlint.estimate.tensor_parallel.TPPlan.to_json`); None otherwise.
+    devices: when the workload places tensors on more than one CUDA device
+        (:mod:`memlint.estimate.placement`), each device's
+        :meth:`~memlint.estimate.placement.DeviceMemory.to_json`, from its own
+        allocator replay plus its own CUDA context; the verdict uses the largest
+        device_used. Then the top-level numbers count every device in one ledger
+        (one allocator, one context). [] for one device.
     ledger: the raw tracer.Ledger (storage records and alloc/free events).
     """
 
@@ -216,6 +223,7 @@ class Estimate:
     flops: int | None = None
     communication: dict | None = None
     tensor_parallel: dict | None = None
+    devices: list[dict] = field(default_factory=list)
     ledger: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -224,9 +232,10 @@ class Estimate:
         return sum(self.by_module.values())
 
     def to_json(self, max_points: int = 2000) -> dict:
-        """The documented JSON document (schema_version 2, see docs/estimator.md)."""
+        """The documented JSON document (schema_version 2, see docs/estimator.md); ``devices`` only when
+        more than one device is used."""
         top = sorted(self.by_module.items(), key=lambda kv: -kv[1])
-        return {
+        document = {
             "schema_version": SCHEMA_VERSION,
             "workload": self.workload,
             "target": self.target,
@@ -258,6 +267,9 @@ class Estimate:
             "trace_seconds": round(self.trace_seconds, 3),
             "timeline": self.timeline.downsample(max_points),
         }
+        if self.devices:
+            document["devices"] = self.devices
+        return document
 
 
 @dataclass
@@ -447,13 +459,16 @@ def estimate(workload, options: EstimateOptions | None = None, count_flops: bool
     ledger = Ledger(count_flops=count_flops)
     if options.parallel is not None:
         from memlint.estimate.distributed import trace_distributed as trace_training  # noqa: PLC0415
+    placement.check_not_distributed(workload.module, options)
     started = time.perf_counter()
     facts = trace_training(workload, options, ledger, target)
     elapsed = time.perf_counter() - started
     replay = _replay(ledger, options, cpu=not target.is_cuda)
     allocator = replay.allocator
     overheads = _overheads(target, ledger, facts["kernel_choices"])
-    device_used = allocator.peak_reserved + sum(o["bytes"] for o in overheads.values())
+    overhead_bytes = sum(o["bytes"] for o in overheads.values())
+    device_used = allocator.peak_reserved + overhead_bytes
+    devices = placement.per_device(ledger, options, overhead_bytes, cpu=not target.is_cuda)
     flops = ledger.flops // options.trace_steps if count_flops else None
     return Estimate(
         peak_allocated=allocator.peak_allocated,
@@ -483,6 +498,7 @@ def estimate(workload, options: EstimateOptions | None = None, count_flops: bool
         flops=flops,
         communication=facts.get("communication"),
         tensor_parallel=facts.get("tp_plan"),
+        devices=[d.to_json() for d in devices],
         ledger=ledger,
         trace_seconds=elapsed,
     )
@@ -494,7 +510,9 @@ def fits(result: Estimate, capacity_bytes: int, reserve: float = 0.10) -> Verdic
     required = result.device_used
     released = False
     cpu = result.options.device == "cpu"
-    if required > usable and result.ledger is not None and not cpu:
+    if result.devices:  # placed on several devices: the one that needs the most decides
+        required, released, _ = placement.largest_requirement(result, usable)
+    elif required > usable and result.ledger is not None and not cpu:
         overhead = result.device_used - result.peak_reserved
         if usable - overhead > 0:
             try:

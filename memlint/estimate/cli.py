@@ -461,7 +461,8 @@ def _run(args) -> int:
         from memlint.estimate.snapshot import record_step  # noqa: PLC0415
         from memlint.estimate.summary import format_summary  # noqa: PLC0415
 
-        print(format_summary(record_step(result).memory_stats), end="")
+        for index in [entry["index"] for entry in result.devices] or [None]:  # placed: one summary per device
+            print(format_summary(record_step(result, device=index).memory_stats, device=index or 0), end="")
     elif args.format == "json":
         document = report.render_json(result, verdict, best)
         if advice is not None:

@@ -21,7 +21,9 @@ records, fp32 and bf16 autocast (``python tests/benchmarks/cpu_scratch_scan.py``
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 
@@ -107,9 +109,14 @@ def _tensor_bytes(spec) -> int:
 
 @dataclass
 class ScratchProbe:
-    """Collects probed calls during a trace and measures their scratch afterwards (bytes)."""
+    """Collects probed calls during a trace and measures their scratch afterwards (bytes).
+
+    threads: intra-op threads the calls are measured with (None: this process's setting).
+    oneDNN's scratch depends on it (a convolution's im2col buffers are per thread).
+    """
 
     calls: list[tuple[int, int, tuple, str]] = field(default_factory=list)
+    threads: int | None = None
 
     def collect(self, func, args, kwargs, op_index: int, position: int, module: str) -> None:
         """Remember a call of ``func`` (an OpOverload in :data:`PROBED_OPS`) made at ``op_index``.
@@ -125,7 +132,7 @@ class ScratchProbe:
         runnable = [sig for sig in distinct if _tensor_bytes(sig[1]) + _tensor_bytes(sig[2]) <= PROBE_LIMIT_BYTES]
         result: dict[tuple, int | None] = {sig: None for sig in distinct}
         if runnable:
-            result.update(_profile(runnable))
+            result.update(_profile(runnable, self.threads))
         return result
 
 
@@ -137,7 +144,20 @@ def _resolve(name: str):
     return getattr(getattr(getattr(torch.ops, namespace), op), overload or "default")
 
 
-def _profile(signatures: list[tuple]) -> dict[tuple, int]:
+@contextlib.contextmanager
+def _intra_op_threads(threads: int | None) -> Iterator[None]:
+    import torch  # noqa: PLC0415
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _profile(signatures: list[tuple], threads: int | None = None) -> dict[tuple, int]:
     """Run each call twice (the second measured) in one profiler session; scratch = peak - end total."""
     import torch  # noqa: PLC0415
     from torch.profiler import record_function  # noqa: PLC0415
@@ -148,7 +168,7 @@ def _profile(signatures: list[tuple]) -> dict[tuple, int]:
     for sig in signatures:
         args, kwargs = _build(sig[1]), dict(_build(sig[2]))
         prepared.append((sig, _resolve(sig[0]), args, kwargs))
-    with memory_profile() as profiled, torch.no_grad():
+    with _intra_op_threads(threads), memory_profile() as profiled, torch.no_grad():
         for index, (_, op, args, kwargs) in enumerate(prepared):
             op(*args, **kwargs)
             with record_function(f"{PROBE_RANGE}_{index}"):

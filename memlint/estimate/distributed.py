@@ -213,12 +213,80 @@ def _nbytes(value) -> int:
     return 0
 
 
+#: Intra-op threads of one rank on the CPU target, with which its kernels' scratch is measured:
+#: torchrun sets OMP_NUM_THREADS=1 for every process when it starts more than one per node and
+#: the variable is unset (torch/distributed/run.py, torch 2.13.0), and the validator's ranks run
+#: with 1 (memlint/validate/distributed.py).
+RANK_INTRA_OP_THREADS = 1
+
+
 #: Scratch the gloo backend (the CPU target's collectives) allocates inside one collective, as a
 #: fraction of the collective's full buffer.  Measured on torch 2.13.0+cpu, 2 ranks:
 #: all_gather_into_tensor and reduce_scatter_tensor each allocate one full-size temporary for the
 #: duration of the call, all_reduce works in place (tests/benchmarks/gloo_scratch.py).  NCCL works on
 #: the caller's buffers (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), so CUDA targets get none.
 GLOO_SCRATCH_FRACTION = {"all_gather": 1.0, "reduce_scatter": 1.0, "all_reduce": 0.0, "broadcast": 0.0}
+#: Whether that scratch is a tensor storage an aten op returns (so counted in peak_tensor_bytes, as a
+#: tensor ledger of the real run counts it) rather than memory only the allocator sees.  gloo's
+#: ``_reduce_scatter_base_`` splits a full-size copy of its input with ``aten.split`` (a dispatch-mode
+#: log shows the split's storage); all_gather's temporary never reaches an aten op.  Measured on torch
+#: 2.13.0+cpu, 2 ranks (tests/benchmarks/gloo_scratch.py: "tensor ledger scratch").
+GLOO_SCRATCH_IS_TENSOR = {"all_gather": False, "reduce_scatter": True, "all_reduce": False, "broadcast": False}
+
+
+#: Batch-norm ops whose saved statistics (outputs 1 and 2) FakeTensorMode types from the input alone:
+#: its decomposition (torch/_decomp/decompositions.py ``native_batch_norm_helper``, torch 2.13.0) casts
+#: them to the input's dtype on "cpu" tensors.  The real CPU kernel keeps them in float32 when the
+#: input is bf16/fp16 and a parameter or running statistic is float32 (autocast: a bf16 convolution
+#: output into a float32 BatchNorm); checked against the kernel in tests/estimate/test_distributed.py.
+MIXED_BATCH_NORM_OPS = ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+                        "_native_batch_norm_legit_no_training")
+
+
+def _mixed_batch_norm_mode():
+    """A TorchDispatchMode directly above FakeTensorMode: batch-norm statistics in the real kernel's dtype."""
+    import torch  # noqa: PLC0415
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+
+    reduced = (torch.bfloat16, torch.float16)
+
+    class MixedBatchNormStats(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.namespace != "aten" or func.overloadpacket.__name__ not in MIXED_BATCH_NORM_OPS:
+                return out
+            tensors = [a for a in args[1:5] if isinstance(a, torch.Tensor)]
+            if args[0].dtype not in reduced or not any(t.dtype == torch.float32 for t in tensors):
+                return out
+            stats = [torch.empty(o.shape, dtype=torch.float32, device=o.device) if o.dtype in reduced else o
+                     for o in out[1:3]]
+            return (out[0], *stats, *out[3:])
+
+    return MixedBatchNormStats()
+
+
+@contextlib.contextmanager
+def _libraries_see_a_real_run() -> Iterator[None]:
+    """Library checks that take a FakeTensor for graph tracing answer as for a real tensor.
+
+    transformers (5.24.0, utils/import_utils.py ``is_tracing``) counts a FakeTensor as tracing,
+    and then masking_utils ``_ignore_causal_mask_sdpa`` builds a 4-D attention mask instead of
+    SDPA's ``is_causal``: the engines' FakeTensors would trace a mask per layer (fp32
+    [batch, 1, seq, seq], saved for backward) that a real run and the meta trace do not have.
+    Only a transformers the workload already imported is touched.
+    """
+    import sys  # noqa: PLC0415
+
+    module = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(module, "is_fake_tensor", None)
+    if original is None:
+        yield
+        return
+    module.is_fake_tensor = lambda tensor: False
+    try:
+        yield
+    finally:
+        module.is_fake_tensor = original
 
 
 def _collective_mode(ledger, counter: dict, gloo: bool):
@@ -247,7 +315,8 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
                     counter["comm"].add(kind, _nbytes(buffers))
                 scratch = int(_nbytes(buffers) * GLOO_SCRATCH_FRACTION[kind]) if gloo else 0
                 if scratch:
-                    ledger.transient(scratch, f"gloo {kind} scratch")
+                    category = "communication" if GLOO_SCRATCH_IS_TENSOR[kind] else "workspace"
+                    ledger.transient(scratch, f"gloo {kind} scratch", category)
             elif namespace == "_c10d_functional" and name in _FUNCTIONAL_OPS:
                 kind = _FUNCTIONAL_OPS[name]
                 buffer = out if kind == "all_gather" else args[0]
@@ -256,7 +325,8 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
                     counter["comm"].add(kind, _nbytes(buffer), _group_size(args[-1]))
                 scratch = int(_nbytes(buffer) * GLOO_SCRATCH_FRACTION[kind]) if gloo else 0
                 if scratch:
-                    ledger.transient(scratch, f"gloo {kind} scratch")
+                    category = "communication" if GLOO_SCRATCH_IS_TENSOR[kind] else "workspace"
+                    ledger.transient(scratch, f"gloo {kind} scratch", category)
             elif namespace == "fsdp" and name in _FSDP_BUFFER_OPS:
                 for value in tree_flatten((out, kwargs.get("out")))[0]:
                     if isinstance(value, torch.Tensor):
@@ -475,7 +545,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
     if not target.is_cuda:
         from memlint.estimate.cpu_scratch import ScratchProbe  # noqa: PLC0415
 
-        ledger.scratch_probe = ScratchProbe()
+        ledger.scratch_probe = ScratchProbe(threads=RANK_INTRA_OP_THREADS)
     units: list[str] = []
     plan = None
     with fake_world(options.world_size), ExitStackWithErrors(workload) as stack:
@@ -490,6 +560,8 @@ def trace_distributed(workload, options, ledger, target) -> dict:
         elif options.parallel in ("tp", "fsdp+tp"):
             plan, units = _tensor_parallel(workload, module, options, micro_batch)
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+        stack.enter_context(_mixed_batch_norm_mode())
+        stack.enter_context(_libraries_see_a_real_run())
         stack.enter_context(make_ledger_mode(ledger, target))
         stack.enter_context(_collective_mode(ledger, counter, gloo=not target.is_cuda))
         stack.enter_context(report_resizes(ledger))

@@ -156,25 +156,50 @@ def _is_device(value, kind: str) -> bool:
     return isinstance(value, torch.device) and value.type == kind
 
 
-def map_cuda_to_meta(name: str, args: tuple, kwargs: dict):
+def map_cuda_to_meta(name: str, args: tuple, kwargs: dict, func=None):
     """Rewrite CUDA device arguments of a torch function call to ``"meta"``.
 
     Returns ``(args, kwargs, replacement)``; ``replacement`` is a callable
-    result instead of the call: ``Tensor.cuda()`` becomes ``.to("meta")``, and
-    ``Tensor.cpu()`` / ``.to("cpu")`` of a meta tensor an alias of it (a host
-    copy holds no device memory).  None otherwise.
+    result instead of the call: ``Tensor.cuda(i)`` / ``.to("cuda:i")`` become
+    :func:`memlint.estimate.placement.move` (the device index is kept beside the
+    meta tensor), a factory call with ``device="cuda:i"`` runs ``func`` under
+    :func:`memlint.estimate.placement.explicit_device`, and ``Tensor.cpu()`` /
+    ``.to("cpu")`` of a meta tensor is an alias of it (a host copy holds no
+    device memory).  None otherwise.  ``func``: the function called (needed for
+    the device-keeping replacements of ``.to`` and factory calls).
     """
     import torch  # noqa: PLC0415
 
+    from memlint.estimate import placement  # noqa: PLC0415
+
     tensor = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if name == "_parse_to":  # Module.to(1): an int names a CUDA device (torch would look for an accelerator)
+        args = tuple(_int_as_cuda(a) for a in args)
+        if "device" in kwargs:
+            kwargs = dict(kwargs, device=_int_as_cuda(kwargs["device"]))
+        return args, kwargs, None
     if name == "cuda" and tensor is not None:
-        return args, kwargs, lambda: tensor.to("meta")
+        index = placement.cuda_index(args[1] if len(args) > 1 else kwargs.get("device")) or 0
+        return args, kwargs, lambda: placement.move(tensor, index)
     host_copy = name == "cpu" or (name == "to" and (any(_is_device(a, "cpu") for a in args[1:])
                                                     or _is_device(kwargs.get("device"), "cpu")))
     if host_copy and tensor is not None and tensor.device.type == "meta":
         return args, kwargs, lambda: tensor.detach()
-    if "device" in kwargs and _is_device(kwargs["device"], "cuda"):
+    if name == "to" and tensor is not None and func is not None:
+        moved = placement.to_arguments(args, kwargs)
+        if moved is not None:
+            index, args, kwargs = moved
+            return args, kwargs, lambda: placement.placed_to(func, tensor, args, kwargs, index)
+        if placement.is_scalar_to_meta(tensor, args, kwargs):
+            return args, kwargs, lambda: placement.floating_scalar(func, tensor, args, kwargs)
+    if "device" in kwargs and placement.cuda_index(kwargs["device"]) is not None:
+        index = placement.cuda_index(kwargs["device"])
         kwargs = dict(kwargs, device="meta")
+        if func is not None:
+            return args, kwargs, lambda: placement.call_on(index, func, args, kwargs)
+    if func is not None and placement.placing() and _is_device(kwargs.get("device"), "meta"):
+        # device=t.device of a traced tensor: its device is learnt when it meets a placed tensor
+        return args, kwargs, lambda: placement.call_on(placement.FLOATING, func, args, kwargs)
     if name == "to":
         args = tuple("meta" if _is_device(a, "cuda") else a for a in args)
     return args, kwargs, None
@@ -187,15 +212,27 @@ def make_cuda_to_meta_mode(ledger=None):
     class CudaToMetaMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             name = getattr(func, "__name__", "")
-            args, kwargs, replacement = map_cuda_to_meta(name, tuple(args), kwargs or {})
+            args, kwargs, replacement = map_cuda_to_meta(name, tuple(args), kwargs or {}, func)
             if replacement is None:
                 return func(*args, **kwargs)
-            if ledger is not None and name != "cuda":
+            if ledger is not None and (name == "cpu" or (name == "to" and _is_host_copy(args, kwargs))):
                 ledger.report_unsupported(f"Tensor.{name}() to the host",
                                           "host copy: no device memory (traced as an alias)")
             return replacement()
 
     return CudaToMetaMode()
+
+
+def _int_as_cuda(value):
+    import torch  # noqa: PLC0415
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        return torch.device("cuda", value)
+    return value
+
+
+def _is_host_copy(args: tuple, kwargs: dict) -> bool:
+    return any(_is_device(a, "cpu") for a in args[1:]) or _is_device(kwargs.get("device"), "cpu")
 
 
 # ---------------------------------------------------------------------------

@@ -63,6 +63,8 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
             table.add_row(category, format_bytes(nbytes), f"{100 * nbytes / total:.1f}%")
     console.print(table)
     console.print(_numbers_table(result, Table))
+    if result.devices:
+        console.print(_devices_table(result, Table))
     _print_checkpointing(console, result)
     if result.by_module:
         modules = Table(title="Top modules by activation bytes", min_width=31)  # the title on one line
@@ -81,7 +83,7 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
         word = "[green]fits[/]" if verdict.fits else "[red]does not fit[/]"
         console.print(f"Verdict: {word} in {format_bytes(verdict.capacity_bytes)} with "
                       f"{verdict.reserve:.0%} reserve: headroom {verdict.headroom_bytes / GiB:+.2f} GiB "
-                      f"({verdict.headroom_fraction:+.1%})")
+                      f"({verdict.headroom_fraction:+.1%})" + _largest_device_note(result))
     if max_batch is not None:
         from memlint.estimate.api import MAX_BATCH_SEARCH_LIMIT  # noqa: PLC0415
 
@@ -93,7 +95,10 @@ def render_table(result, verdict=None, max_batch: int | None = None, file: TextI
 
 def _numbers_table(result, table_class):
     """The three numbers with their meanings (CUDA names; on the CPU target the CPU allocator's)."""
-    numbers = table_class(title="Predicted memory" if result.options.device == "cpu" else "Predicted CUDA memory")
+    title = "Predicted memory" if result.options.device == "cpu" else "Predicted CUDA memory"
+    if result.devices:  # placed on several devices: these count them all in one ledger
+        title += " (all devices in one ledger)"
+    numbers = table_class(title=title)
     numbers.add_column("metric")
     numbers.add_column("value", justify="right")
     numbers.add_column("meaning")
@@ -108,6 +113,27 @@ def _numbers_table(result, table_class):
                     f"{format_bytes(result.memory_stats.get('inactive_split_bytes.all.peak', 0))})")
     numbers.add_row("device_used", format_bytes(result.device_used), "nvidia-smi / NVML used (incl. CUDA context)")
     return numbers
+
+
+def _largest_device_note(result) -> str:
+    """`` on cuda:1, the device that needs the most`` when the workload is placed on several devices."""
+    if not result.devices:
+        return ""
+    largest = max(result.devices, key=lambda d: d["device_used"])["device"]
+    return f" on {largest}, the device that needs the most"
+
+
+def _devices_table(result, table_class):
+    """Each device's three numbers when the workload is placed on several (the verdict's device marked)."""
+    largest = max(result.devices, key=lambda d: d["device_used"])["device"]
+    table = table_class(title="Memory per device (placement)")
+    for column in ("device", "peak_allocated", "peak_reserved", "device_used"):
+        table.add_column(column, justify="left" if column == "device" else "right")
+    for entry in result.devices:
+        mark = " (largest)" if entry["device"] == largest else ""
+        table.add_row(entry["device"] + mark, format_bytes(entry["peak_allocated"]),
+                      format_bytes(entry["peak_reserved"]), format_bytes(entry["device_used"]))
+    return table
 
 
 def _print_checkpointing(console, result) -> None:

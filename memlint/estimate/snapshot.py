@@ -58,6 +58,9 @@ from memlint.estimate.allocator import Block, CachingAllocatorModel
 #: (the readers only compare addresses); this one has the high bits of a
 #: typical CUDA virtual address, so it reads like a real one.
 BASE_ADDRESS = 0x7F0000000000
+#: Address space between devices in the snapshot of a workload placed on several (1 TiB, more than
+#: any GPU holds; CUDA's unified virtual addressing gives each device's memory its own addresses). A choice of ours.
+DEVICE_ADDRESS_STRIDE = 1 << 40
 #: Segments are placed at multiples of 2 MiB (the granularity of cudaMalloc's
 #: large allocations; ``kSmallBuffer`` in c10/cuda/CUDACachingAllocator.cpp).
 ADDRESS_ALIGNMENT = 2 << 20
@@ -273,6 +276,20 @@ class Recording:
         }
 
 
+def _placed_snapshot(result, module=None) -> dict:
+    """The snapshot of a workload placed on several devices: each device's segments (tagged with
+    its index) and one trace per device index, as ``torch.cuda.memory._snapshot()`` lists them."""
+    document, segments, traces = None, [], {}
+    for entry in result.devices:
+        recording = record_step(result, module, device=entry["index"])
+        segments += recording.allocator.segment_list(device=entry["index"])
+        traces[entry["index"]] = recording.trace
+        document = document or recording.snapshot()
+    document["segments"] = segments
+    document["device_traces"] = [traces.get(index, []) for index in range(max(traces) + 1)]
+    return document
+
+
 class _FrameMaker:
     """Frames for each storage record; one list per record, shared by its entries (pickled once)."""
 
@@ -317,15 +334,19 @@ class _FrameMaker:
         return frames
 
 
-def record_step(result, module=None) -> Recording:
+def record_step(result, module=None, device: int | None = None) -> Recording:
     """Replay ``result``'s ledger (an :class:`memlint.estimate.api.Estimate`) keeping the snapshot.
 
     module: the workload's ``nn.Module`` (optional), used to add the Python
     frame of each module's ``forward``.  Bytes are sharded as in the estimate
-    (``--zero-stage``).  Raises UsageError for a CPU-target estimate (there is
-    no caching allocator to snapshot) or one without a ledger.
+    (``--zero-stage``).  device: replay only that device's storages (a workload
+    placed on several, :mod:`memlint.estimate.placement`; addresses from
+    ``device * DEVICE_ADDRESS_STRIDE`` up); None: every storage.  Raises
+    UsageError for a CPU-target estimate (there is no caching allocator to
+    snapshot) or one without a ledger.
     """
     from memlint.estimate.api import _shard_factor  # noqa: PLC0415
+    from memlint.estimate.placement import device_ledger  # noqa: PLC0415
 
     ledger = result.ledger
     if ledger is None:
@@ -333,7 +354,10 @@ def record_step(result, module=None) -> Recording:
     if result.options.device == "cpu":
         raise UsageError("--snapshot and --format summary show the CUDA caching allocator: "
                          "not available with --device cpu (no caching on the CPU)")
+    if device is not None:
+        ledger = device_ledger(ledger, device)
     allocator = RecordingAllocator()
+    allocator.next_address += (device or 0) * DEVICE_ADDRESS_STRIDE
     steady_start = next((op for op, _, step in ledger.phases if step == 1), 0)
     maker = _FrameMaker(module)
     frames: dict[int, list] = {}
@@ -357,13 +381,15 @@ def record_step(result, module=None) -> Recording:
 def write_snapshot(result, path: str, module=None) -> Recording:
     """Write ``result``'s traced step to ``path`` as a pickled ``torch.cuda.memory._snapshot()``.
 
-    Returns the :class:`Recording`.  Raises UsageError naming the file when it
-    cannot be written.
+    A workload placed on several devices gets each device's segments and
+    trace.  Returns the :class:`Recording` (every device in one replay).
+    Raises UsageError naming the file when it cannot be written.
     """
     recording = record_step(result, module)
+    document = recording.snapshot() if not result.devices else _placed_snapshot(result, module)
     try:
         with open(path, "wb") as handle:
-            pickle.dump(recording.snapshot(), handle, protocol=PICKLE_PROTOCOL)
+            pickle.dump(document, handle, protocol=PICKLE_PROTOCOL)
     except OSError as exc:
         raise UsageError(f"--snapshot {path!r}: cannot write: {exc.strerror or exc}") from None
     return recording

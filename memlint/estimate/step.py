@@ -27,6 +27,7 @@ from typing import Any
 
 from memlint.errors import TargetError, UsageError
 from memlint.estimate.messages import one_line
+from memlint.estimate.placement import call_on, device_of, keep_devices
 from memlint.estimate.tracer import Ledger, ModuleTracker, make_ledger_mode
 
 OPTIMIZER_NAMES = ("sgd", "sgd-momentum", "adam", "adamw", "adagrad", "rmsprop")
@@ -233,12 +234,12 @@ def host_offload_hooks():
     """
     import torch  # noqa: PLC0415
 
-    def pack(tensor):
-        return (tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.requires_grad)
+    def pack(tensor):  # the CUDA device index too: the copy comes back to the device it left
+        return (tuple(tensor.shape), tensor.stride(), tensor.dtype, device_of(tensor))
 
     def unpack(packed):
-        shape, stride, dtype, _ = packed
-        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+        shape, stride, dtype, device = packed
+        return call_on(device, torch.empty_strided, (shape, stride), {"dtype": dtype, "device": "meta"})
 
     return torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
@@ -256,7 +257,8 @@ class _TraceState:
     def cast(self, dtype) -> None:
         for tensor in list(self.module.parameters()) + list(self.module.buffers()):
             self.dtypes[tensor] = tensor.dtype
-        self.module.to(dtype)
+        with keep_devices(self.module):  # the cast makes new storages: they stay on their devices
+            self.module.to(dtype)
 
     def undo(self) -> None:
         for handle in self.handles:
@@ -264,9 +266,10 @@ class _TraceState:
         if self.step_in_backward is not None:
             self.step_in_backward.remove()
         remove_checkpointing(self.module, self.checkpointed)
-        for tensor, dtype in self.dtypes.items():
-            if tensor.dtype != dtype:
-                tensor.data = tensor.data.to(dtype)
+        with keep_devices(self.module):
+            for tensor, dtype in self.dtypes.items():
+                if tensor.dtype != dtype:
+                    tensor.data = tensor.data.to(dtype)
         for param in self.module.parameters():
             param.grad = None
 

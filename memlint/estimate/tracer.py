@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memlint.estimate.messages import first_line
+from memlint.estimate.placement import device_of_key, drain_adopted, op_device, tag_outputs
 
 CATEGORIES = ("parameter", "buffer", "gradient", "optimizer_state", "activation",
               "temporary", "input", "workspace", "communication")
@@ -47,6 +48,8 @@ class StorageRecord:
     op: str
     born: int
     died: int | None = None
+    #: CUDA device index (memlint/estimate/placement.py; 0 unless the workload places tensors on others)
+    device: int = 0
 
 
 @dataclass
@@ -85,6 +88,8 @@ class Ledger:
     #: module label (FQN; the root's class name for the root) -> its class name, for reports
     module_classes: dict[str, str] = field(default_factory=dict)
     closed: bool = False
+    #: CUDA device index of the op running (placement.op_device): where workspaces and scratch go
+    device: int = 0
     workspace_threads: set = field(default_factory=set)
     _live: dict[int, int] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -131,12 +136,18 @@ class Ledger:
             return self.records[sid]
         sid = next(self._ids)
         record = StorageRecord(sid, int(storage.nbytes()), category, self.phase, self.step,
-                               self.micro, self.module, op, self.op_index)
+                               self.micro, self.module, op, self.op_index, device=device_of_key(key))
         self.records[sid] = record
         self._live[key] = sid
         self.events.append((self.op_index, sid, True))
         weakref.finalize(storage, self._on_free, key, sid)
         return record
+
+    def relocate(self, key: int, device: int) -> None:
+        """The live storage ``key`` is on ``device`` (a floating storage placed: memlint/estimate/placement.py)."""
+        sid = self._live.get(key)
+        if sid is not None:
+            self.records[sid].device = device
 
     def _on_free(self, key: int, sid: int) -> None:
         if self.closed or self._live.get(key) != sid:
@@ -164,7 +175,8 @@ class Ledger:
             keep = category if old.category == "temporary" else old.category
         sid = next(self._ids)
         self.records[sid] = StorageRecord(sid, int(storage.nbytes()), keep, self.phase, self.step,
-                                          self.micro, self.module, "resize_", self.op_index)
+                                          self.micro, self.module, "resize_", self.op_index,
+                                          device=device_of_key(key))
         self._live[key] = sid
         self.events.append((self.op_index, sid, True))
         weakref.finalize(storage, self._on_free, key, sid)
@@ -179,7 +191,7 @@ class Ledger:
         """An allocation that is never freed during the trace (e.g. a cuBLAS workspace)."""
         sid = next(self._ids)
         record = StorageRecord(sid, int(nbytes), category, self.phase, self.step, self.micro,
-                               self.module, op, self.op_index)
+                               self.module, op, self.op_index, device=self.device)
         self.records[sid] = record
         self.events.append((self.op_index, sid, True))
         return record
@@ -288,7 +300,11 @@ def make_ledger_mode(ledger: Ledger, target=None):
             kwargs = kwargs or {}
             ledger.op_index += 1
             name = func.overloadpacket.__name__
+            ledger.device = op_device(name, args, kwargs, ledger.module)
+            for key, index in drain_adopted():
+                ledger.relocate(key, index)
             out = self._run(func, name, args, kwargs)
+            tag_outputs(name, args, out, ledger.device)
             if name in rules.outputs:
                 out, note = rules.outputs[name](args, out)
                 if note:
@@ -331,6 +347,8 @@ def make_ledger_mode(ledger: Ledger, target=None):
             # CUDA runs backward on the autograd engine's device thread, which gets its
             # own cuBLAS handle and workspace; forward and optimizer share the caller's.
             thread = "backward" if ledger.phase == "backward" else "main"
+            if ledger.device > 0:  # each device has its own handles (and autograd device thread)
+                thread = f"{thread} cuda:{ledger.device}"
             if thread not in ledger.workspace_threads:
                 ledger.workspace_threads.add(thread)
                 ledger.cublas_workspace = cublas_bytes

@@ -180,8 +180,9 @@ BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
 
 def render_peers(peers: dict, records: list[dict]) -> str:
     """The fvcore peer table: a formula estimate from fvcore's activation count vs the CPU truth and memlint."""
-    by_name = {f"{Path(r['workload']['target']).name}": r for r in records if record_kind(r) == "cpu"
-               and not r["workload"].get("options", {}).get("parallel")}  # fvcore models one process
+    by_name = {f"{Path(r['workload']['target']).name}": r for r in records
+               if record_kind(r) == "cpu" and not r["workload"]["options"].get("parallel")
+               and r["workload"]["options"]["precision"] == "fp32"}
     lines = ["", f"### Peer baseline: a formula estimate from {peers['tool']}", "",
              "parameters + gradients + optimizer state + 4 bytes x fvcore's activation count (fp32 records; "
              "`python tests/benchmarks/peer_baselines.py`).", "",

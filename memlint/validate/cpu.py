@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memlint.estimate.messages import one_line
 
@@ -44,6 +44,8 @@ class CpuMeasurement:
     kernel_scratch_bytes: peak_allocator_bytes - peak_tensor_bytes: memory CPU kernels
         allocate internally (e.g. oneDNN reorders), invisible to the tensor ledger.
     step_peaks: allocator peak of each measured step; baseline_bytes: live at the first one's start.
+    unmeasured: number name -> why the instrument cannot measure it in this run (the number is
+        then recorded as null and not compared; see memlint.validate.distributed.PROFILER_GAP).
     """
 
     peak_allocator_bytes: int
@@ -52,6 +54,7 @@ class CpuMeasurement:
     baseline_bytes: int
     memory_events: int
     seconds: float
+    unmeasured: dict[str, str] = field(default_factory=dict)
 
     @property
     def kernel_scratch_bytes(self) -> int:

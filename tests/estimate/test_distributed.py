@@ -50,6 +50,18 @@ def test_fsdp_shards_state_and_falls_with_world_size():
     assert eight.communication["buffer_bytes"]["all_gather"] >= 2 * params
 
 
+def test_gloo_reduce_scatter_scratch_is_a_tensor_all_gather_scratch_is_not():
+    """On the CPU target the mlp (one FSDP unit) peaks inside the gradients' reduce-scatter: its
+    input (all gradients, full size) and gloo's full-size copy of it, which aten's split returns
+    as tensors (tests/benchmarks/gloo_scratch.py), so both count as tensor bytes."""
+    result = _estimate("mlp", parallel="fsdp", world_size=2)
+    params = _param_bytes("mlp")
+    assert result.by_category["communication"] == 2 * params
+    assert result.peak_tensor_bytes == result.peak_allocated
+    gathered = [r for r in result.ledger.records.values() if r.op == "gloo all_gather scratch"]
+    assert gathered and all(r.category == "workspace" for r in gathered)
+
+
 def test_no_reshard_after_forward_gathers_once():
     result = _estimate("gpt_decoder", parallel="fsdp", world_size=4, reshard_after_forward=False)
     params = _param_bytes("gpt_decoder")
@@ -95,3 +107,37 @@ def test_settings_key_parallel_takes_the_engines_of_the_estimator():
     assert [KEYS["parallel"]("parallel", mode.upper()) for mode in PARALLEL_MODES] == list(PARALLEL_MODES)
     with pytest.raises(ValueError, match="must be one of ddp, fsdp"):
         KEYS["parallel"]("parallel", "pp")
+
+
+@pytest.mark.parametrize(("param_dtype", "stats_dtype", "training"), [
+    ("bfloat16", "bfloat16", True), ("float32", "float32", True), ("float32", "float32", False),
+    (None, "float32", True), (None, None, True), ("float32", None, True)])
+def test_fake_batch_norm_statistics_take_the_real_cpu_kernels_dtype(param_dtype, stats_dtype, training):
+    """bf16 input: the traced saved statistics have the dtype the real CPU kernel returns."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from memlint.estimate.distributed import _mixed_batch_norm_mode
+
+    def arguments():
+        weight = torch.ones(4, dtype=getattr(torch, param_dtype)) if param_dtype else None
+        bias = torch.zeros(4, dtype=getattr(torch, param_dtype)) if param_dtype else None
+        mean = torch.zeros(4, dtype=getattr(torch, stats_dtype)) if stats_dtype else None
+        var = torch.ones(4, dtype=getattr(torch, stats_dtype)) if stats_dtype else None
+        return torch.randn(2, 4, 8, 8, dtype=torch.bfloat16), weight, bias, mean, var, training, 0.1, 1e-5
+
+    real = torch.ops.aten.native_batch_norm(*arguments())
+    with FakeTensorMode(allow_non_fake_inputs=True), _mixed_batch_norm_mode():
+        traced = torch.ops.aten.native_batch_norm(*arguments())
+    assert [(t.dtype, t.shape) for t in traced] == [(t.dtype, t.shape) for t in real]
+
+
+def test_engine_trace_of_a_transformers_model_keeps_sdpas_is_causal():
+    """transformers takes FakeTensors for graph tracing and would build a 4-D mask per layer; the
+    engines' trace must give the activations of the single-GPU (meta) trace."""
+    pytest.importorskip("transformers")
+    workload = f"{TINY}:hf_gpt2"
+    single = estimate(load_workload(workload, [], None), EstimateOptions(gpu="H100-80GB", optimizer="adam"))
+    ddp = estimate(load_workload(workload, [], None),
+                   EstimateOptions(gpu="H100-80GB", optimizer="adam", parallel="ddp", world_size=2))
+    assert ddp.by_category["activation"] == single.by_category["activation"]

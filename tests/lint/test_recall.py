@@ -1,17 +1,17 @@
 """Recall on the reproducers of reported bugs in fixtures/recall (see
 tests/lint/recall_score.py for the set and its scoring conventions).
 
-The bound is the measured recall (101/117 = 86.3% when it was set: 76/84
-on the first family, 25/33 on the second family's reproducers, written by
-someone who had not read those rules) less two marks of slack; the misses
-still open are listed in docs/accuracy.md."""
+The bound is the measured recall (111/117 = 94.9% when it was set, issue
+19: 81/84 on the first family, 30/33 on the second family's reproducers,
+written by someone who had not read those rules; 101/117 before) less two
+marks of slack; the misses still open are listed in docs/accuracy.md."""
 
 from __future__ import annotations
 
 from .recall_score import RECALL, score
 
-#: 99 of the 117 marks: the measured 101 less two.
-MIN_RECALL = 99 / 117
+#: 109 of the 117 marks: the measured 111 less two.
+MIN_RECALL = 109 / 117
 
 
 def test_recall_on_reported_bugs():

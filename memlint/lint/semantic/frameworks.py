@@ -271,6 +271,20 @@ NOT_MODULE_TYPES = re.compile(
     r"pytorch_lightning\.Trainer|lightning\.(?:fabric\.)?Fabric|accelerate\.Accelerator|"
     r"sklearn\.\S+|xgboost\.\S+|lightgbm\.\S+)$"
 )
+#: Import roots of Keras (keras 3.15.1, tf.keras of tensorflow 2.x, tf_keras):
+#: ``keras.Model.predict`` runs a whole-dataset inference per call.
+KERAS_ROOTS = frozenset({"keras", "tensorflow", "tf_keras"})
+#: Import roots that provide no object with a ``predict`` method: numerical,
+#: data, image, plotting and progress libraries (numpy, pandas, scipy, PIL,
+#: OpenCV, matplotlib, h5py, imageio, tqdm, absl flags, PyYAML). With Keras and
+#: the standard library (:data:`sys.stdlib_module_names`, less the modules
+#: that load arbitrary objects), a file importing only these can get a
+#: ``predict`` only from Keras or from its own classes.
+NO_PREDICT_LIBRARIES = frozenset({
+    "numpy", "pandas", "scipy", "PIL", "cv2", "matplotlib", "h5py", "imageio", "tqdm", "absl", "yaml", "seaborn",
+})
+#: Standard-library modules that load arbitrary objects (which may have ``predict``).
+OBJECT_LOADING_STDLIB = frozenset({"pickle", "_pickle", "shelve", "marshal", "copyreg", "importlib", "code"})
 #: Optimizer constructors and factories besides ``torch.optim.<Name>``.
 OPTIMIZER_FACTORIES = frozenset({
     "transformers.AdamW", "transformers.Adafactor", "transformers.optimization.Adafactor",
@@ -288,6 +302,17 @@ STREAM_FACTORIES = frozenset({
     "torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader",
     "tensorflow.data.Dataset.from_tensor_slices", "tensorflow.data.Dataset.from_generator",
     "datasets.load_dataset", "torch.utils.data.random_split",
+})
+#: Library types whose instances, iterated, yield the data one batch or
+#: sample at a time, so that a parameter annotated with one is a stream:
+#: ``tf.data.Dataset`` (tensorflow/python/data/ops/dataset_ops.py
+#: ``DatasetV2.__iter__``), torch's ``DataLoader``/``Dataset``/
+#: ``IterableDataset`` (torch/utils/data, torch 2.13.0) and Hugging Face
+#: ``datasets.Dataset``/``IterableDataset`` (arrow_dataset.py, iterable_dataset.py).
+STREAM_TYPES = frozenset({
+    "tensorflow.data.Dataset", "tensorflow.compat.v2.data.Dataset", "torch.utils.data.DataLoader",
+    "torch.utils.data.Dataset", "torch.utils.data.IterableDataset", "torch.utils.data.dataloader.DataLoader",
+    "datasets.Dataset", "datasets.IterableDataset",
 })
 #: Methods of a stream of batches that return the stream transformed (still
 #: a stream): ``tf.data.Dataset`` (tensorflow/python/data/ops/dataset_ops.py:

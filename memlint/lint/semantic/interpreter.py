@@ -407,6 +407,9 @@ class Interpreter:
             return
         if name in self.model.backward_evidence(self.unit) and value.graph is Tri.MAYBE and self.state.grad is not Tri.NO:
             value = value.evolve(graph=Tri.YES, kind=Kind.TENSOR if value.kind is Kind.UNKNOWN else value.kind)
+        elif (value.graph is Tri.MAYBE and value.kind is Kind.TENSOR and self.state.grad is not Tri.NO
+              and name in self.model.summed_backward_evidence(self.unit)):
+            value = value.evolve(graph=Tri.YES)  # a tensor term of a backpropagated sum is a loss term
         value = self.model.with_module_evidence(self.unit, name, value)
         if value.may_hold_tensor and value.kind is not Kind.OBJECT:
             value = value.with_sources(value.sources | {name})

@@ -39,6 +39,7 @@ from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import operations
 from memlint.lint.semantic.classes import ClassInfo, ClassTable
 from memlint.lint.semantic.interpreter import Analysis, CallSite, Context, Interpreter
+from memlint.lint.semantic.constants import Constants
 from memlint.lint.semantic.scopes import BindingKind, ScopeKind, ScopeTree
 from memlint.lint.semantic.values import PLAIN, UNKNOWN, Kind, Tri, Value, container, join_all, module, obj
 from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES, call_arguments
@@ -132,6 +133,14 @@ class SemanticModel:
         self._ancestor_memo: dict[str, dict[ast.AST, tuple]] = {}
         self._loops_memo: dict[ast.AST, tuple[ast.AST, ...]] = {}
         self._run_loop_memo: dict[ast.AST, bool] = {}
+        self._constants: Constants | None = None
+
+    @property
+    def constants(self) -> Constants:
+        """Constant folding of the file's literals (:mod:`.constants`), built on first use."""
+        if self._constants is None:
+            self._constants = Constants(self)
+        return self._constants
 
     # ==================================================================================
     # structure
@@ -869,6 +878,21 @@ class SemanticModel:
         joined = join_all(values)
         return joined if joined is not None else UNKNOWN
 
+    def submodule_name(self, attr: str, interpreter: Interpreter) -> bool:
+        """``m.<attr>`` of a module whose class the file does not know (a
+        Lightning callback's ``pl_module``, a model passed in) is a submodule
+        when the module classes of the file that assign ``self.<attr>`` all
+        assign it a module, and at least one does (``self.student =
+        student`` called as ``self.student(x)``)."""
+        key = ("submodule name", attr)
+        found = self.index.memo.get(key)
+        if found is None:
+            self.index.memo[key] = False  # while deciding: a recursive question gets "no"
+            owners = [k for k in self.classes.by_node.values() if k.is_module and attr in self._attribute_index(k)]
+            found = bool(owners) and all(self.class_attribute(k, attr, interpreter).kind is Kind.MODULE for k in owners)
+            self.index.memo[key] = found
+        return found
+
     def sole_method_owner(self, name: str) -> ClassInfo | None:
         """The one class of the file that defines a method ``name`` (None when
         none or several do): a receiver of unknown kind calling ``x.name(...)``
@@ -942,10 +966,31 @@ class SemanticModel:
         """Names (dotted) whose value is differentiated by a backward pass in
         ``unit``, or returned to a framework that backpropagates it (a
         Lightning ``training_step``, a ``Trainer.compute_loss``)."""
-        found = self._evidence("backward", unit, operations.backward_names)
+        key = ("backward", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = frozenset(
+                name for expr in self._differentiated(unit) if (name := dotted_name(expr)) is not None)
         hook = self.hook_of(unit)
         if hook is not None and hook.returns_loss:
             found = found | self._returned_losses(unit)
+        return found
+
+    def summed_backward_evidence(self, unit: ast.AST) -> frozenset[str]:
+        """Names (dotted) added as terms into an expression a backward pass
+        of ``unit`` differentiates (:func:`operations.summed_into_backward_names`)."""
+        key = ("summed backward", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = frozenset(operations.summed_terms(self._differentiated(unit)))
+        return found
+
+    def _differentiated(self, unit: ast.AST) -> list[ast.expr]:
+        """The expressions ``unit``'s backward calls differentiate (once per unit)."""
+        key = ("differentiated", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = operations.differentiated_expressions(self, self._calls_of_unit(unit))
         return found
 
     def _returned_losses(self, unit: ast.AST) -> frozenset[str]:
@@ -991,7 +1036,7 @@ class SemanticModel:
         key = ("runs backward", unit)
         found = self._evidence_memo.get(key)
         if found is None:
-            found = self._evidence_memo[key] = bool(operations.differentiated_expressions(self, self._calls_of_unit(unit)))
+            found = self._evidence_memo[key] = bool(self._differentiated(unit))
         return found
 
     def with_module_evidence(self, unit: ast.AST, name: str, value: Value) -> Value:

@@ -515,6 +515,13 @@ def library_object_method(model, receiver: Value, name: str, call: CallInfo, int
         if name in fw.GATHERING_METHODS and call.argument(0) is not None:
             return call.argument(0)
         return UNKNOWN
+    if type_name.startswith(ops.DISTRIBUTION_NAMESPACE):
+        if name in ops.DISTRIBUTION_SAMPLING_METHODS:
+            return tensor(Tri.NO, receiver.device)
+        if name in ops.DISTRIBUTION_DIFFERENTIABLE_METHODS:
+            computed = combine([receiver, *call.arguments]).evolve(kind=Kind.TENSOR, framework="torch", type_name=None)
+            return interpreter._computed(computed.evolve(scalar=False))
+        return UNKNOWN
     if could_be_module(receiver) and name in _MODULE_USE_METHODS:
         return module_method(model, as_module(receiver), name, call, interpreter)
     return UNKNOWN
@@ -916,6 +923,10 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
         return Value(Kind.UNKNOWN, graph, _forward_device(function or UNKNOWN, inputs), sources=combine(inputs).sources if inputs else frozenset())
     if namespace == "torch.nn.functional" and last in ops.FUNCTIONAL_LOSSES:
         return interpreter._computed((combine(arguments)).evolve(kind=Kind.TENSOR, scalar="reduction" not in call.keywords))
+    if qualified.startswith(ops.DISTRIBUTION_NAMESPACE) and last[:1].isupper():
+        parameters = combine(arguments) if arguments else UNKNOWN
+        graph = Tri.NO if interpreter.state.grad is Tri.NO or not arguments else parameters.graph
+        return Value(Kind.OBJECT, graph, parameters.device, type_name=qualified, sources=parameters.sources)
     if namespace not in ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"):
         return _torch_namespace_call(qualified, call)
     if last in ops.FACTORIES:
@@ -1046,6 +1057,8 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
             return base
         if attr in ("weight", "bias"):
             return tensor(Tri.YES, base.device, leaf=True)
+        if klass is None and model.submodule_name(attr, interpreter):
+            return module(base.framework or "torch", device=base.device)
         return Value(Kind.UNKNOWN, Tri.MAYBE, base.device)
     if base.kind is Kind.PLAIN:
         return PLAIN
@@ -1073,6 +1086,9 @@ def element_of(value: Value) -> Value:
         return PLAIN
     if value.kind is Kind.UNKNOWN and value.graph is Tri.YES:
         return Value(Kind.UNKNOWN, Tri.YES, value.device, sources=value.sources)
+    if value.kind is Kind.UNKNOWN and value.device is Tri.YES:
+        # the parts of something on the accelerator (a batch a framework moved there) are there too
+        return Value(Kind.UNKNOWN, value.graph, Tri.YES, sources=value.sources)
     return UNKNOWN
 
 
@@ -1111,6 +1127,8 @@ def annotation_value(model, annotation: ast.expr) -> Value | None:
         return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE, type_name=qualified)
     if qualified in fw.STREAM_FACTORIES:
         return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=DATALOADER)
+    if qualified in fw.STREAM_TYPES:
+        return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=qualified)
     if qualified.rsplit(".", 1)[-1][:1].isupper():
         return Value(Kind.OBJECT, Tri.NO, Tri.MAYBE, type_name=qualified)  # an instance of a library class
     return None
@@ -1174,11 +1192,6 @@ _HOOK_SIGNATURES = {
 # ======================================================================================
 # syntactic evidence
 # ======================================================================================
-def backward_names(model, calls: list[ast.Call]) -> set[str]:
-    """Names whose value a backward call of the unit differentiates."""
-    return {name for expr in differentiated_expressions(model, calls) if (name := dotted_name(expr)) is not None}
-
-
 def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
     """The expressions the unit's backward calls differentiate: ``loss`` in
     ``loss.backward()``, ``scaler.scale(loss).backward()``,
@@ -1204,6 +1217,43 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
             first = positional[0]
             found.extend(first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first])
     return found
+
+
+def summed_terms(differentiated: list[ast.expr]) -> set[str]:
+    """Names added, as terms, into the expressions a unit's backward calls
+    differentiate (:func:`differentiated_expressions`): ``actor_loss`` and
+    ``critic_loss`` in ``(actor_loss + critic_loss).backward()``, ``aux`` in
+    ``(main - 0.1 * aux).backward()``. Each term of a sum that is
+    backpropagated is a loss term: a tensor term holds a graph (the
+    interpreter upgrades only values known to be tensors)."""
+    names: set[str] = set()
+    for expr in differentiated:
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+            _add_terms(names, expr, 0)
+    return names
+
+
+def _add_terms(names: set[str], node: ast.expr, depth: int) -> None:
+    if depth > 8:
+        return
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        _add_terms(names, node.left, depth + 1)
+        _add_terms(names, node.right, depth + 1)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        _add_terms(names, node.operand, depth + 1)
+    elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+        weighted = node.left if _is_number(node.right) else node.right if _is_number(node.left) and isinstance(node.op, ast.Mult) else None
+        if weighted is not None:
+            _add_terms(names, weighted, depth + 1)
+    else:
+        _add_name(names, node)
+
+
+def _is_number(node: ast.expr) -> bool:
+    """A numeric literal, signed or not (``0.5``, ``-0.5``)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
 
 
 def _engine_built_here(model, receiver: ast.expr) -> bool:

@@ -142,3 +142,17 @@ MODULE_EVIDENCE_METHODS = frozenset({
     "named_children", "register_forward_hook", "register_forward_pre_hook",
     "register_full_backward_hook", "register_buffer", "get_submodule", "eval", "train",
 })
+
+#: ``torch.distributions``: a distribution built from tensors keeps their graph
+#: (its parameters are those tensors, or differentiable functions of them).
+#: ``sample()`` runs under ``torch.no_grad()`` (torch 2.13.0
+#: torch/distributions/distribution.py ``Distribution.sample``; the discrete
+#: ones draw with ``torch.multinomial``/``torch.bernoulli``, categorical.py,
+#: bernoulli.py) and ``enumerate_support()`` builds index values: no graph.
+DISTRIBUTION_NAMESPACE = "torch.distributions."
+DISTRIBUTION_SAMPLING_METHODS = frozenset({"sample", "sample_n", "enumerate_support"})
+#: Methods computed from the parameters by differentiable ops (``log_prob``,
+#: ``entropy``, ``rsample`` -- the reparameterised sample --, ``cdf``,
+#: ``icdf``, ``perplexity``). Properties are left unknown: ``mode`` is an
+#: ``argmax`` and ``mean``/``variance`` a NaN constant for the discrete ones.
+DISTRIBUTION_DIFFERENTIABLE_METHODS = frozenset({"log_prob", "entropy", "rsample", "cdf", "icdf", "perplexity"})
