@@ -209,6 +209,8 @@ def test_fsdp_tp_shards_over_the_2d_mesh():
     assert both.by_category["parameter"] < tp.by_category["parameter"]
     assert both.by_category["optimizer_state"] * 2 == pytest.approx(tp.by_category["optimizer_state"], rel=0.01)
     assert set(both.communication["calls"]) == {"all_reduce", "all_gather", "reduce_scatter"}
+    # the all-reduces run in the 2-rank "tp" group, not over the world of 4: ring factor 2(n-1)/n = 1
+    assert both.communication["sent_bytes"]["all_reduce"] == both.communication["buffer_bytes"]["all_reduce"]
 
 
 def test_a_forward_with_a_fixed_head_count_is_not_tp_ready():
