@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from memlint.errors import ConfigError, TargetError, UsageError
-from memlint.integrate.result import GiB, MalformedResult, ScriptEstimate, Value
+from memlint.integrate.result import GiB, MalformedResult, ScriptEstimate, Value, deciding_device
 from memlint.integrate.settings import (
     DEFAULT_ADVISE_WORLD_SIZE,
     EstimateConfig,
@@ -377,8 +377,10 @@ def mem302_diagnostic(outcome: ScriptEstimate, source: str | None = None, anchor
     largest = (f"the largest batch that fits is {outcome.max_batch}" if outcome.max_batch
                else "even batch size 1 does not fit")
     what = f"batch size {batch.value}" if batch is not None else "the estimated training step (the workload's own batch)"
+    device, used = deciding_device(outcome.estimate)
+    needs = f"{used / GiB:.2f} GiB" + (f" on {device}" if device else "")
     message = (f"{what} does not fit {outcome.gpu or 'the target'}: the estimate needs "
-               f"{outcome.estimate.device_used / GiB:.2f} GiB of {verdict.capacity_bytes / GiB:.2f} GiB "
+               f"{needs} of {verdict.capacity_bytes / GiB:.2f} GiB "
                f"({verdict.usable_bytes / GiB:.2f} GiB usable with {verdict.reserve:.0%} reserve); {largest}")
     return Diagnostic(MEM302, MEM302_NAME, Severity.ERROR, message, outcome.path, line, col, end_line, end_col)
 

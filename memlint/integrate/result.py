@@ -46,7 +46,11 @@ NUMBERS_FIELDS = {
     "peak_allocated": int, "peak_reserved": int, "device_used": int, "peak_tensor_bytes": int,
     "by_category": dict, "batch_size": int, "micro_batch": int, "optimizer": (str, _NONE),
     "checkpointed_blocks": list, "unsupported_ops": list, "trace_seconds": _NUMBER,
+    "devices": (list, _NONE),
 }
+#: One entry of ``devices`` (memlint.estimate.placement.DeviceEstimate.to_json()).
+DEVICE_FIELDS = {"device": str, "index": int, "peak_allocated": int, "peak_reserved": int, "device_used": int,
+                 "by_category": dict}
 VERDICT_FIELDS = {
     "fits": bool, "required_bytes": int, "capacity_bytes": int, "usable_bytes": int, "reserve": _NUMBER,
     "headroom_bytes": int, "headroom_fraction": _NUMBER, "cache_released": bool,
@@ -75,7 +79,7 @@ class Record:
         for key, kinds in fields.items():
             if not _is_a(data.get(key), kinds):
                 raise MalformedResult(f"{key} is not {kinds}")
-        self._data = {key: data[key] for key in fields}
+        self._data = {key: data[key] for key in fields if key in data}  # a missing key passed: its kinds allow None
         self._aliases = aliases or {}
 
     def __getattr__(self, name: str) -> Any:
@@ -94,7 +98,19 @@ def numbers_record(data: Any) -> Record:
     record = Record(data, NUMBERS_FIELDS, {"checkpointed": "checkpointed_blocks"})
     if not all(type(v) is int for v in record.by_category.values()):
         raise MalformedResult("by_category is not a map of byte counts")
+    for device in getattr(record, "devices", None) or []:
+        Record(device, DEVICE_FIELDS)
     return record
+
+
+def deciding_device(estimate) -> tuple[str | None, int]:
+    """(label, device_used bytes) of the device that needs the most when the workload is placed on
+    several devices (``estimate.devices``); (None, ``estimate.device_used``) otherwise."""
+    devices = getattr(estimate, "devices", None) or []
+    if len(devices) < 2:
+        return None, estimate.device_used
+    largest = max(devices, key=lambda d: d["device_used"])
+    return largest["device"], largest["device_used"]
 
 
 def verdict_record(data: Any) -> Record:
@@ -146,6 +162,8 @@ class ScriptEstimate:
                 "optimizer": est.optimizer, "checkpointed_blocks": list(est.checkpointed),
                 "unsupported_ops": est.unsupported_ops, "trace_seconds": round(est.trace_seconds, 3),
             }
+            if getattr(est, "devices", None):  # placed on several devices (memlint.estimate.placement)
+                numbers["devices"] = list(est.devices)
         return {
             "path": self.path,
             "target": self.target,

@@ -60,16 +60,22 @@ def _value_text(value) -> str:
 
 def verdict_line(item) -> str:
     """One sentence: needs X GiB of Y GiB on GPU -> fits / does not fit, largest batch."""
+    from memlint.integrate.result import deciding_device  # noqa: PLC0415
+
     est = item.estimate
     batch = item.recipe["batch-size"].value
-    head = f"batch {batch}: device_used {_gib(est.device_used)}"
+    device, used = deciding_device(est)
+    where = f" ({device} of {len(est.devices)} devices, the one that needs the most)" if device else ""
+    head = f"batch {batch}: device_used {_gib(used)}{where}"
     if item.verdict is None:
         return head + " (no target GPU configured: no verdict)"
     v = item.verdict
     word = "fits" if v.fits else "does NOT fit"
     text = (f"{head} on {item.gpu} ({_gib(v.capacity_bytes)}, {_gib(v.usable_bytes)} usable with "
             f"{v.reserve:.0%} reserve): {word}, headroom {v.headroom_bytes / GiB:+.2f} GiB")
-    if item.max_batch is not None:
+    if item.max_batch == 0:
+        text += "; even batch size 1 does not fit"
+    elif item.max_batch is not None:
         text += f"; largest batch that fits: {item.max_batch}"
     return text
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import MLP, PROJECT_MLP, make_project
+from .conftest import MLP, PROJECT_MLP, REPO, make_project
 
 CAPACITY = "600MiB"
 
@@ -279,3 +280,29 @@ def test_a_step_that_does_not_fit_is_a_finding_even_without_a_batch_size_in_the_
     [diagnostic] = _mem302(out)
     assert diagnostic["start_line"] == 2
     assert "does not fit" in diagnostic["message"]
+
+
+def test_a_placed_model_is_judged_and_reported_by_the_device_that_needs_the_most(project, memlint_run):
+    """Two halves on cuda:0 and cuda:1: MEM302 and the memory line quote cuda:0's device_used, not both devices'."""
+    shutil.copy(REPO / "fixtures" / "models" / "placement_split.py", project / "models" / "placement_split.py")
+    script = project / "train.py"
+    script.write_text("# memlint: estimate target=models/placement_split.py:build capacity=200MiB reserve=0% "
+                      "advise=false\n")
+    code, out, err = memlint_run("--estimate", str(script), "--format", "json", "--select", "MEM302")
+    assert code == 1, err
+    [diagnostic] = _mem302(out)
+    [estimate] = json.loads(out)["estimates"]
+    devices = {d["device"]: d["device_used"] for d in estimate["estimate"]["devices"]}
+    assert devices["cuda:0"] > devices["cuda:1"]
+    assert f"needs {devices['cuda:0'] / 2**30:.2f} GiB on cuda:0 of" in diagnostic["message"]
+    assert estimate["verdict"]["required_bytes"] == devices["cuda:0"]
+
+
+def test_a_memory_line_says_when_even_batch_one_does_not_fit(project, memlint_run):
+    script = project / "train.py"
+    script.write_text(f"# memlint: estimate target={PROJECT_MLP} capacity=1MiB reserve=0% advise=false\n")
+    code, out, err = memlint_run("--estimate", str(script))
+    assert code == 1, err
+    [line] = [text for text in out.splitlines() if text.startswith("memory:")]
+    assert line.endswith("; even batch size 1 does not fit"), line
+    assert "largest batch that fits: 0" not in line

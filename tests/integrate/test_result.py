@@ -44,6 +44,8 @@ def test_a_good_document_reads_back_with_the_estimators_names():
     (("batch_span",), [0, 1, 1, 2]),
     (("max_batch_size",), False),
     (("estimate",), []),
+    (("estimate", "devices"), {"cuda:0": 1}),
+    (("estimate", "devices"), [{"device": "cuda:0", "index": 0, "peak_allocated": "1"}]),
 ])
 def test_malformed_documents_are_refused(where, value):
     document = copy.deepcopy(GOOD)
