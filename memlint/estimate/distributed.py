@@ -198,6 +198,10 @@ _C10D_OPS = {
 #: all-gather and the input otherwise; the group is the op's last argument.
 _FUNCTIONAL_OPS = {"all_reduce": "all_reduce", "all_gather_into_tensor": "all_gather",
                    "reduce_scatter_tensor": "reduce_scatter"}
+#: ``_c10d_functional.wait_tensor`` returns its input once the collective is done (checked on torch
+#: 2.13.0+cpu: ``torch.ops._c10d_functional.wait_tensor(t) is t``); under FakeTensorMode its kernel returns
+#: a tensor with a new storage, which would count a second full buffer per collective, so the trace
+#: answers it with the input itself.
 #: FSDP2's custom ops whose outputs are communication buffers (torch 2.13.0,
 #: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
 _FSDP_BUFFER_OPS = ("all_gather_copy_in", "chunk_cat")
@@ -302,9 +306,11 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
     class CollectiveMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
             namespace = func.namespace
             name = func.overloadpacket.__name__
+            if namespace == "_c10d_functional" and name == "wait_tensor":
+                return args[0]  # see _FUNCTIONAL_OPS: the real op returns its input; the fake kernel a copy
+            out = func(*args, **kwargs)
             if namespace == "c10d" and name in _C10D_OPS:
                 kind, which = _C10D_OPS[name]
                 buffers = args[which] if which < len(args) else args[0]

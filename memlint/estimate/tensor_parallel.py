@@ -51,9 +51,10 @@ TP_MODES = ("tp", "fsdp+tp")
 #: "colwise" = ColwiseParallel(input Replicate, output Shard(-1)), "rowwise" = RowwiseParallel(input
 #: Shard(-1), output Replicate) -- torch's defaults.  Not translated (the modules stay replicated):
 #: "colwise_gather_output" (ColwiseParallel with output Replicate) and "embedding_rowwise" (the vocabulary
-#: sharded) traced as torch's ColwiseParallel(output_layouts=Replicate()) and RowwiseParallel(input_layouts=
-#: Replicate()) on nn.Embedding were +3.97% and -0.75% off rank 0's tensor peak of a 2-process gloo run
-#: of the tiny Llama (docs/estimator.md "Tensor parallel"); the other styles were not tried.
+#: sharded), traced as torch's ColwiseParallel(output_layouts=Replicate()) and RowwiseParallel(input_layouts=
+#: Replicate()) on nn.Embedding, missed rank 0's tensor peak of 2-process gloo runs: the gathered lm_head
+#: +0.02% on the tiny Llama but -8.89% on its GQA variant, both styles -1.69% on the Llama
+#: (docs/estimator.md "Tensor parallel"); the other styles were not tried.
 HF_STYLES = {
     "colwise": ("Linear", "ColwiseParallel", {}),
     "rowwise": ("Linear", "RowwiseParallel", {}),

@@ -202,6 +202,13 @@ def test_a_vit_with_root_parameters_and_multihead_attention_traces_with_its_mlps
     assert result.by_category["parameter"] == _shard_bytes(module, styles, 2)
 
 
+def test_a_functional_collective_output_is_counted_once():
+    """wait_tensor returns its input for real; its fake kernel's fresh copy is not counted."""
+    result = _estimate("mlp", parallel="tp", world_size=2)
+    assert result.communication["calls"]["all_reduce"] == 3
+    assert not [r for r in result.ledger.records.values() if r.op == "wait_tensor"]
+
+
 def test_fsdp_tp_shards_over_the_2d_mesh():
     tp = _estimate("mlp", parallel="tp", world_size=2)
     both = _estimate("mlp", parallel="fsdp+tp", world_size=4, tp_size=2)
