@@ -1,22 +1,23 @@
 """Recall on the reproducers of reported bugs in fixtures/recall (see
 tests/lint/recall_score.py for the set and its scoring conventions).
 
-The bound is the measured recall (111/117 = 94.9% when it was set, issue
+The bound is the measured recall (132/147 = 89.8% when it was set, issue
 19: 81/84 on the first family, 30/33 on the second family's reproducers,
-written by someone who had not read those rules; 101/117 before) less two
-marks of slack; the misses still open are listed in docs/accuracy.md."""
+21/30 on the third, held-out family, written on 2026-12-01 by a reviewer
+who had not read the rules' code) less two marks of slack; the misses
+still open are listed in docs/accuracy.md."""
 
 from __future__ import annotations
 
 from .recall_score import RECALL, score
 
-#: 109 of the 117 marks: the measured 111 less two.
-MIN_RECALL = 109 / 117
+#: 130 of the 147 marks: the measured 132 less two.
+MIN_RECALL = 130 / 147
 
 
 def test_recall_on_reported_bugs():
     result = score()
-    assert len(result.found) + len(result.missed) == 117, "the set changed: re-measure and move the bound"
+    assert len(result.found) + len(result.missed) == 147, "the set changed: re-measure and move the bound"
     assert result.recall >= MIN_RECALL, f"recall {result.recall:.1%}; missed: {result.missed}"
 
 
