@@ -5,6 +5,7 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.operations import device_of_value
 from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, is_constant, keyword_arg, string_value
 from memlint.lint.walk import Visitor, visit as walk_visit
@@ -148,8 +149,21 @@ class CudaInDataloaderWorker(Rule):
         definition = _local_definition(self.ctx.semantic, target)
         if isinstance(definition, FUNCTION_TYPES):
             return [definition]
+        method = self._bound_method(target)
+        if method is not None:
+            return [method]
         assigned = self.ctx.semantic.assignment_before(target) if isinstance(target, ast.Name) else None
         return self._functions_passed(assigned.value, depth + 1) if assigned is not None else []
+
+    def _bound_method(self, target: ast.expr) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The method that ``obj.method`` denotes when ``obj`` is an instance of
+        a class of the file (``collate_fn=batcher.collate``)."""
+        if not isinstance(target, ast.Attribute):
+            return None
+        semantic = self.ctx.semantic
+        klass = semantic.classes.get(semantic.value(target.value).klass)
+        method = klass.method(target.attr) if klass is not None else None
+        return method if isinstance(method, FUNCTION_TYPES) else None
 
     def _class_named(self, name: str | None) -> ast.ClassDef | None:
         if name is None:
@@ -194,6 +208,24 @@ class CudaInDataloaderWorker(Rule):
         return any(self.is_cuda_device(value, semantic.unit_of(value), depth + 1) for value in _bindings(owner, function, name))
 
 
+    def is_handed_device(self, expr: ast.expr, function) -> bool:
+        """``expr`` is a device handed to the worker by the code that set it up
+        (a parameter, or ``self.device`` stored from one) that the semantic
+        model does not show to be the CPU: a worker is given a device to put
+        its batch on the run's device. Not a tensor's own ``.device``
+        (``device=x.device`` names where the sample already is)."""
+        name = dotted_name(expr)
+        if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
+            return False
+        semantic = self.ctx.semantic
+        if device_of_value(expr, semantic.value(expr)) is not Tri.YES:
+            return False
+        owner = self.ctx.module
+        if name.startswith("self."):
+            owner = next((a for a in semantic.ancestors(function) if isinstance(a, ast.ClassDef)), self.ctx.module)
+        return all(_from_caller(value) for value in _bindings(owner, function, name))
+
+
 class _CudaWork(Visitor):
     """CUDA calls in one worker function, and the local helpers it calls."""
 
@@ -216,7 +248,8 @@ class _CudaWork(Visitor):
             self.calls.append(node)
         elif method == "to" and any(self.rule.is_cuda_device(arg, self.function) for arg in _device_arguments(node)):
             self.calls.append(node)
-        elif (device := keyword_arg(node, "device")) is not None and self.rule.is_cuda_device(device.value, self.function):
+        elif (device := keyword_arg(node, "device")) is not None and (
+                self.rule.is_cuda_device(device.value, self.function) or self.rule.is_handed_device(device.value, self.function)):
             self.calls.append(node)
         else:
             self._follow(node)
@@ -290,6 +323,15 @@ class _DataLoaderCalls(Visitor):
             elif expr is not None and class_name in self.constructed.get(dotted_name(expr) or "", set()):
                 result.append(call)
         return result
+
+
+def _from_caller(value: ast.expr) -> bool:
+    """A device binding that passes on what a caller gave: a plain name (a
+    parameter) or ``self.x``; not a sample's ``x.device``, a call or a literal
+    (literals are judged by :meth:`CudaInDataloaderWorker.is_cuda_device`)."""
+    if isinstance(value, ast.Name):
+        return True
+    return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self"
 
 
 def _returned(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:
