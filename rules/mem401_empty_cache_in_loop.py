@@ -6,11 +6,12 @@ import ast
 import re
 
 from memlint.lint.diagnostic import Applicability, Fix, Severity
-from memlint.lint.names import dotted_name
+from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import DEVICE_BACKEND_MODULES
-from memlint.lint.semantic.operations import rebound_in
-from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES
+from memlint.lint.semantic.operations import literal_iterable, rebound_in
+from memlint.lint.semantic.values import Tri
+from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES
 from memlint.rules._training import has_modulo, is_backward, is_optimizer_step, method_name, walk
 
 #: Calls that hand the caching allocator's free blocks back to the driver: each
@@ -165,8 +166,27 @@ class EmptyCacheInLoop(Rule):
         cache = self.__dict__.setdefault("_step_loops", {})
         if loop not in cache:
             semantic = self.ctx.semantic
-            cache[loop] = semantic.is_run_loop(loop) and not self._new_module_each_iteration(loop) and self._does_step_work(loop)
+            cache[loop] = not self._new_module_each_iteration(loop) and (
+                semantic.is_run_loop(loop) and self._does_step_work(loop) or self._infers_per_element(loop))
         return cache[loop]
+
+    def _infers_per_element(self, loop: ast.AST) -> bool:
+        """``loop`` is a ``for`` that, in its own body, enters a grad-disabled
+        context (``with torch.inference_mode():``) around a call given the
+        loop's element: one inference step per item (an utterance, an image,
+        a request), whatever runs it -- a model of another file included."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or literal_iterable(loop.iter):
+            return False
+        semantic = self.ctx.semantic
+        targets = set(targets_of(loop.target))
+        for node in walk(loop.body):
+            if not isinstance(node, WITH_TYPES) or self._in_nested_loop(node, loop):
+                continue
+            if not any(semantic.grad_mode_of_context(item.context_expr) is Tri.NO for item in node.items):
+                continue
+            if any(isinstance(call, ast.Call) and _mentions_any(call, targets) for call in walk(node.body)):
+                return True
+        return False
 
     def _new_module_each_iteration(self, loop: ast.AST) -> bool:
         """The loop builds or loads the module it runs, once per iteration
@@ -235,6 +255,12 @@ class EmptyCacheInLoop(Rule):
         """True when code precedes ``statement`` on its first line (``for b in x: f()``)."""
         (line, col), _ = self.ctx.span(statement)
         return bool(self.ctx.line(line)[: col - 1].strip())
+
+
+def _mentions_any(call: ast.Call, names: set[str]) -> bool:
+    """One of ``names`` is among ``call``'s arguments (``engine.synthesize(text, ...)``)."""
+    arguments = [*call.args, *(k.value for k in call.keywords)]
+    return any(isinstance(n, ast.Name) and n.id in names for a in arguments for n in ast.walk(a))
 
 
 def _loops_over_run(semantic, function: ast.AST) -> bool:
