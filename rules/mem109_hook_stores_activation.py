@@ -49,8 +49,10 @@ class HookStoresActivation(Rule):
     element or attribute of them) to a container that outlives the call
     (`self.activations`, a list of the enclosing function, a global) while
     it is still on the device: without `.cpu()` (and, for a forward hook,
-    without `.detach()`). The hook function is found through its name, a
-    lambda, a bound method, `functools.partial` or a factory of the file
+    without `.detach()`). The hooked module itself, which a module hook
+    receives first, outlives the call too (`module.acts.append(output)`).
+    The hook function is found through its name, a
+    lambda, a bound method (a `@staticmethod` included), `functools.partial` or a factory of the file
     that returns it (`register_forward_hook(save_output(name))`).
 
     ## Why is this bad?

@@ -27,12 +27,16 @@ class CudaInDataloaderWorker(Rule):
     Reports CUDA work in code that `DataLoader` worker processes run: the
     `__getitem__`/`__getitems__`/`__iter__` of a `Dataset` class, the
     functions passed as `collate_fn=` or `worker_init_fn=` to a
-    `DataLoader` in the same file, and the callables passed as
+    `DataLoader` in the same file (a bound method of an instance of the
+    file's class included: `collate_fn=batcher.collate`), and the callables passed as
     `transform=`/`target_transform=` to a dataset that such a `DataLoader`
     loads — including helpers of the same file they call.
     CUDA work is `.cuda()`, `.to("cuda")` / `.to(device)` where `device`
     is visibly a CUDA device, `torch.cuda.*` calls that create a context,
-    and factories called with a CUDA `device=`.
+    and factories called with a CUDA `device=`: a visibly CUDA one, or a
+    device handed to the worker by the code that sets it up (a parameter,
+    or `self.device` stored from one) that the file does not show to be
+    the CPU.
 
     ## Why is this bad?
     Each worker is a separate process. Under the default `fork` start
@@ -67,8 +71,12 @@ class CudaInDataloaderWorker(Rule):
     runs in the main process (no `num_workers`, or `num_workers=0`), nothing
     is reported: the code is correct as written, although it breaks the day
     workers are enabled. A dataset with no `DataLoader` in the same file is
-    reported, since its loader is not visible. A `device` variable counts as
-    CUDA only when the file visibly assigns it a CUDA device.
+    reported, since its loader is not visible. A `device` variable given to
+    `.to(...)` counts as CUDA only when the file visibly assigns it a CUDA
+    device; one given as a factory's `device=` counts unless the file shows
+    it to be the CPU (a CPU default, `Collator(device="cpu")`): a worker is
+    handed a device to put its batch on the run's device. A sample's own
+    `x.device` never counts.
 
     ## References
     - [torch.utils.data: multi-process data loading](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)

@@ -22,7 +22,9 @@ class ModelCopyOnDevice(Rule):
     module is on the accelerator, in code that runs again and again: inside
     a loop of the run (over epochs or batches), or in a function that runs
     once per batch or epoch (a framework hook such as Lightning's
-    `on_train_epoch_end`, a function called from such a loop). Typical
+    `on_train_epoch_end`, a function or method called from such a loop,
+    directly or through other functions of the file), also inside a loop
+    over a fixed set of modules there (one copy per EMA model per call). Typical
     cases: a "best model" snapshot after each validation, an EMA or teacher
     model re-created every epoch, a copy per fold or trial that is kept.
 
@@ -60,8 +62,11 @@ class ModelCopyOnDevice(Rule):
     expression (`copy.deepcopy(model).cpu()`) is not reported, although the
     copy exists on the device for a moment. One copy made before the loop
     (an EMA model, a frozen teacher) is the intended pattern and is not
-    reported; nor is a copy in a test function, or in a function that
-    takes one training step but that no loop of the file is seen to call.
+    reported; nor is a copy in a test function, in a module's forward pass
+    (and the methods it calls), or in a function that takes one training
+    step but that no loop of the file is seen to call. An `nn.ModuleList`,
+    `nn.ModuleDict` or `nn.Sequential` is on the device where the modules
+    given to it are.
 
     ## References
     - [Saving and loading models: save the best model's state_dict](https://pytorch.org/tutorials/beginner/saving_loading_models.html)

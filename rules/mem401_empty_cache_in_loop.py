@@ -81,10 +81,13 @@ class EmptyCacheInLoop(Rule):
     over epochs, models, checkpoints, folds or files (a few flushes per run).
 
     ## Known problems
-    A loop is recognised as a step loop by its target/iterable names
-    (`batch`, `loader`, `step`, ...) or by the forward/backward/step calls
-    in its own body; a loop over batches spelled otherwise, with the work in
-    a helper, is missed. Helpers are followed one call deep, within the file.
+    A loop is recognised as a step loop when it iterates a stream of
+    batches or runs a forward, backward or optimizer step in its own body
+    (or through a helper of the file, one call deep), or when its body
+    enters a grad-disabled context (`with torch.inference_mode():`) around a
+    call given the loop's element: one inference step per item, even when
+    the model comes from another file. A loop over items whose per-item work
+    is in another file and runs without such a context is missed.
 
     ## References
     - [CUDA memory management (torch.cuda.empty_cache)](https://pytorch.org/docs/stable/notes/cuda.html#memory-management)
