@@ -175,10 +175,13 @@ class EmptyCacheInLoop(Rule):
 
     def _infers_per_element(self, loop: ast.AST) -> bool:
         """``loop`` is a ``for`` that, in its own body, enters a grad-disabled
-        context (``with torch.inference_mode():``) around a call given the
-        loop's element: one inference step per item (an utterance, an image,
-        a request), whatever runs it -- a model of another file included."""
-        if not isinstance(loop, (ast.For, ast.AsyncFor)) or literal_iterable(loop.iter):
+        context (``with torch.inference_mode():``) and binds there the result
+        of a call given the loop's element (``codes = engine.generate(text)``):
+        one inference step per item (an utterance, an image, a request),
+        whatever runs it -- a model of another file included. Not a loop over
+        a module's own members (``model.named_parameters()``), nor in-place
+        work whose result is dropped (``p.copy_(src[name])``)."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or literal_iterable(loop.iter) or self._over_module_members(loop.iter):
             return False
         semantic = self.ctx.semantic
         targets = set(targets_of(loop.target))
@@ -187,9 +190,22 @@ class EmptyCacheInLoop(Rule):
                 continue
             if not any(semantic.grad_mode_of_context(item.context_expr) is Tri.NO for item in node.items):
                 continue
-            if any(isinstance(call, ast.Call) and _mentions_any(call, targets) for call in walk(node.body)):
-                return True
+            for statement in walk(node.body):
+                if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None and any(
+                        isinstance(call, ast.Call) and _mentions_any(call, targets) for call in walk(statement.value)):
+                    return True
         return False
+
+    def _over_module_members(self, iterable: ast.expr) -> bool:
+        """``iterable`` is a module (an ``nn.ModuleList``) or what a module's
+        method hands out (``model.parameters()``, ``model.named_modules()``)."""
+        semantic = self.ctx.semantic
+        if semantic.value(iterable).is_module:
+            return True
+        while isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.args:
+            iterable = iterable.args[0]  # enumerate(model.parameters()), zip(...)
+        return isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and \
+            semantic.value(iterable.func.value).is_module
 
     def _new_module_each_iteration(self, loop: ast.AST) -> bool:
         """The loop builds or loads the module it runs, once per iteration

@@ -112,6 +112,16 @@ MEM401_OK = """
                 with torch.no_grad():
                     self.backend.complete("hello", max_new_tokens=1)
                 torch.cuda.empty_cache()
+
+    def restore(net, source, snapshots):
+        for key, weight in net.named_parameters():
+            with torch.no_grad():
+                fresh = source[key].clone()
+            torch.cuda.empty_cache()
+        for snap in snapshots:
+            with torch.no_grad():
+                net.load_state_dict(torch.load(snap, map_location="cpu"))
+            torch.cuda.empty_cache()
 """
 
 
