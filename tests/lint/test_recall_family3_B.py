@@ -116,7 +116,7 @@ MEM401_OK = """
     def restore(net, source, snapshots):
         for key, weight in net.named_parameters():
             with torch.no_grad():
-                fresh = source[key].clone()
+                fresh = torch.clone(source[key])
             torch.cuda.empty_cache()
         for snap in snapshots:
             with torch.no_grad():
