@@ -73,10 +73,11 @@ class CudaInDataloaderWorker(Rule):
     workers are enabled. A dataset with no `DataLoader` in the same file is
     reported, since its loader is not visible. A `device` variable given to
     `.to(...)` counts as CUDA only when the file visibly assigns it a CUDA
-    device; one given as a factory's `device=` counts unless the file shows
-    it to be the CPU (a CPU default, `Collator(device="cpu")`): a worker is
-    handed a device to put its batch on the run's device. A sample's own
-    `x.device` never counts.
+    device; one given as a factory's `device=`, in code that a `DataLoader`
+    of the file runs in workers, counts unless the file shows it to be the
+    CPU (a CPU default, `Collator(device="cpu")`): a worker is handed a
+    device to put its batch on the run's device. A sample's own `x.device`
+    never counts.
 
     ## References
     - [torch.utils.data: multi-process data loading](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
@@ -111,25 +112,29 @@ class CudaInDataloaderWorker(Rule):
         self._loaders = _DataLoaderCalls(self.ctx)
         walk_visit(node, self._loaders)
         reported: set[ast.Call] = set()
-        for function in self._worker_functions():
-            for call in self._cuda_calls(function, depth=0, seen=set()):
+        for function, loader_seen in self._worker_functions():
+            for call in self._cuda_calls(function, depth=0, seen=set(), handed=loader_seen):
                 if call not in reported:
                     reported.add(call)
                     self.report(call)
 
-    def _worker_functions(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
-        found: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = []
+    def _worker_functions(self) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, bool]]:
+        """The functions workers run, each with whether a ``DataLoader`` of
+        the file with workers is seen to run it (a dataset whose loader is
+        elsewhere: False)."""
+        found: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, bool]] = []
         semantic = self.ctx.semantic
         for klass in self._classes:
             info = semantic.classes.of(klass)
             if info is not None and "dataset" in info.roles and not self._main_process_only(klass.name):
-                found.extend(m for m in _methods(klass) if m.name in WORKER_METHODS)
+                loader_seen = bool(self._loaders.loaders_over(klass.name))
+                found.extend((m, loader_seen) for m in _methods(klass) if m.name in WORKER_METHODS)
         for call, argument in self._loaders.worker_arguments:
             if not _num_workers_zero(call):
-                found.extend(self._functions_passed(argument))
+                found.extend((f, True) for f in self._functions_passed(argument))
         for loader, transform in self._loaders.dataset_transforms():
             if not _num_workers_zero(loader):
-                found.extend(self._functions_passed(transform))
+                found.extend((f, True) for f in self._functions_passed(transform))
         return found
 
     def _functions_passed(self, argument: ast.expr, depth: int = 0) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
@@ -183,15 +188,18 @@ class CudaInDataloaderWorker(Rule):
         loaders = self._loaders.loaders_over(class_name)
         return bool(loaders) and all(_num_workers_zero(call) for call in loaders)
 
-    def _cuda_calls(self, function, depth: int, seen: set) -> list[ast.Call]:
+    def _cuda_calls(self, function, depth: int, seen: set, handed: bool) -> list[ast.Call]:
+        """CUDA calls of ``function`` and its helpers; with ``handed``, a
+        factory's ``device=`` handed in by the worker's creator counts too
+        (see :meth:`is_handed_device`)."""
         if function in seen or depth > MAX_HELPER_DEPTH:
             return []
         seen.add(function)
-        finder = _CudaWork(self, function)
+        finder = _CudaWork(self, function, handed)
         walk_visit(function.body, finder)
         calls = list(finder.calls)
         for helper in finder.helpers:
-            calls.extend(self._cuda_calls(helper, depth + 1, seen))
+            calls.extend(self._cuda_calls(helper, depth + 1, seen, handed))
         return calls
 
     def is_cuda_device(self, expr: ast.expr, function, depth: int = 0) -> bool:
@@ -237,10 +245,11 @@ class CudaInDataloaderWorker(Rule):
 class _CudaWork(Visitor):
     """CUDA calls in one worker function, and the local helpers it calls."""
 
-    def __init__(self, rule: CudaInDataloaderWorker, function) -> None:
+    def __init__(self, rule: CudaInDataloaderWorker, function, handed: bool) -> None:
         self.rule = rule
         self.ctx = rule.ctx
         self.function = function
+        self.handed = handed
         self.calls: list[ast.Call] = []
         self.helpers: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
 
@@ -257,7 +266,8 @@ class _CudaWork(Visitor):
         elif method == "to" and any(self.rule.is_cuda_device(arg, self.function) for arg in _device_arguments(node)):
             self.calls.append(node)
         elif (device := keyword_arg(node, "device")) is not None and (
-                self.rule.is_cuda_device(device.value, self.function) or self.rule.is_handed_device(device.value, self.function)):
+                self.rule.is_cuda_device(device.value, self.function)
+                or self.handed and self.rule.is_handed_device(device.value, self.function)):
             self.calls.append(node)
         else:
             self._follow(node)

@@ -56,6 +56,27 @@ MEM305_OK = """
 """
 
 
+MEM305_OK_NO_LOADER = """
+    import torch
+    from torch.utils.data import Dataset
+
+    class Windows(Dataset):
+        def __init__(self, series, device):
+            self.series = series
+            self.device = device
+
+        def __len__(self):
+            return len(self.series) - 16
+
+        def __getitem__(self, k):
+            return torch.as_tensor(self.series[k : k + 16], device=self.device)
+"""
+
+
+def test_mem305_handed_device_without_a_visible_worker_loader_is_silent():
+    assert_silent(MEM305_OK_NO_LOADER, "MEM305")
+
+
 def test_mem305_bound_method_collate_on_handed_device():
     assert_reported(MEM305_BUG, "MEM305")
 
