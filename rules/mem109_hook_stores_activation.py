@@ -201,7 +201,7 @@ class HookStoresActivation(Rule):
         receiver = _receiver_of(self.ctx.semantic, hook)
         if receiver is not None:
             owners[receiver] = False
-        if kind != "register_hook" and not isinstance(hook, ast.Lambda):
+        if kind != "register_hook":
             positional = [a.arg for a in (*hook.args.posonlyargs, *hook.args.args)][bound:]
             if positional:
                 owners[positional[0]] = True
