@@ -49,8 +49,10 @@ class HookStoresActivation(Rule):
     element or attribute of them) to a container that outlives the call
     (`self.activations`, a list of the enclosing function, a global) while
     it is still on the device: without `.cpu()` (and, for a forward hook,
-    without `.detach()`). The hook function is found through its name, a
-    lambda, a bound method, `functools.partial` or a factory of the file
+    without `.detach()`). The hooked module itself, which a module hook
+    receives first, outlives the call too (`module.acts.append(output)`).
+    The hook function is found through its name, a
+    lambda, a bound method (a `@staticmethod` included), `functools.partial` or a factory of the file
     that returns it (`register_forward_hook(save_output(name))`).
 
     ## Why is this bad?
@@ -155,10 +157,11 @@ class HookStoresActivation(Rule):
         parameters = self._activation_parameters(hook, bound, kind, node)
         if not parameters or self._removed_after_use(node):
             return
+        owners = self._persistent_owners(hook, bound, kind)
         if kind in FORWARD_KINDS and self._file_backpropagates():
-            for store in self._kept_stores(hook, parameters):
+            for store in self._kept_stores(hook, parameters, owners):
                 self.report(store, message=KEPT_MESSAGE)
-        for store, leaf, detached in self._growing_stores(hook, parameters):
+        for store, leaf, detached in self._growing_stores(hook, parameters, owners):
             forward = kind == "register_hook" or MODULE_HOOKS.get(kind, ("",))[0] == "forward"
             if forward and kind != "register_hook" and not detached:
                 message = "a forward hook appends the activation it receives to a container that outlives the call, without `.detach()`: every pass's tensor and autograd graph stay alive"
@@ -186,6 +189,24 @@ class HookStoresActivation(Rule):
             chosen = {positional[1], positional[3]}
         return frozenset(chosen)
 
+    def _persistent_owners(self, hook: ast.AST, bound: int, kind: str) -> dict[str, bool]:
+        """The names of the hook whose attributes outlive a call, each with
+        whether any object's attribute of that name is the same storage: the
+        receiver of a method hook (``self``: False, only ``self.x``), and for a
+        module hook its first parameter, the hooked module itself, which lives
+        as long as the model (torch 2.13.0 ``torch/nn/modules/module.py``
+        ``_call_impl`` passes ``self`` first; True: ``layer.acts`` there is the
+        ``m.acts`` the file sets up on that module under any name)."""
+        owners = {}
+        receiver = _receiver_of(self.ctx.semantic, hook)
+        if receiver is not None:
+            owners[receiver] = False
+        if kind != "register_hook":
+            positional = [a.arg for a in (*hook.args.posonlyargs, *hook.args.args)][bound:]
+            if positional:
+                owners[positional[0]] = True
+        return owners
+
     def _removed_after_use(self, registration: ast.Call) -> bool:
         """The handle is kept and removed in the unit that registered the hook:
         the hook runs for a bounded stretch (one forward, one probe)."""
@@ -207,7 +228,7 @@ class HookStoresActivation(Rule):
                 for c in semantic.index.of_type(ast.Call))
         return found
 
-    def _kept_stores(self, hook: ast.AST, parameters: frozenset[str]):
+    def _kept_stores(self, hook: ast.AST, parameters: frozenset[str], owners: dict[str, bool]):
         """``self.x = output`` / ``acts[name] = output`` / a ``global``/``nonlocal``
         name bound to the activation, not detached and not moved to the host."""
         if isinstance(hook, ast.Lambda):
@@ -219,14 +240,14 @@ class HookStoresActivation(Rule):
                 continue
             target = node.targets[0]
             root = _storage_root(target)
-            if root is None or not self._outlives(root, hook):
+            if root is None or not self._outlives(root, hook, owners):
                 continue
             traced = _trace(node.value, parameters, assignments)
             if traced is not None and not traced[1] and not traced[0] & DETACHING_METHODS:
                 yield node
 
 
-    def _growing_stores(self, hook: ast.AST, parameters: frozenset[str]):
+    def _growing_stores(self, hook: ast.AST, parameters: frozenset[str], owners: dict[str, bool]):
         semantic = self.ctx.semantic
         body = [hook.body] if isinstance(hook, ast.Lambda) else hook.body
         nodes = []
@@ -244,7 +265,7 @@ class HookStoresActivation(Rule):
             if container is None or semantic.function_of(node) is not semantic.function_of(body[0]) and not isinstance(hook, ast.Lambda):
                 continue
             root = _storage_root(container)
-            if root is None or not self._outlives(root, hook) or self._reset_somewhere(root, hook):
+            if root is None or not self._outlives(root, hook, owners) or self._reset_somewhere(root, hook, owners):
                 continue
             for leaf in leaf_values(values):
                 traced = _trace(leaf, parameters, assignments)
@@ -256,19 +277,23 @@ class HookStoresActivation(Rule):
                 yield node, leaf, bool(methods & DETACHING_METHODS)
                 break
 
-    def _outlives(self, root: str, hook: ast.AST) -> bool:
+    def _outlives(self, root: str, hook: ast.AST, owners: dict[str, bool]) -> bool:
         if "." in root:
-            return root.split(".", 1)[0] == _receiver_of(self.ctx.semantic, hook)
+            return root.split(".", 1)[0] in owners
         scope = self.ctx.semantic.scopes.own_scope(hook)
         if scope is None:
             return False
         return root not in scope.bindings or root in scope.global_names or root in scope.nonlocal_names
 
-    def _reset_somewhere(self, root: str, hook: ast.AST) -> bool:
+    def _reset_somewhere(self, root: str, hook: ast.AST, owners: dict[str, bool]) -> bool:
         """The file empties the container (``.clear()``, ``del c[:]``) or binds
-        it again after its definition (``self.feats = []`` in a reset method)."""
+        it again after its definition (``self.feats = []`` in a reset method);
+        for an attribute of the hooked module, on whatever name the file
+        reaches that module by (``for m in model.modules(): m.acts = []``)."""
         semantic = self.ctx.semantic
         attr = root.split(".", 1)[1] if "." in root else None
+        if attr is not None and owners.get(root.split(".", 1)[0]):
+            root = None
         same = self._same_variable(root, hook) if attr is None else (lambda node: True)
         bindings = 0
         for node in semantic.index.of_type(ast.Assign, ast.AnnAssign, ast.Call, ast.Delete):
@@ -296,9 +321,12 @@ class HookStoresActivation(Rule):
         return lambda node: scopes.binding_scope(name, scopes.scope_for(node)) is seen
 
 
-def _matches(node: ast.expr, root: str, attr: str | None) -> bool:
+def _matches(node: ast.expr, root: str | None, attr: str | None) -> bool:
+    """``node`` is the storage ``root`` (``c``, or ``self.x`` with ``attr`` x);
+    with ``root`` None, the attribute ``attr`` of any object."""
     if attr is not None:
-        return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) and node.value.id == root.split(".")[0]
+        return isinstance(node, ast.Attribute) and node.attr == attr and (
+            root is None or isinstance(node.value, ast.Name) and node.value.id == root.split(".")[0])
     return isinstance(node, ast.Name) and node.id == root
 
 
@@ -319,12 +347,18 @@ def _receiver_of(semantic, hook: ast.AST) -> str | None:
     function = hook
     while function is not None:
         if isinstance(function, FUNCTION_TYPES) and semantic.class_of_method(function) is not None:
+            if _is_static(function):
+                return None
             positional = [*function.args.posonlyargs, *function.args.args]
             return positional[0].arg if positional else None
         function = semantic.unit_of(function) if function is not semantic.module else None
         if function is semantic.module:
             return None
     return None
+
+
+def _is_static(function: ast.AST) -> bool:
+    return any(dotted_name(d) == "staticmethod" for d in function.decorator_list)
 
 
 def _single_assignments(hook: ast.AST) -> dict[str, ast.expr]:

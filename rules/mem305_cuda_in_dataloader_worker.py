@@ -5,6 +5,7 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.operations import device_of_value
 from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, is_constant, keyword_arg, string_value
 from memlint.lint.walk import Visitor, visit as walk_visit
@@ -26,12 +27,16 @@ class CudaInDataloaderWorker(Rule):
     Reports CUDA work in code that `DataLoader` worker processes run: the
     `__getitem__`/`__getitems__`/`__iter__` of a `Dataset` class, the
     functions passed as `collate_fn=` or `worker_init_fn=` to a
-    `DataLoader` in the same file, and the callables passed as
+    `DataLoader` in the same file (a bound method of an instance of the
+    file's class included: `collate_fn=batcher.collate`), and the callables passed as
     `transform=`/`target_transform=` to a dataset that such a `DataLoader`
     loads — including helpers of the same file they call.
     CUDA work is `.cuda()`, `.to("cuda")` / `.to(device)` where `device`
     is visibly a CUDA device, `torch.cuda.*` calls that create a context,
-    and factories called with a CUDA `device=`.
+    and factories called with a CUDA `device=`: a visibly CUDA one, or a
+    device handed to the worker by the code that sets it up (a parameter,
+    or `self.device` stored from one) that the file does not show to be
+    the CPU.
 
     ## Why is this bad?
     Each worker is a separate process. Under the default `fork` start
@@ -66,8 +71,13 @@ class CudaInDataloaderWorker(Rule):
     runs in the main process (no `num_workers`, or `num_workers=0`), nothing
     is reported: the code is correct as written, although it breaks the day
     workers are enabled. A dataset with no `DataLoader` in the same file is
-    reported, since its loader is not visible. A `device` variable counts as
-    CUDA only when the file visibly assigns it a CUDA device.
+    reported, since its loader is not visible. A `device` variable given to
+    `.to(...)` counts as CUDA only when the file visibly assigns it a CUDA
+    device; one given as a factory's `device=`, in code that a `DataLoader`
+    of the file runs in workers, counts unless the file shows it to be the
+    CPU (a CPU default, `Collator(device="cpu")`): a worker is handed a
+    device to put its batch on the run's device. A sample's own `x.device`
+    never counts.
 
     ## References
     - [torch.utils.data: multi-process data loading](https://pytorch.org/docs/stable/data.html#multi-process-data-loading)
@@ -102,25 +112,29 @@ class CudaInDataloaderWorker(Rule):
         self._loaders = _DataLoaderCalls(self.ctx)
         walk_visit(node, self._loaders)
         reported: set[ast.Call] = set()
-        for function in self._worker_functions():
-            for call in self._cuda_calls(function, depth=0, seen=set()):
+        for function, loader_seen in self._worker_functions():
+            for call in self._cuda_calls(function, depth=0, seen=set(), handed=loader_seen):
                 if call not in reported:
                     reported.add(call)
                     self.report(call)
 
-    def _worker_functions(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
-        found: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = []
+    def _worker_functions(self) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, bool]]:
+        """The functions workers run, each with whether a ``DataLoader`` of
+        the file with workers is seen to run it (a dataset whose loader is
+        elsewhere: False)."""
+        found: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda, bool]] = []
         semantic = self.ctx.semantic
         for klass in self._classes:
             info = semantic.classes.of(klass)
             if info is not None and "dataset" in info.roles and not self._main_process_only(klass.name):
-                found.extend(m for m in _methods(klass) if m.name in WORKER_METHODS)
+                loader_seen = bool(self._loaders.loaders_over(klass.name))
+                found.extend((m, loader_seen) for m in _methods(klass) if m.name in WORKER_METHODS)
         for call, argument in self._loaders.worker_arguments:
             if not _num_workers_zero(call):
-                found.extend(self._functions_passed(argument))
+                found.extend((f, True) for f in self._functions_passed(argument))
         for loader, transform in self._loaders.dataset_transforms():
             if not _num_workers_zero(loader):
-                found.extend(self._functions_passed(transform))
+                found.extend((f, True) for f in self._functions_passed(transform))
         return found
 
     def _functions_passed(self, argument: ast.expr, depth: int = 0) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
@@ -148,8 +162,21 @@ class CudaInDataloaderWorker(Rule):
         definition = _local_definition(self.ctx.semantic, target)
         if isinstance(definition, FUNCTION_TYPES):
             return [definition]
+        method = self._bound_method(target)
+        if method is not None:
+            return [method]
         assigned = self.ctx.semantic.assignment_before(target) if isinstance(target, ast.Name) else None
         return self._functions_passed(assigned.value, depth + 1) if assigned is not None else []
+
+    def _bound_method(self, target: ast.expr) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The method that ``obj.method`` denotes when ``obj`` is an instance of
+        a class of the file (``collate_fn=batcher.collate``)."""
+        if not isinstance(target, ast.Attribute):
+            return None
+        semantic = self.ctx.semantic
+        klass = semantic.classes.get(semantic.value(target.value).klass)
+        method = klass.method(target.attr) if klass is not None else None
+        return method if isinstance(method, FUNCTION_TYPES) else None
 
     def _class_named(self, name: str | None) -> ast.ClassDef | None:
         if name is None:
@@ -161,15 +188,18 @@ class CudaInDataloaderWorker(Rule):
         loaders = self._loaders.loaders_over(class_name)
         return bool(loaders) and all(_num_workers_zero(call) for call in loaders)
 
-    def _cuda_calls(self, function, depth: int, seen: set) -> list[ast.Call]:
+    def _cuda_calls(self, function, depth: int, seen: set, handed: bool) -> list[ast.Call]:
+        """CUDA calls of ``function`` and its helpers; with ``handed``, a
+        factory's ``device=`` handed in by the worker's creator counts too
+        (see :meth:`is_handed_device`)."""
         if function in seen or depth > MAX_HELPER_DEPTH:
             return []
         seen.add(function)
-        finder = _CudaWork(self, function)
+        finder = _CudaWork(self, function, handed)
         walk_visit(function.body, finder)
         calls = list(finder.calls)
         for helper in finder.helpers:
-            calls.extend(self._cuda_calls(helper, depth + 1, seen))
+            calls.extend(self._cuda_calls(helper, depth + 1, seen, handed))
         return calls
 
     def is_cuda_device(self, expr: ast.expr, function, depth: int = 0) -> bool:
@@ -194,13 +224,32 @@ class CudaInDataloaderWorker(Rule):
         return any(self.is_cuda_device(value, semantic.unit_of(value), depth + 1) for value in _bindings(owner, function, name))
 
 
+    def is_handed_device(self, expr: ast.expr, function) -> bool:
+        """``expr`` is a device handed to the worker by the code that set it up
+        (a parameter, or ``self.device`` stored from one) that the semantic
+        model does not show to be the CPU: a worker is given a device to put
+        its batch on the run's device. Not a tensor's own ``.device``
+        (``device=x.device`` names where the sample already is)."""
+        name = dotted_name(expr)
+        if name is None or name.count(".") > 1 or "." in name and not name.startswith("self."):
+            return False
+        semantic = self.ctx.semantic
+        if device_of_value(expr, semantic.value(expr)) is not Tri.YES:
+            return False
+        owner = self.ctx.module
+        if name.startswith("self."):
+            owner = next((a for a in semantic.ancestors(function) if isinstance(a, ast.ClassDef)), self.ctx.module)
+        return all(_from_caller(value) for value in _bindings(owner, function, name))
+
+
 class _CudaWork(Visitor):
     """CUDA calls in one worker function, and the local helpers it calls."""
 
-    def __init__(self, rule: CudaInDataloaderWorker, function) -> None:
+    def __init__(self, rule: CudaInDataloaderWorker, function, handed: bool) -> None:
         self.rule = rule
         self.ctx = rule.ctx
         self.function = function
+        self.handed = handed
         self.calls: list[ast.Call] = []
         self.helpers: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
 
@@ -216,7 +265,9 @@ class _CudaWork(Visitor):
             self.calls.append(node)
         elif method == "to" and any(self.rule.is_cuda_device(arg, self.function) for arg in _device_arguments(node)):
             self.calls.append(node)
-        elif (device := keyword_arg(node, "device")) is not None and self.rule.is_cuda_device(device.value, self.function):
+        elif (device := keyword_arg(node, "device")) is not None and (
+                self.rule.is_cuda_device(device.value, self.function)
+                or self.handed and self.rule.is_handed_device(device.value, self.function)):
             self.calls.append(node)
         else:
             self._follow(node)
@@ -290,6 +341,15 @@ class _DataLoaderCalls(Visitor):
             elif expr is not None and class_name in self.constructed.get(dotted_name(expr) or "", set()):
                 result.append(call)
         return result
+
+
+def _from_caller(value: ast.expr) -> bool:
+    """A device binding that passes on what a caller gave: a plain name (a
+    parameter) or ``self.x``; not a sample's ``x.device``, a call or a literal
+    (literals are judged by :meth:`CudaInDataloaderWorker.is_cuda_device`)."""
+    if isinstance(value, ast.Name):
+        return True
+    return isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self"
 
 
 def _returned(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.expr]:

@@ -11,6 +11,9 @@ from memlint.lint.semantic.values import Kind, Tri
 DEEPCOPY = frozenset({"copy.deepcopy"})
 #: Methods that take the copy to the host at once (``deepcopy(m).cpu()``).
 _TO_HOST = frozenset({"cpu", "numpy", "tolist"})
+#: How many of the file's callers are followed back to a run loop (the semantic
+#: model's own calling contexts go two callers deep, docs/semantic-model.md).
+_MAX_CALLER_DEPTH = 2
 
 
 class ModelCopyOnDevice(Rule):
@@ -19,7 +22,9 @@ class ModelCopyOnDevice(Rule):
     module is on the accelerator, in code that runs again and again: inside
     a loop of the run (over epochs or batches), or in a function that runs
     once per batch or epoch (a framework hook such as Lightning's
-    `on_train_epoch_end`, a function called from such a loop). Typical
+    `on_train_epoch_end`, a function or method called from such a loop,
+    directly or through other functions of the file), also inside a loop
+    over a fixed set of modules there (one copy per EMA model per call). Typical
     cases: a "best model" snapshot after each validation, an EMA or teacher
     model re-created every epoch, a copy per fold or trial that is kept.
 
@@ -57,8 +62,11 @@ class ModelCopyOnDevice(Rule):
     expression (`copy.deepcopy(model).cpu()`) is not reported, although the
     copy exists on the device for a moment. One copy made before the loop
     (an EMA model, a frozen teacher) is the intended pattern and is not
-    reported; nor is a copy in a test function, or in a function that
-    takes one training step but that no loop of the file is seen to call.
+    reported; nor is a copy in a test function, in a module's forward pass
+    (and the methods it calls), or in a function that takes one training
+    step but that no loop of the file is seen to call. An `nn.ModuleList`,
+    `nn.ModuleDict` or `nn.Sequential` is on the device where the modules
+    given to it are.
 
     ## References
     - [Saving and loading models: save the best model's state_dict](https://pytorch.org/tutorials/beginner/saving_loading_models.html)
@@ -134,19 +142,31 @@ class ModelCopyOnDevice(Rule):
 
     def _repeats(self, node: ast.Call) -> bool:
         """The copy is made again and again: in a run loop, or in a function
-        that repeats (a framework hook, a function called from a run loop)."""
+        that repeats (a framework hook, a function called from a run loop,
+        directly or through the file's functions) -- also inside a loop over
+        a fixed structure there (one copy per EMA model, per call)."""
         semantic = self.ctx.semantic
         function = semantic.function_of(node)
-        if function is not None and (semantic.is_test_function(function) or semantic.is_module_method(function)):
+        if function is not None and (semantic.is_test_function(function) or semantic.in_forward_pass(function) is not None):
             return False
         if semantic.run_loops(node):
             return True
-        if function is None or semantic.enclosing_loops(node) or semantic.comprehension_of(node) is not None:
-            return False  # a loop over a fixed structure
+        if function is None or semantic.comprehension_of(node) is not None:
+            return False  # module-level code, or a comprehension over a fixed structure
+        return self._called_repeatedly(function, depth=0)
+
+    def _called_repeatedly(self, function: ast.AST, depth: int) -> bool:
+        """A framework hook or driver runs ``function``, or a call of the file
+        runs it from a run loop or from a function that is itself so called
+        (``update()`` per step calls ``checkpoint()``); not a guess that a
+        training step repeats."""
+        semantic = self.ctx.semantic
         repetition = semantic.repetition(function)
-        if repetition is None:
+        if repetition is None or depth > _MAX_CALLER_DEPTH:
             return False
         if repetition.reason in ("hook", "driver"):
             return True
-        # called from a run loop of this file; not a guess that a training step repeats
-        return repetition.reason == "caller" and any(semantic.run_loops(site.call) for site in semantic.sites_of(function))
+        if repetition.reason != "caller":
+            return False
+        return any(semantic.run_loops(site.call) or self._called_repeatedly(semantic.unit_of(site.call), depth + 1)
+                   for site in semantic.sites_of(function))

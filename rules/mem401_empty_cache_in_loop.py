@@ -6,11 +6,12 @@ import ast
 import re
 
 from memlint.lint.diagnostic import Applicability, Fix, Severity
-from memlint.lint.names import dotted_name
+from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import DEVICE_BACKEND_MODULES
-from memlint.lint.semantic.operations import rebound_in
-from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES
+from memlint.lint.semantic.operations import literal_iterable, rebound_in
+from memlint.lint.semantic.values import Tri
+from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES
 from memlint.rules._training import has_modulo, is_backward, is_optimizer_step, method_name, walk
 
 #: Calls that hand the caching allocator's free blocks back to the driver: each
@@ -80,10 +81,13 @@ class EmptyCacheInLoop(Rule):
     over epochs, models, checkpoints, folds or files (a few flushes per run).
 
     ## Known problems
-    A loop is recognised as a step loop by its target/iterable names
-    (`batch`, `loader`, `step`, ...) or by the forward/backward/step calls
-    in its own body; a loop over batches spelled otherwise, with the work in
-    a helper, is missed. Helpers are followed one call deep, within the file.
+    A loop is recognised as a step loop when it iterates a stream of
+    batches or runs a forward, backward or optimizer step in its own body
+    (or through a helper of the file, one call deep), or when its body
+    enters a grad-disabled context (`with torch.inference_mode():`) around a
+    call given the loop's element: one inference step per item, even when
+    the model comes from another file. A loop over items whose per-item work
+    is in another file and runs without such a context is missed.
 
     ## References
     - [CUDA memory management (torch.cuda.empty_cache)](https://pytorch.org/docs/stable/notes/cuda.html#memory-management)
@@ -165,8 +169,43 @@ class EmptyCacheInLoop(Rule):
         cache = self.__dict__.setdefault("_step_loops", {})
         if loop not in cache:
             semantic = self.ctx.semantic
-            cache[loop] = semantic.is_run_loop(loop) and not self._new_module_each_iteration(loop) and self._does_step_work(loop)
+            cache[loop] = not self._new_module_each_iteration(loop) and (
+                semantic.is_run_loop(loop) and self._does_step_work(loop) or self._infers_per_element(loop))
         return cache[loop]
+
+    def _infers_per_element(self, loop: ast.AST) -> bool:
+        """``loop`` is a ``for`` that, in its own body, enters a grad-disabled
+        context (``with torch.inference_mode():``) and binds there the result
+        of a call given the loop's element (``codes = engine.generate(text)``):
+        one inference step per item (an utterance, an image, a request),
+        whatever runs it -- a model of another file included. Not a loop over
+        a module's own members (``model.named_parameters()``), nor in-place
+        work whose result is dropped (``p.copy_(src[name])``)."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or literal_iterable(loop.iter) or self._over_module_members(loop.iter):
+            return False
+        semantic = self.ctx.semantic
+        targets = set(targets_of(loop.target))
+        for node in walk(loop.body):
+            if not isinstance(node, WITH_TYPES) or self._in_nested_loop(node, loop):
+                continue
+            if not any(semantic.grad_mode_of_context(item.context_expr) is Tri.NO for item in node.items):
+                continue
+            for statement in walk(node.body):
+                if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None and any(
+                        isinstance(call, ast.Call) and _mentions_any(call, targets) for call in walk(statement.value)):
+                    return True
+        return False
+
+    def _over_module_members(self, iterable: ast.expr) -> bool:
+        """``iterable`` is a module (an ``nn.ModuleList``) or what a module's
+        method hands out (``model.parameters()``, ``model.named_modules()``)."""
+        semantic = self.ctx.semantic
+        if semantic.value(iterable).is_module:
+            return True
+        while isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.args:
+            iterable = iterable.args[0]  # enumerate(model.parameters()), zip(...)
+        return isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and \
+            semantic.value(iterable.func.value).is_module
 
     def _new_module_each_iteration(self, loop: ast.AST) -> bool:
         """The loop builds or loads the module it runs, once per iteration
@@ -235,6 +274,12 @@ class EmptyCacheInLoop(Rule):
         """True when code precedes ``statement`` on its first line (``for b in x: f()``)."""
         (line, col), _ = self.ctx.span(statement)
         return bool(self.ctx.line(line)[: col - 1].strip())
+
+
+def _mentions_any(call: ast.Call, names: set[str]) -> bool:
+    """One of ``names`` is among ``call``'s arguments (``engine.synthesize(text, ...)``)."""
+    arguments = [*call.args, *(k.value for k in call.keywords)]
+    return any(isinstance(n, ast.Name) and n.id in names for a in arguments for n in ast.walk(a))
 
 
 def _loops_over_run(semantic, function: ast.AST) -> bool:

@@ -16,7 +16,9 @@ Every remedy is applied for real in the traced step (through
 * a lighter optimizer: SGD with momentum, plain SGD, and transformers' Adafactor
   when transformers is installed (its real class is traced).  8-bit optimizers
   (bitsandbytes) have no kernel that runs on the meta device: not offered;
-* ZeRO-1 / ZeRO-2 / ZeRO-3 (= FSDP full sharding) over N data-parallel ranks, per rank.
+* ZeRO-1 / ZeRO-2 / ZeRO-3 (= FSDP full sharding) over N data-parallel ranks, per rank;
+  with ``full``: DDP, FSDP2 and tensor parallel (TP over 2, 4, 8 ranks, where the model has a
+  tensor parallel plan and its forward runs sharded) traced through the real engines.
 
 Compute cost: the FLOPs of one training step, counted on the same trace with
 the formulas of ``torch.utils.flop_counter`` (FlopCounterMode's table) under
@@ -33,6 +35,7 @@ import importlib.util
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from memlint.errors import TargetError
 from memlint.estimate.api import Estimate, EstimateOptions, estimate, fits
 from memlint.estimate.placement import largest_device_used
 
@@ -158,6 +161,8 @@ def _sharding_rows(base: Estimate, world_size: int) -> list:
     return rows
 
 
+#: Tensor parallel degrees of the advisor's TP rows (issue 16; TP beyond one node's 8 GPUs is rare).
+TP_ADVISOR_DEGREES = (2, 4, 8)
 #: World sizes of the advisor's FSDP rows (issue 16: FSDP at 2 to 64 ranks; three traces keep --advise quick).
 FSDP_ADVISOR_WORLDS = (2, 8, 64)
 
@@ -174,6 +179,9 @@ def _engine_sharding_rows(base: Estimate, world_size: int) -> list:
     for ranks in FSDP_ADVISOR_WORLDS:
         rows.append((f"fsdp-{ranks}", f"FSDP2 full shard over {ranks} ranks",
                      replace(opts, parallel="fsdp", world_size=ranks), ""))
+    for ranks in TP_ADVISOR_DEGREES:
+        rows.append((f"tp-{ranks}", f"tensor parallel over {ranks} ranks (parallelize_module)",
+                     replace(opts, parallel="tp", world_size=ranks), ""))
     return rows
 
 
@@ -211,7 +219,7 @@ def _try(workload, tries, run, capacity_bytes, reserve):
 
 def advise(workload, base: Estimate, capacity_bytes: int | None = None, reserve: float = 0.10,
            world_size: int = 8, run: Callable[[object, EstimateOptions], Estimate] | None = None,
-           full: bool = False) -> list[Remedy]:
+           full: bool = False, skipped: dict[str, str] | None = None) -> list[Remedy]:
     """Re-estimate ``workload`` under each remedy of :func:`candidate_remedies`; ranked rows (see module docstring).
 
     capacity_bytes: target memory (bytes) for the fits column and the ranking (None: fits is None).
@@ -220,13 +228,27 @@ def advise(workload, base: Estimate, capacity_bytes: int | None = None, reserve:
         the memory needed when the baseline does not fit (``memlint estimate --advise``).  False keeps
         the remedies and the ranking by memory saved of memlint 0.1 (what ``memlint check`` calls
         until it passes full=True).
+    skipped: filled with {title: why} for the rows whose trace failed (a tensor parallel degree the
+        model cannot run; the larger degrees are then not tried).
     """
     run = run or (with_flops if full else estimate)
     baseline_flops = base.flops if base.flops is not None else run(workload, base.options).flops
     rows: list[Remedy] = []
+    tp_failed = False
     for key, title, options, cost in candidate_remedies(base, world_size, full):
         tries = options if isinstance(options, list) else [options]
-        result, verdict = _try(workload, tries, run, capacity_bytes, reserve)
+        if key.startswith("tp-"):
+            if tp_failed:
+                continue
+            try:
+                result, verdict = _try(workload, tries, run, capacity_bytes, reserve)
+            except TargetError as exc:  # no plan, or a forward not tensor-parallel-ready at this degree
+                tp_failed = True
+                if skipped is not None:
+                    skipped[title] = str(exc)
+                continue
+        else:
+            result, verdict = _try(workload, tries, run, capacity_bytes, reserve)
         if key == "grad-accum":
             title = f"micro-batch {result.micro_batch} x {result.options.grad_accum} accumulation steps"
             cost = cost.format(k=result.options.grad_accum, micro=result.micro_batch)

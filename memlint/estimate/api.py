@@ -62,6 +62,8 @@ class EstimateOptions:
         engine on a fake process group (:mod:`memlint.estimate.distributed`); then
         bucket_cap_mb, gradient_as_bucket_view (DDP) and reshard_after_forward,
         fsdp_param_dtype (MixedPrecisionPolicy param_dtype: bf16/fp16), fsdp_cpu_offload (FSDP2) apply.
+        "tp": tensor parallel over ``world_size`` ranks; "fsdp+tp": a (world_size / tp_size, tp_size)
+        mesh, tensor parallel on "tp", FSDP2 on "dp" (:mod:`memlint.estimate.tensor_parallel`).
     """
 
     batch_size: int | None = None
@@ -86,6 +88,7 @@ class EstimateOptions:
     reshard_after_forward: bool = True
     fsdp_param_dtype: str | None = None
     fsdp_cpu_offload: bool = False
+    tp_size: int | None = None
 
     @property
     def trace_steps(self) -> int:
@@ -111,6 +114,8 @@ class EstimateOptions:
             raise UsageError(f"--steps must be >= 2: one warm-up step and at least one measured (got {self.steps})")
         if self.device not in ("cuda", "cpu"):
             raise UsageError(f"--device {self.device!r}: choose cuda or cpu")
+        if self.tp_size is not None and self.parallel != "fsdp+tp":
+            raise UsageError(f"--tp-size {self.tp_size} needs --parallel fsdp+tp")
         if self.parallel is not None:
             from memlint.estimate.distributed import check_parallel_options  # noqa: PLC0415
 
@@ -179,6 +184,8 @@ class Estimate:
     unmodelled: [{kernel, module, count}] -- kernels whose memory is not (fully) modelled.
     communication: with ``options.parallel``, rank 0's collectives of one measured step
         (:meth:`memlint.estimate.distributed.Communication.to_json`); None otherwise.
+    tensor_parallel: with ``--parallel tp|fsdp+tp``, the plan traced ({source, styles, skipped},
+        :meth:`memlint.estimate.tensor_parallel.TPPlan.to_json`); None otherwise.
     devices: when the workload places tensors on more than one CUDA device
         (:mod:`memlint.estimate.placement`), each device's
         :meth:`~memlint.estimate.placement.DeviceMemory.to_json`, from its own
@@ -215,6 +222,7 @@ class Estimate:
     step_peaks: list[dict] = field(default_factory=list)
     flops: int | None = None
     communication: dict | None = None
+    tensor_parallel: dict | None = None
     devices: list[dict] = field(default_factory=list)
     ledger: Any = field(default=None, repr=False, compare=False)
 
@@ -254,6 +262,7 @@ class Estimate:
             "step_peaks": self.step_peaks,
             "flops": self.flops,
             "communication": self.communication,
+            "tensor_parallel": self.tensor_parallel,
             "num_ops": self.num_ops,
             "trace_seconds": round(self.trace_seconds, 3),
             "timeline": self.timeline.downsample(max_points),
@@ -488,6 +497,7 @@ def estimate(workload, options: EstimateOptions | None = None, count_flops: bool
         step_peaks=replay.step_peaks,
         flops=flops,
         communication=facts.get("communication"),
+        tensor_parallel=facts.get("tp_plan"),
         devices=[d.to_json() for d in devices],
         ledger=ledger,
         trace_seconds=elapsed,

@@ -210,9 +210,12 @@ def options_from_args(args):
 
 def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
     """``--parallel`` and the engines' settings (memlint/estimate/distributed.py; docs/estimator.md "Distributed")."""
-    parser.add_argument("--parallel", default=None, choices=["ddp", "fsdp"],
-                        help="trace rank 0 of --world-size ranks through the real engine: DistributedDataParallel "
-                             "or FSDP2 fully_shard (on a fake process group)")
+    parser.add_argument("--parallel", default=None, choices=["ddp", "fsdp", "tp", "fsdp+tp"],
+                        help="trace rank 0 of --world-size ranks through the real engine: DistributedDataParallel, "
+                             "FSDP2 fully_shard, tensor parallel (parallelize_module), or FSDP2 over tensor "
+                             "parallel (with --tp-size), on a fake process group")
+    parser.add_argument("--tp-size", type=int, default=None, metavar="T",
+                        help="--parallel fsdp+tp: the tensor parallel degree (--world-size / T FSDP2 ranks)")
     parser.add_argument("--bucket-cap-mb", type=float, default=None, metavar="MiB",
                         help="DDP gradient bucket size (default: DDP's 25 MiB)")
     parser.add_argument("--gradient-as-bucket-view", action="store_true",
@@ -228,7 +231,7 @@ def _check_world_size_has_an_engine(args) -> None:
     """``--world-size N`` alone would estimate one GPU: say what it needs (UsageError)."""
     if getattr(args, "world_size", 1) > 1 and getattr(args, "parallel", None) is None and not getattr(args, "zero_stage", 0):
         raise UsageError(f"--world-size {args.world_size} needs an engine to shard over the ranks: "
-                         "add --parallel ddp|fsdp or --zero-stage 1|2|3")
+                         "add --parallel ddp|fsdp|tp|fsdp+tp or --zero-stage 1|2|3")
 
 
 def parallel_options_from_args(args) -> dict:
@@ -249,7 +252,8 @@ def parallel_options_from_args(args) -> dict:
             "gradient_as_bucket_view": getattr(args, "gradient_as_bucket_view", False),
             "reshard_after_forward": getattr(args, "reshard_after_forward", True),
             "fsdp_param_dtype": getattr(args, "fsdp_param_dtype", None),
-            "fsdp_cpu_offload": getattr(args, "fsdp_cpu_offload", False)}
+            "fsdp_cpu_offload": getattr(args, "fsdp_cpu_offload", False),
+            "tp_size": getattr(args, "tp_size", None)}
 
 
 def _context_bytes(text: str | None) -> int | None:
@@ -441,8 +445,10 @@ def _run(args) -> int:
         from memlint.estimate.advisor import with_flops  # noqa: PLC0415
 
         with captured, ProgressStatus("re-estimating under each remedy...", lines=True) as status:
-            advice = advise(workload, result, capacity, reserve, run=reporting(with_flops, status.update), full=True)
-        notes = not_offered(result, advice)
+            skipped: dict[str, str] = {}
+            advice = advise(workload, result, capacity, reserve, run=reporting(with_flops, status.update), full=True,
+                            skipped=skipped)
+        notes = {**not_offered(result, advice), **skipped}
     if captured.summary():
         print(f"memlint: {printable(captured.summary())}", file=sys.stderr)
     if getattr(args, "snapshot", None):
@@ -474,6 +480,10 @@ def _run(args) -> int:
 
             print(f"rank 0 of {options.world_size} ({options.parallel}): "
                   f"{describe_communication(result.communication).split('; ', 1)[1]}")
+        if result.tensor_parallel is not None:
+            from memlint.estimate.tensor_parallel import describe_plan  # noqa: PLC0415
+
+            print(describe_plan(result.tensor_parallel))
         if advice is not None:
             report.render_advice(advice, notes=notes)
     if args.plot:

@@ -1,9 +1,10 @@
 """Per-rank estimates traced through the real distributed engines on a fake process group.
 
-``--parallel ddp|fsdp --world-size N``: the workload is wrapped by the engine
-itself -- ``torch.nn.parallel.DistributedDataParallel`` or FSDP2
-``torch.distributed.fsdp.fully_shard`` (per repeated block, then at the root)
--- and its training step is traced by the estimator's ledger, as rank 0 of a
+``--parallel ddp|fsdp|tp|fsdp+tp --world-size N``: the workload is wrapped by the engine
+itself -- ``torch.nn.parallel.DistributedDataParallel``, FSDP2
+``torch.distributed.fsdp.fully_shard`` (per repeated block, then at the root), or
+tensor parallel (``parallelize_module``, memlint/estimate/tensor_parallel.py; FSDP2 on
+the "dp" mesh dimension after it for fsdp+tp) -- and its training step is traced by the estimator's ledger, as rank 0 of a
 world of N ranks.  No peer exists: the process group is torch's fake backend
 (``torch.testing._internal.distributed.fake_pg``, torch 2.13.0: every
 collective returns at once, its output tensors allocated but not written), so
@@ -58,7 +59,7 @@ from memlint.errors import TargetError, UsageError
 from memlint.estimate.messages import one_line
 
 #: The engines ``--parallel`` names.
-PARALLEL_MODES = ("ddp", "fsdp")
+PARALLEL_MODES = ("ddp", "fsdp", "tp", "fsdp+tp")
 #: DDP's default bucket size in MiB (torch 2.13.0, torch/nn/parallel/distributed.py ``_DEFAULT_BUCKET_CAP_MB``).
 DDP_DEFAULT_BUCKET_CAP_MB = 25
 #: Largest simulated world: a bound on the option, not a fact of torch -- 64x the 1024 ranks issue 16
@@ -90,10 +91,11 @@ class Communication:
     sent_bytes: dict[str, int] = field(default_factory=dict)
     largest_buffer: int = 0
 
-    def add(self, kind: str, nbytes: int) -> None:
+    def add(self, kind: str, nbytes: int, group_size: int | None = None) -> None:
+        """Count one collective of ``nbytes`` (full buffer) over ``group_size`` ranks (default: the world)."""
         self.calls[kind] = self.calls.get(kind, 0) + 1
         self.buffer_bytes[kind] = self.buffer_bytes.get(kind, 0) + nbytes
-        sent = int(nbytes * TRAFFIC_FACTOR[kind](self.world_size))
+        sent = int(nbytes * TRAFFIC_FACTOR[kind](group_size or self.world_size))
         self.sent_bytes[kind] = self.sent_bytes.get(kind, 0) + sent
         self.largest_buffer = max(self.largest_buffer, nbytes)
 
@@ -124,8 +126,7 @@ def check_parallel_options(options) -> None:
     if options.parallel is None:
         return
     if options.parallel not in PARALLEL_MODES:
-        raise UsageError(f"--parallel {options.parallel!r}: choose from {', '.join(PARALLEL_MODES)} "
-                         "(tensor parallel, tp and fsdp+tp, is not traced yet: docs/estimator.md \"Distributed\")")
+        raise UsageError(f"--parallel {options.parallel!r}: choose from {', '.join(PARALLEL_MODES)}")
     if not 1 <= options.world_size <= MAX_WORLD_SIZE:
         raise UsageError(f"--world-size must be between 1 and {MAX_WORLD_SIZE} with --parallel (got {options.world_size})")
     if options.zero_stage:
@@ -138,6 +139,9 @@ def check_parallel_options(options) -> None:
         raise UsageError(f"--bucket-cap-mb must be > 0 (got {options.bucket_cap_mb})")
     if options.fsdp_param_dtype not in (None, "bf16", "fp16"):
         raise UsageError(f"--fsdp-param-dtype {options.fsdp_param_dtype!r}: choose bf16 or fp16")
+    from memlint.estimate.tensor_parallel import check_tp_options  # noqa: PLC0415
+
+    check_tp_options(options)
 
 
 @contextlib.contextmanager
@@ -189,6 +193,15 @@ _C10D_OPS = {
     "allreduce_": ("all_reduce", 0),
     "broadcast_": ("broadcast", 0),
 }
+#: torch.distributed's functional collectives (DTensor's redistribute issues them: tensor parallel), torch
+#: 2.13.0 torch/distributed/_functional_collectives.py: op name -> kind; the full buffer is the output of an
+#: all-gather and the input otherwise; the group is the op's last argument.
+_FUNCTIONAL_OPS = {"all_reduce": "all_reduce", "all_gather_into_tensor": "all_gather",
+                   "reduce_scatter_tensor": "reduce_scatter"}
+#: ``_c10d_functional.wait_tensor`` returns its input once the collective is done (checked on torch
+#: 2.13.0+cpu: ``torch.ops._c10d_functional.wait_tensor(t) is t``); under FakeTensorMode its kernel returns
+#: a tensor with a new storage, which would count a second full buffer per collective, so the trace
+#: answers it with the input itself.
 #: FSDP2's custom ops whose outputs are communication buffers (torch 2.13.0,
 #: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
 _FSDP_BUFFER_OPS = ("all_gather_copy_in", "chunk_cat")
@@ -293,9 +306,11 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
     class CollectiveMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
             namespace = func.namespace
             name = func.overloadpacket.__name__
+            if namespace == "_c10d_functional" and name == "wait_tensor":
+                return args[0]  # see _FUNCTIONAL_OPS: the real op returns its input; the fake kernel a copy
+            out = func(*args, **kwargs)
             if namespace == "c10d" and name in _C10D_OPS:
                 kind, which = _C10D_OPS[name]
                 buffers = args[which] if which < len(args) else args[0]
@@ -308,6 +323,16 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
                 if scratch:
                     category = "communication" if GLOO_SCRATCH_IS_TENSOR[kind] else "workspace"
                     ledger.transient(scratch, f"gloo {kind} scratch", category)
+            elif namespace == "_c10d_functional" and name in _FUNCTIONAL_OPS:
+                kind = _FUNCTIONAL_OPS[name]
+                buffer = out if kind == "all_gather" else args[0]
+                ledger.retag(buffer, "communication")
+                if counter["step"] == ledger.step:
+                    counter["comm"].add(kind, _nbytes(buffer), _group_size(args[-1]))
+                scratch = int(_nbytes(buffer) * GLOO_SCRATCH_FRACTION[kind]) if gloo else 0
+                if scratch:
+                    category = "communication" if GLOO_SCRATCH_IS_TENSOR[kind] else "workspace"
+                    ledger.transient(scratch, f"gloo {kind} scratch", category)
             elif namespace == "fsdp" and name in _FSDP_BUFFER_OPS:
                 for value in tree_flatten((out, kwargs.get("out")))[0]:
                     if isinstance(value, torch.Tensor):
@@ -315,6 +340,16 @@ def _collective_mode(ledger, counter: dict, gloo: bool):
             return out
 
     return CollectiveMode()
+
+
+def _group_size(group_name) -> int | None:
+    """Ranks of the process group a functional collective names (None when it cannot be resolved)."""
+    from torch.distributed.distributed_c10d import _resolve_process_group  # noqa: PLC0415
+
+    try:
+        return _resolve_process_group(group_name).size()
+    except Exception:  # noqa: BLE001 - the world's size is counted instead
+        return None
 
 
 class _KeepBuckets:
@@ -490,8 +525,10 @@ def _own_copy(workload):
 def trace_distributed(workload, options, ledger, target) -> dict:
     """Trace ``options.trace_steps`` steps of rank 0 under ``options.parallel``; the facts of step.trace_training.
 
-    Extra fact: ``communication`` (:meth:`Communication.to_json` of the first measured step) and
-    ``fsdp_units`` (FQNs sharded as one unit, ``--parallel fsdp``).  Raises UsageError / TargetError.
+    Extra fact: ``communication`` (:meth:`Communication.to_json` of the first measured step),
+    ``fsdp_units`` (FQNs sharded as one unit, ``--parallel fsdp`` and ``fsdp+tp``) and ``tp_plan``
+    (``--parallel tp|fsdp+tp``: :meth:`memlint.estimate.tensor_parallel.TPPlan.to_json`, else None).
+    Raises UsageError / TargetError (a model without a plan, or whose forward is not tensor-parallel-ready).
     """
     import torch  # noqa: PLC0415
     from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: PLC0415
@@ -516,6 +553,7 @@ def trace_distributed(workload, options, ledger, target) -> dict:
 
         ledger.scratch_probe = ScratchProbe(threads=RANK_INTRA_OP_THREADS)
     units: list[str] = []
+    plan = None
     with fake_world(options.world_size), ExitStackWithErrors(workload) as stack:
         mesh = None
         if options.parallel == "fsdp":
@@ -525,6 +563,8 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             # fully_shard on the meta module outside every mode: it chunks each parameter into one piece
             # per rank (1024 ranks: ~80,000 meta ops) and allocates nothing; to_empty below materializes
             units = apply_fully_shard(module, options, mesh)
+        elif options.parallel in ("tp", "fsdp+tp"):
+            plan, units = _tensor_parallel(workload, module, options, micro_batch)
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(_mixed_batch_norm_mode())
         stack.enter_context(_libraries_see_a_real_run())
@@ -549,7 +589,14 @@ def trace_distributed(workload, options, ledger, target) -> dict:
         stack.enter_context(emulation)
         input_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(options.precision)
         for index in range(options.trace_steps):
-            _one_step(workload, engine, module, optimizer, options, micro_batch, ledger, index, input_dtype)
+            try:
+                _one_step(workload, engine, module, optimizer, options, micro_batch, ledger, index, input_dtype)
+            except TargetError as exc:
+                if plan is None:
+                    raise
+                from memlint.estimate.tensor_parallel import not_tp_ready  # noqa: PLC0415
+
+                raise not_tp_ready(exc, workload.name) from None
         ledger.close()
     steps.remove_checkpointing(module, checkpointed)
     if ledger.scratch_probe is not None:
@@ -563,7 +610,20 @@ def trace_distributed(workload, options, ledger, target) -> dict:
             "optimizer": steps._optimizer_label(optimizer), "kernel_choices": dict(emulation.choices),
             "unmodelled": [{"kernel": what, "module": fqn, "count": n}
                            for (what, fqn), n in sorted(ledger.unmodelled.items())],
-            "communication": counter["comm"].to_json(), "fsdp_units": units}
+            "communication": counter["comm"].to_json(), "fsdp_units": units,
+            "tp_plan": plan.to_json() if plan is not None else None}
+
+
+def _tensor_parallel(workload, module, options, micro_batch: int):
+    """Tensor parallel on the meta ``module`` (then FSDP2 on the "dp" dim for fsdp+tp), outside every mode.
+
+    Returns (the TPPlan, the FSDP2 unit FQNs).  See memlint/estimate/tensor_parallel.py.
+    """
+    from memlint.estimate import tensor_parallel as tp  # noqa: PLC0415
+
+    mesh = tp.device_mesh(options)  # before FakeTensorMode: its ranks are real
+    plan = tp.find_plan(module, _meta_inputs(workload, micro_batch), workload.name)
+    return plan, tp.shard_module(module, plan, options, mesh)
 
 
 class ExitStackWithErrors(contextlib.ExitStack):
@@ -591,6 +651,7 @@ def _one_step(workload, engine, module, optimizer, options, micro_batch, ledger,
         inputs = _to_fake(_meta_inputs(workload, micro_batch), input_dtype)
         for tensor in steps._tensors(inputs):
             ledger.retag(tensor, "input")
+        del tensor  # the loop's name would keep the last input alive through the optimizer step
         steps.forward_backward(workload, engine, inputs, options, ledger)
         del inputs
         for param in module.parameters():

@@ -309,8 +309,8 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
         batch_size=micro * accum, optimizer=values["optimizer"].value, precision=values["precision"].value,
         checkpointing=values["checkpointing"].value, grad_accum=accum, set_to_none=values["set-to-none"].value,
         world_size=settings.get("world-size", 1), zero_stage=settings.get("zero-stage", 0),
-        parallel=settings.get("parallel"), gpu=gpu if gpu and gpu.lower() != "auto" else None)
-    for key in ("world-size", "zero-stage", "parallel"):
+        parallel=settings.get("parallel"), tp_size=settings.get("tp-size"), gpu=gpu if gpu and gpu.lower() != "auto" else None)
+    for key in ("world-size", "zero-stage", "parallel", "tp-size"):
         if key in settings:
             values[key] = Value(settings.get(key), _source(settings, key))
     report(f"tracing batch {micro * accum}")

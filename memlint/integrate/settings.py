@@ -144,7 +144,8 @@ KEYS = {
     "set-to-none": _bool,
     "world-size": _positive_int,
     "zero-stage": _zero_stage,
-    "parallel": _choice(("ddp", "fsdp")),  # memlint/estimate/distributed.py PARALLEL_MODES
+    "parallel": _choice(("ddp", "fsdp", "tp", "fsdp+tp")),  # memlint/estimate/distributed.py PARALLEL_MODES
+    "tp-size": _positive_int,  # with parallel = "fsdp+tp"
     "gpu": _gpu,
     "capacity": _capacity,
     "reserve": _reserve,

@@ -196,6 +196,13 @@ def _prepare_rank(target: str, inputs, options):
         cap = options.bucket_cap_mb if options.bucket_cap_mb is not None else DDP_DEFAULT_BUCKET_CAP_MB
         engine = DistributedDataParallel(module, bucket_cap_mb=cap,
                                          gradient_as_bucket_view=options.gradient_as_bucket_view)
+    elif options.parallel in ("tp", "fsdp+tp"):
+        from memlint.estimate import tensor_parallel as tp  # noqa: PLC0415
+
+        micro_batch = (options.batch_size or workload.default_batch_size) // options.grad_accum
+        plan = tp.plan_of_real_module(module, workload.make_inputs(micro_batch), workload.name)
+        tp.shard_module(module, plan, options, tp.device_mesh(options))
+        engine = module
     else:
         from torch.distributed.device_mesh import init_device_mesh  # noqa: PLC0415
 

@@ -76,7 +76,7 @@ def test_fake_process_group_is_gone_after_the_estimate():
 
 
 @pytest.mark.parametrize("options, needle", [
-    ({"parallel": "tp", "world_size": 2}, "--parallel"),
+    ({"parallel": "pp", "world_size": 2}, "--parallel"),
     ({"parallel": "fsdp", "world_size": 2, "zero_stage": 3}, "--zero-stage"),
     ({"parallel": "ddp", "world_size": 0}, "--world-size"),
     ({"parallel": "ddp", "world_size": 2, "step_in_backward": True}, "step-in-backward"),
@@ -106,7 +106,7 @@ def test_settings_key_parallel_takes_the_engines_of_the_estimator():
 
     assert [KEYS["parallel"]("parallel", mode.upper()) for mode in PARALLEL_MODES] == list(PARALLEL_MODES)
     with pytest.raises(ValueError, match="must be one of ddp, fsdp"):
-        KEYS["parallel"]("parallel", "tp")
+        KEYS["parallel"]("parallel", "pp")
 
 
 @pytest.mark.parametrize(("param_dtype", "stats_dtype", "training"), [

@@ -123,7 +123,7 @@ def test_advisor_ranking_matches_estimates_by_hand(project, memlint_run, limit):
     from dataclasses import replace
 
     from memlint.estimate.api import EstimateOptions, estimate, fits
-    from memlint.estimate.advisor import FSDP_ADVISOR_WORLDS
+    from memlint.estimate.advisor import FSDP_ADVISOR_WORLDS, TP_ADVISOR_DEGREES
     from memlint.estimate.units import parse_bytes
     from memlint.estimate.workload import load_workload
 
@@ -146,6 +146,7 @@ def test_advisor_ranking_matches_estimates_by_hand(project, memlint_run, limit):
         "adafactor": replace(base_options, optimizer="adafactor"),
         "ddp": replace(base_options, parallel="ddp", world_size=4),
         **{f"fsdp-{n}": replace(base_options, parallel="fsdp", world_size=n) for n in FSDP_ADVISOR_WORLDS},
+        **{f"tp-{n}": replace(base_options, parallel="tp", world_size=n) for n in TP_ADVISOR_DEGREES},
     }
     expected = {}
     allocated = {}

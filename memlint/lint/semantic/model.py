@@ -1376,8 +1376,8 @@ class SemanticModel:
             klass = self.class_of_method(unit) if unit is not None else None
             if klass is not None and expr.value.id == _first_parameter(unit):
                 method = klass.method(expr.attr)
-                if method is not None and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in method.decorator_list):
-                    return method, 1
+                if method is not None:  # a static method is the plain function: nothing bound
+                    return method, 0 if _is_static(method) else 1
             return None
         if isinstance(expr, ast.Call):
             if self.qualified(expr.func) == "functools.partial" and expr.args and not any(isinstance(a, ast.Starred) for a in expr.args):
@@ -1754,3 +1754,8 @@ def _default_of(function: Function, name: str) -> ast.expr | None:
 
 
 _ = (WITH_TYPES, container)
+
+
+def _is_static(function: ast.AST) -> bool:
+    """``function`` is decorated ``@staticmethod`` (it takes no receiver)."""
+    return any(dotted_name(d) in ("staticmethod", "builtins.staticmethod") for d in getattr(function, "decorator_list", ()))

@@ -906,6 +906,24 @@ def _range_stream(call: CallInfo) -> Tri:
     return Tri.MAYBE
 
 
+def _members_device(arguments: list[Value]) -> Tri:
+    """Where an ``nn.Sequential``/``nn.ModuleList``/``nn.ModuleDict`` built
+    from ``arguments`` holds its parameters: where its members are, since a
+    container creates no parameters of its own (torch 2.13.0
+    ``torch/nn/modules/container.py``: ``__init__`` only registers the
+    modules given). Members are the module arguments, or the elements of a
+    list/tuple/dict argument (``nn.ModuleList([copy(m) for _ in betas])``).
+    YES when every member is on the accelerator, NO when every one is on
+    the CPU, MAYBE otherwise."""
+    devices = set()
+    for argument in arguments:
+        member = argument.element if argument.kind is Kind.CONTAINER and argument.element is not None else argument
+        if member.kind is not Kind.MODULE:
+            return Tri.MAYBE
+        devices.add(member.device)
+    return devices.pop() if len(devices) == 1 else Tri.MAYBE
+
+
 def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | None:
     """``torch.*`` functions and constructors (torch 2.13)."""
     parts = qualified.split(".")
@@ -915,8 +933,8 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
     if fw.MODULE_NAMESPACE.match(qualified) and qualified not in fw.NOT_MODULES:
         output = Kind.CONTAINER if last in ops.TUPLE_OUTPUT_MODULES else (None if last in ops.MODULE_CONTAINERS else Kind.TENSOR)
         device = construction_device(model, call)
-        if last in ops.MODULE_CONTAINERS and not all(a.kind is Kind.MODULE and a.device is Tri.NO for a in arguments):
-            device = Tri.MAYBE  # nn.Sequential(encoder.cuda(), head): where its members are
+        if last in ops.MODULE_CONTAINERS and arguments:
+            device = _members_device(arguments)
         return module(output=output, type_name=qualified, device=device)
     if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         first = call.argument(0)
