@@ -1,9 +1,10 @@
 """Recall on the reproducers of reported bugs in fixtures/recall (see
 tests/lint/recall_score.py for the set and its scoring conventions).
 
-The bound is the measured recall (132/147 = 89.8% when it was set, issue
+The bound is the measured recall (140/147 = 95.2% when it was set, issue
 19: 81/84 on the first family, 30/33 on the second family's reproducers,
-21/30 on the third, held-out family, written on 2026-12-01 by a reviewer
+21/30 on the third, held-out family on its first measurement (29/30 after
+the fixes that followed), written on 2026-12-01 by a reviewer
 who had not read the rules' code) less two marks of slack; the misses
 still open are listed in docs/accuracy.md."""
 
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 from .recall_score import RECALL, score
 
-#: 130 of the 147 marks: the measured 132 less two.
-MIN_RECALL = 130 / 147
+#: 138 of the 147 marks: the measured 140 less two.
+MIN_RECALL = 138 / 147
 
 
 def test_recall_on_reported_bugs():
