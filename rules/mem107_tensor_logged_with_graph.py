@@ -20,6 +20,18 @@ WRITER_CONSTRUCTORS = frozenset(
 RUN_CONSTRUCTORS = frozenset({"wandb.init", "wandb.sdk.wandb_init.init"})
 WRITER_METHODS = frozenset({"add_scalar", "add_scalars", "add_histogram", "add_image", "add_images", "add_embedding", "add_pr_curve"})
 RUN_METHODS = frozenset({"log"})
+#: Loggers that turn the value into a number or JSON during the call, so no graph outlives it:
+#: torch's SummaryWriter (torch 2.13.0 torch/utils/tensorboard/summary.py ``scalar``/``histogram``
+#: call ``make_np``, which is ``x.detach().cpu().numpy()`` in _convert_np.py) and wandb's
+#: ``log`` (wandb sdk/interface/interface.py ``publish_partial_history`` runs
+#: ``history_dict_to_json`` on the data before it returns, for ``commit=False`` too).  A tensor
+#: handed to them still makes every call wait for the device, and wandb releases of 2019 kept
+#: the tensors (wandb/wandb#354): reported as info, not as a graph kept alive.
+CONVERTING_WRITER_CONSTRUCTORS = frozenset(
+    {"torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter"})
+CONVERTING_MODULE_LOGGERS = frozenset({"wandb.log"})
+CONVERTED_MESSAGE = ("a graph-attached tensor is passed to a logger that converts it during the call: no graph "
+                     "is kept, but every call waits for the device; log `.item()` (older wandb kept the tensors)")
 
 
 class TensorLoggedWithGraph(Rule):
@@ -31,13 +43,15 @@ class TensorLoggedWithGraph(Rule):
     including a metrics dict filled earlier in the same function.
 
     ## Why is this bad?
-    Loggers buffer what they are given until the next commit or flush
-    (`wandb.log(..., commit=False)` accumulates a step's values; writers
-    queue events for a background thread). A tensor that still carries its
-    autograd graph keeps the whole graph — every activation of that step —
-    alive for as long as the logger holds it, and converting it forces a
-    device synchronisation on the logging path. A Python number costs
-    nothing.
+    A logger that keeps what it is given (a tensorboardX writer, mlflow,
+    older wandb releases: wandb/wandb#354) keeps a tensor that still
+    carries its autograd graph — every activation of that step — alive for
+    as long as it holds it. torch's own `SummaryWriter` and current wandb
+    convert the value during the call (torch 2.13.0
+    `torch/utils/tensorboard/_convert_np.py`; wandb
+    `sdk/interface/interface.py`): no graph is kept, but every call waits
+    for the device; those findings are info, not warnings. A Python number
+    costs nothing.
 
     ## Example
     ```python
@@ -99,7 +113,18 @@ class TensorLoggedWithGraph(Rule):
         if semantic.grad_disabled(node):
             return
         if any(_holds_graph(semantic.value(leaf)) for leaf in leaf_values(logged)):
-            self.report(node)
+            if self._converts_during_the_call(node):
+                self.report(node, CONVERTED_MESSAGE, severity=Severity.INFO)
+            else:
+                self.report(node)
+
+    def _converts_during_the_call(self, call: ast.Call) -> bool:
+        if self.ctx.semantic.qualified(call.func) in CONVERTING_MODULE_LOGGERS:
+            return True
+        if not isinstance(call.func, ast.Attribute):
+            return False
+        made = self.ctx.semantic.value(call.func.value).type_name
+        return made in CONVERTING_WRITER_CONSTRUCTORS or made in RUN_CONSTRUCTORS
 
     def _logged_values(self, call: ast.Call) -> list[ast.expr]:
         qualified = self.ctx.semantic.qualified(call.func)

@@ -104,6 +104,7 @@ class EmptyCacheInLoop(Rule):
     NEEDS_NAMES = ("empty_cache", "clear_device_cache", "release_memory")
     FRAMEWORK = "torch"
     VALID = (
+        "import torch\ndef validate(model, data):\n    model(data)\n    torch.cuda.empty_cache()\ndef train(model, loader, opt, every):\n    for step, batch in enumerate(loader):\n        model(batch).backward()\n        opt.step()\n        if step % every == 0:\n            validate(model, batch)\n",
         "import torch\ndef train(model, loader, opt):\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n    torch.cuda.empty_cache()\n",
         "import torch\ndef train(model, loader, opt):\n    for step, batch in enumerate(loader):\n        model(batch).backward()\n        if step % 1000 == 0:\n            torch.cuda.empty_cache()\n",
         "import torch\ndef fit(trainer, epochs):\n    for epoch in range(epochs):\n        trainer.train_one_epoch()\n        torch.cuda.empty_cache()\n",
@@ -248,6 +249,8 @@ class EmptyCacheInLoop(Rule):
         if repetition is not None and repetition.reason == "hook":
             return True
         for call in semantic.call_sites_of(function):
+            if self._guarded(call):  # `if step % N == 0: log_validation(...)`: every N steps, not each one
+                continue
             loops = semantic.enclosing_loops(call)
             if loops and self._step_loop(loops[0]):
                 return True

@@ -123,10 +123,10 @@ def _memory_layout_rows(base: Estimate, full: bool = True) -> list:
                      COSTS["set-to-none"]))
     if not full:
         return rows
-    if opts.grad_accum == 1 and not opts.step_in_backward and opts.world_size == 1:
+    if opts.grad_accum == 1 and not opts.step_in_backward and opts.world_size == 1 and opts.parallel is None:
         rows.append(("step-in-backward", "optimizer step in backward (post-accumulate-grad hooks)",
                      replace(opts, step_in_backward=True), COSTS["step-in-backward"]))
-    if opts.device == "cuda" and not opts.offload_activations:
+    if opts.device == "cuda" and not opts.offload_activations and opts.parallel is None:  # not with an engine
         rows.append(("offload", "activation offload to the host (save_on_cpu)",
                      replace(opts, offload_activations=True), COSTS["offload"]))
     return rows
@@ -150,7 +150,7 @@ def _optimizer_rows(base: Estimate, full: bool = True) -> list:
 def _sharding_rows(base: Estimate, world_size: int) -> list:
     opts = base.options
     rows = []
-    if world_size <= 1:
+    if world_size <= 1 or opts.parallel is not None:  # already sharded by an engine: its own rows
         return rows
     for stage in (1, 2, 3):
         if opts.world_size >= world_size and opts.zero_stage >= stage:
@@ -237,22 +237,19 @@ def advise(workload, base: Estimate, capacity_bytes: int | None = None, reserve:
     tp_failed = False
     for key, title, options, cost in candidate_remedies(base, world_size, full):
         tries = options if isinstance(options, list) else [options]
-        if key.startswith("tp-"):
-            if tp_failed:
-                continue
-            try:
-                result, verdict = _try(workload, tries, run, capacity_bytes, reserve)
-            except TargetError as exc:  # no plan, or a forward not tensor-parallel-ready at this degree
-                tp_failed = True
-                if skipped is not None:
-                    skipped[title] = str(exc)
-                continue
-        else:
+        if key.startswith("tp-") and tp_failed:
+            continue
+        try:
             result, verdict = _try(workload, tries, run, capacity_bytes, reserve)
+        except TargetError as exc:  # a remedy this model cannot run: a TP degree without a plan or not
+            tp_failed = tp_failed or key.startswith("tp-")  # TP-ready; Adafactor on FSDP2's DTensors
+            if skipped is not None:
+                skipped[title] = str(exc)
+            continue
         if key == "grad-accum":
             title = f"micro-batch {result.micro_batch} x {result.options.grad_accum} accumulation steps"
             cost = cost.format(k=result.options.grad_accum, micro=result.micro_batch)
-        if result.communication:
+        if result.communication and result.options.parallel != base.options.parallel:  # a sharding row
             from memlint.estimate.distributed import describe_communication  # noqa: PLC0415
 
             cost = describe_communication(result.communication)

@@ -116,10 +116,9 @@ class EstimateOptions:
             raise UsageError(f"--device {self.device!r}: choose cuda or cpu")
         if self.tp_size is not None and self.parallel != "fsdp+tp":
             raise UsageError(f"--tp-size {self.tp_size} needs --parallel fsdp+tp")
-        if self.parallel is not None:
-            from memlint.estimate.distributed import check_parallel_options  # noqa: PLC0415
+        from memlint.estimate.distributed import check_parallel_options  # noqa: PLC0415
 
-            check_parallel_options(self)
+        check_parallel_options(self)  # also refuses an engine option given without its engine
 
     def target(self) -> Target:
         """The :class:`memlint.estimate.target.Target` these options describe (UsageError for a bad one)."""

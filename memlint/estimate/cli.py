@@ -58,9 +58,12 @@ def check_estimate_inputs(batch_size: int | None, grad_accum: int, world_size: i
     """
     from memlint.estimate.workload import check_input_names, parse_input_spec  # noqa: PLC0415 - no torch
 
-    for name, value in zip(names, (batch_size, grad_accum, world_size)):
+    for name, value in zip(names, (batch_size, grad_accum)):
         if value is not None and not 1 <= value <= MAX_DIMENSION:
             raise UsageError(f"{name} {value}: must be between 1 and 2**40 (no device holds more samples)")
+    if not 1 <= world_size <= MAX_DIMENSION:
+        raise UsageError(f"{names[2]} {world_size}: must be at least 1 (ranks)" if world_size < 1 else
+                         f"{names[2]} {world_size}: must be at most 2**40")
     if batch_size is not None and grad_accum > batch_size:
         raise UsageError(f"{names[1]} {grad_accum} is greater than the batch size {batch_size}: "
                          "some micro-batches would be empty")
@@ -178,7 +181,7 @@ def add_estimate_arguments(parser: argparse.ArgumentParser, measuring: bool = Fa
     parser.add_argument("--steps", type=int, default=None, metavar="N",
                         help="steps measured after --warmup (default 3)" if measuring
                         else "training steps traced, the first a warm-up (default 3)")
-    parser.add_argument("--reserve", default="10%", help="headroom kept free (default 10%%)")
+    parser.add_argument("--reserve", default="10%", help="headroom kept free: 10%%, 0.1 or 10 (a bare number of 1 or more is a percentage; default 10%%)")
     parser.add_argument("--max-batch-size", action="store_true", help="search the largest batch size that fits")
     formats = ["table", "json"] if measuring else ["table", "json", "summary"]
     parser.add_argument("--format", default="table", choices=formats, dest="format",
@@ -224,7 +227,8 @@ def add_parallel_arguments(parser: argparse.ArgumentParser) -> None:
                         help="FSDP2 reshard_after_forward (default: true; false is ZeRO-2-like)")
     parser.add_argument("--fsdp-param-dtype", default=None, choices=["bf16", "fp16"],
                         help="FSDP2 MixedPrecisionPolicy(param_dtype=...), reduce in fp32")
-    parser.add_argument("--fsdp-cpu-offload", action="store_true", help="FSDP2 CPUOffloadPolicy")
+    parser.add_argument("--fsdp-cpu-offload", action="store_true",
+                        help="FSDP2 CPUOffloadPolicy: not modelled yet (an error says why)")
 
 
 def _check_world_size_has_an_engine(args) -> None:

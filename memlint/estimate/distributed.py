@@ -121,8 +121,38 @@ def describe_communication(comm: dict) -> str:
             f"(ring: {', '.join(parts) or 'no collectives'})")
 
 
+#: The engine options and the engines they belong to (the CLI flag names).
+ENGINE_OPTIONS = {"bucket_cap_mb": ("ddp",), "gradient_as_bucket_view": ("ddp",),
+                  "reshard_after_forward": ("fsdp", "fsdp+tp"), "fsdp_param_dtype": ("fsdp", "fsdp+tp"),
+                  "fsdp_cpu_offload": ("fsdp", "fsdp+tp")}
+#: The value of each engine option when it is not given (EstimateOptions' defaults).
+ENGINE_OPTION_DEFAULTS = {"bucket_cap_mb": None, "gradient_as_bucket_view": False, "reshard_after_forward": True,
+                          "fsdp_param_dtype": None, "fsdp_cpu_offload": False}
+#: Largest DDP bucket accepted, in MiB: 2**20 MiB = 1 TiB, beyond any device (the reducer takes bytes as int64).
+MAX_BUCKET_CAP_MB = 2**20
+
+
+def _flag(name: str, value) -> str:
+    flag = "--" + name.replace("_", "-")
+    if name == "reshard_after_forward" and value is False:
+        return "--no-reshard-after-forward"
+    return flag if isinstance(value, bool) else f"{flag} {value}"
+
+
+def _check_engine_options(options) -> None:
+    """UsageError for an engine option given without its engine (it would be silently ignored)."""
+    for name, engines in ENGINE_OPTIONS.items():
+        value = getattr(options, name, ENGINE_OPTION_DEFAULTS[name])
+        if value == ENGINE_OPTION_DEFAULTS[name] or options.parallel in engines:
+            continue
+        needs = " or ".join(f"--parallel {engine}" for engine in engines)
+        raise UsageError(f"{_flag(name, value)} applies to {needs} only (got "
+                         f"{'--parallel ' + options.parallel if options.parallel else 'no --parallel'})")
+
+
 def check_parallel_options(options) -> None:
     """Raise UsageError (one line, naming the option) for an invalid distributed configuration."""
+    _check_engine_options(options)
     if options.parallel is None:
         return
     if options.parallel not in PARALLEL_MODES:
@@ -135,8 +165,12 @@ def check_parallel_options(options) -> None:
     for name in ("step_in_backward", "offload_activations"):
         if getattr(options, name):
             raise UsageError(f"--parallel {options.parallel}: {name.replace('_', '-')} is not traced with an engine")
-    if options.bucket_cap_mb is not None and options.bucket_cap_mb <= 0:
-        raise UsageError(f"--bucket-cap-mb must be > 0 (got {options.bucket_cap_mb})")
+    if options.bucket_cap_mb is not None and not 0 < options.bucket_cap_mb <= MAX_BUCKET_CAP_MB:
+        raise UsageError(f"--bucket-cap-mb must be > 0 and at most {MAX_BUCKET_CAP_MB} (got {options.bucket_cap_mb})")
+    if options.fsdp_cpu_offload:
+        raise UsageError("--fsdp-cpu-offload is not modelled: the engines are traced on CPU FakeTensors, where "
+                         "CPUOffloadPolicy's host copies and the device cannot be told apart "
+                         "(docs/estimator.md \"Distributed\")")
     if options.fsdp_param_dtype not in (None, "bf16", "fp16"):
         raise UsageError(f"--fsdp-param-dtype {options.fsdp_param_dtype!r}: choose bf16 or fp16")
     from memlint.estimate.tensor_parallel import check_tp_options  # noqa: PLC0415

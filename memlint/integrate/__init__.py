@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from memlint.errors import ConfigError, TargetError, UsageError
-from memlint.integrate.result import GiB, MalformedResult, ScriptEstimate, Value, deciding_device
+from memlint.integrate.result import (
+    GiB,
+    MalformedResult,
+    ScriptEstimate,
+    Value,
+    deciding_device,
+    largest_batch_text,
+    search_limit,
+)
 from memlint.integrate.settings import (
     DEFAULT_ADVISE_WORLD_SIZE,
     EstimateConfig,
@@ -45,8 +53,6 @@ if TYPE_CHECKING:  # imported where used: only scripts with an estimate need the
 
 MEM302 = "MEM302"
 MEM302_NAME = "batch-size-exceeds-capacity"
-#: Upper bound of the largest-batch search (batch per step).
-MAX_BATCH_LIMIT = 1 << 16
 _RECIPE_KEYS = ("batch-size", "optimizer", "precision", "checkpointing", "grad-accum", "set-to-none")
 
 #: What ``pip`` installs for the estimator, and what a pre-commit hook lists.
@@ -336,7 +342,7 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
             return Probe(verdict.fits, verdict.required_bytes, verdict.usable_bytes)
 
         v = outcome.verdict
-        limit = MAX_BATCH_LIMIT // accum
+        limit = search_limit(micro, accum)
         outcome.max_batch = largest_fitting(probe, limit, start=micro,
                                             known={micro: Probe(v.fits, v.required_bytes, v.usable_bytes)} if micro <= limit else None)
         if advise is not False:
@@ -374,7 +380,7 @@ def mem302_diagnostic(outcome: ScriptEstimate, source: str | None = None, anchor
         return None
     line, col, end_line, end_col = found
     verdict = outcome.verdict
-    largest = (f"the largest batch that fits is {outcome.max_batch}" if outcome.max_batch
+    largest = (f"the largest batch that fits is {largest_batch_text(outcome)}" if outcome.max_batch
                else "even batch size 1 does not fit")
     what = f"batch size {batch.value}" if batch is not None else "the estimated training step (the workload's own batch)"
     device, used = deciding_device(outcome.estimate)

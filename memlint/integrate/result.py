@@ -103,6 +103,26 @@ def numbers_record(data: Any) -> Record:
     return record
 
 
+#: Largest batch the fit search tries (samples); the search stops there (memlint.integrate uses it).
+MAX_BATCH_LIMIT = 1 << 16
+
+
+def search_limit(batch: int | None, accum: int | None) -> int:
+    """Largest micro-batch the fit search tries: :data:`MAX_BATCH_LIMIT` samples per step, or the
+    configured micro-batch when that is larger (so a batch that does not fit is searched below it)."""
+    return max(MAX_BATCH_LIMIT // max(1, accum or 1), batch or 0)
+
+
+def largest_batch_text(outcome) -> str:
+    """"N", or "at least N (the search stops there)" when N is the search's limit."""
+    recipe = outcome.recipe
+    batch = recipe["batch-size"].value if "batch-size" in recipe else None
+    accum = recipe["grad-accum"].value if "grad-accum" in recipe else 1
+    if outcome.max_batch is not None and outcome.max_batch >= search_limit(batch, accum):
+        return f"at least {outcome.max_batch} (the search stops there)"
+    return str(outcome.max_batch)
+
+
 def deciding_device(estimate) -> tuple[str | None, int]:
     """(label, device_used bytes) of the device that needs the most when the workload is placed on
     several devices (``estimate.devices``); (None, ``estimate.device_used``) otherwise."""

@@ -270,11 +270,30 @@ def script_config(path: str, source: str, table: dict[str, Any], config_path: Pa
             result.settings[key] = Setting(value, table_source)
     for key, value in comment.items():
         result.settings[key] = Setting(value, f"comment line {line}")
+    _check_world_size(path, result)
     if "target" in comment or config_path is None:
         result.base_dir = Path(path).resolve().parent
     else:
         result.base_dir = config_path.resolve().parent
     return result
+
+
+def _check_world_size(path: str, config: EstimateConfig) -> None:
+    """ConfigError, naming where ``world-size`` was set, when no engine would use it, or when it is
+    more ranks than the engines' trace simulates (memlint.estimate.distributed.MAX_WORLD_SIZE)."""
+    from memlint.estimate.distributed import MAX_WORLD_SIZE
+
+    setting = config.settings.get("world-size")
+    if setting is None or setting.value <= 1:
+        return
+    line = setting.source.removeprefix("comment line ")
+    where = f"{path}:{line}" if line != setting.source else f"{setting.source} (for {path})"
+    if config.get("parallel") is None and not config.get("zero-stage", 0):
+        raise ConfigError(f"{where}: estimate key 'world-size' {setting.value} needs an engine to shard over "
+                          "the ranks: add parallel=ddp|fsdp|tp|fsdp+tp or zero-stage=1|2|3")
+    if config.get("parallel") is not None and setting.value > MAX_WORLD_SIZE:
+        raise ConfigError(f"{where}: estimate key 'world-size' {setting.value}: at most {MAX_WORLD_SIZE} "
+                          "ranks with parallel")
 
 
 def _matches_files(path: str, source: str, table: dict[str, Any], config_path: Path | None) -> bool:

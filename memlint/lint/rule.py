@@ -81,14 +81,16 @@ class Rule:
         node: ast.AST,
         message: str | None = None,
         fix: Fix | None = None,
+        severity: Severity | None = None,
     ) -> None:
-        """Record a diagnostic spanning ``node`` (message defaults to MESSAGE)."""
+        """Record a diagnostic spanning ``node`` (message defaults to MESSAGE, severity to SEVERITY:
+        a rule lowers it for a finding whose cost is real but smaller than the rule's main one)."""
         start, end = self.ctx.span(node)
         self.ctx.diagnostics.append(
             Diagnostic(
                 code=self.CODE,
                 name=self.NAME,
-                severity=self.SEVERITY,
+                severity=severity or self.SEVERITY,
                 message=message or self.MESSAGE,
                 path=self.ctx.path,
                 line=start[0],

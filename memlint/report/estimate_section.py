@@ -76,7 +76,9 @@ def verdict_line(item) -> str:
     if item.max_batch == 0:
         text += "; even batch size 1 does not fit"
     elif item.max_batch is not None:
-        text += f"; largest batch that fits: {item.max_batch}"
+        from memlint.integrate.result import largest_batch_text  # noqa: PLC0415
+
+        text += f"; largest batch that fits: {largest_batch_text(item)}"
     return text
 
 
@@ -150,8 +152,7 @@ def _advice_table(item, table_class):
 def render_estimates_plain(run, stream) -> None:
     """A short plain-text summary per estimate (after the diagnostics in ``concise``)."""
     for item in getattr(run, "estimates", []):
-        if item.error:
-            print(f"memory: {printable_name(item.path)}: estimate failed: {printable(item.error)}", file=stream)
+        if item.error:  # already the run's one error line for this script (memlint.integrate.run_estimates)
             continue
         print(f"memory: {printable_name(item.path)}: {verdict_line(item)}", file=stream)
         parts = [f"{key}={_value_text(v.value)} ({printable(v.source)})" for key, v in item.recipe.items()]

@@ -248,13 +248,16 @@ class _ShardLedger:
 
             def track_state(self, step) -> None:
                 import gc  # noqa: PLC0415
+                import warnings  # noqa: PLC0415
 
                 import torch  # noqa: PLC0415
 
                 super().track_state(step)
-                for obj in gc.get_objects():
-                    if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
-                        self.track(obj)
+                with warnings.catch_warnings():  # isinstance() on every object touches deprecated module attributes
+                    warnings.simplefilter("ignore")
+                    for obj in gc.get_objects():
+                        if isinstance(obj, torch.Tensor) and obj.device.type == "cpu":
+                            self.track(obj)
 
         return ShardLedger()
 

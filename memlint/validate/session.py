@@ -151,7 +151,9 @@ def render(outcome: Outcome, tolerance: float, as_json: bool = False) -> None:
     identity = outcome.record["workload"]
     env = outcome.record["environment"]
     where = env.get("gpu_name") or env["device"]
-    table = Table(title=f"memlint validate {identity['target']} on {where}")
+    options = identity.get("options") or {}
+    engine = (f", rank 0 of {options['world_size']} ({options['parallel']})" if options.get("parallel") else "")
+    table = Table(title=f"memlint validate {identity['target']} on {where}{engine}")
     for column in ("number", "estimated", "measured", "error", ""):
         table.add_column(column, justify="right" if column in ("estimated", "measured", "error") else "left")
     for row in outcome.rows:

@@ -80,6 +80,13 @@ def test_fake_process_group_is_gone_after_the_estimate():
     ({"parallel": "fsdp", "world_size": 2, "zero_stage": 3}, "--zero-stage"),
     ({"parallel": "ddp", "world_size": 0}, "--world-size"),
     ({"parallel": "ddp", "world_size": 2, "step_in_backward": True}, "step-in-backward"),
+    ({"parallel": "ddp", "world_size": 2, "fsdp_param_dtype": "bf16"}, "--fsdp-param-dtype bf16 applies to"),
+    ({"parallel": "fsdp", "world_size": 2, "gradient_as_bucket_view": True}, "--gradient-as-bucket-view applies"),
+    ({"reshard_after_forward": False}, "--no-reshard-after-forward applies to"),
+    ({"bucket_cap_mb": 10.0}, "--bucket-cap-mb 10.0 applies to --parallel ddp only"),
+    ({"parallel": "ddp", "world_size": 2, "bucket_cap_mb": float("inf")}, "--bucket-cap-mb must be > 0 and at most"),
+    ({"parallel": "ddp", "world_size": 2, "bucket_cap_mb": float("nan")}, "--bucket-cap-mb must be > 0 and at most"),
+    ({"parallel": "fsdp", "world_size": 2, "fsdp_cpu_offload": True}, "--fsdp-cpu-offload is not modelled"),
 ])
 def test_bad_parallel_options_are_one_line_errors(options, needle):
     with pytest.raises(UsageError, match=needle):
@@ -141,3 +148,17 @@ def test_engine_trace_of_a_transformers_model_keeps_sdpas_is_causal():
     ddp = estimate(load_workload(workload, [], None),
                    EstimateOptions(gpu="H100-80GB", optimizer="adam", parallel="ddp", world_size=2))
     assert ddp.by_category["activation"] == single.by_category["activation"]
+
+
+def test_the_advisor_runs_under_an_engine_and_keeps_each_remedys_own_cost():
+    """Under --parallel the advisor offers what the engines can trace (no activation offload, no
+    step in backward) and a non-sharding row keeps its own cost, not the engine's collectives."""
+    from memlint.estimate.advisor import COSTS, advise
+
+    workload = load_workload(f"{TINY}:mlp", [], None)
+    base = estimate(workload, EstimateOptions(gpu="T4", optimizer="adam", parallel="ddp", world_size=2))
+    rows = advise(workload, base, capacity_bytes=16 * 2**30, reserve=0.1)
+    keys = {row.key for row in rows}
+    assert "offload" not in keys and "step-in-backward" not in keys
+    sgd = next(row for row in rows if row.key == "sgd")
+    assert sgd.cost == COSTS["sgd"]

@@ -26,6 +26,8 @@ def test_choices_agree_with_the_estimator():
     ("# memlint: estimate target=m.py:f checkpointing=maybe", "checkpointing"),
     ("# memlint: estimate target=m.py:f zero-stage=4", "zero-stage"),
     ("# memlint: estimate target=m.py:f colour=blue", "colour"),
+    ("# memlint: estimate target=m.py:f world-size=8", "world-size"),
+    ("# memlint: estimate target=m.py:f world-size=100000 parallel=fsdp", "world-size"),
 ])
 def test_comment_block_errors(tmp_path, memlint_run, line, key):
     script = tmp_path / "train.py"

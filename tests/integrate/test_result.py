@@ -57,3 +57,20 @@ def test_malformed_documents_are_refused(where, value):
         ScriptEstimate.from_transfer(document)
     with pytest.raises(MalformedResult):
         ScriptEstimate.from_transfer("not a document")
+
+
+def test_the_largest_batch_says_at_least_only_at_the_search_limit():
+    from types import SimpleNamespace
+
+    from memlint.integrate.result import MAX_BATCH_LIMIT, Value, largest_batch_text, search_limit
+
+    def outcome(batch, accum, found):
+        return SimpleNamespace(recipe={"batch-size": Value(batch, "script line 1"), "grad-accum": Value(accum, "default")},
+                               max_batch=found)
+
+    assert search_limit(16, 1) == MAX_BATCH_LIMIT and search_limit(16, 4) == MAX_BATCH_LIMIT // 4
+    assert search_limit(3_000_000, 1) == 3_000_000  # a configured batch above the limit is searched below it
+    assert largest_batch_text(outcome(16, 1, 14)) == "14"
+    assert largest_batch_text(outcome(16, 1, MAX_BATCH_LIMIT)) == f"at least {MAX_BATCH_LIMIT} (the search stops there)"
+    assert largest_batch_text(outcome(16, 4, MAX_BATCH_LIMIT // 4)).startswith("at least")
+    assert largest_batch_text(outcome(3_000_000, 1, 1_697_792)) == "1697792"
