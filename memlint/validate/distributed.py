@@ -120,10 +120,24 @@ def _wait(processes, queue, timeout: float, started: float) -> None:
             if not queue.empty():
                 return  # the rank reported its own error through the queue
             raise TargetError(f"a rank of the gloo run failed: {one_line(exc)}") from None
+        if all(not process.is_alive() for process in processes.processes):
+            # every rank has exited, but join() waits on their sentinel pipes, which a process the
+            # workload forked may still hold open: decide from the exit codes (waitpid) instead
+            failed = [(rank, process.exitcode) for rank, process in enumerate(processes.processes) if process.exitcode]
+            if failed and queue.empty():
+                rank, code = failed[0]
+                raise TargetError(f"rank {rank} of the gloo run exited with code {code}")
+            return
 
 
 def _kill_survivors(processes) -> None:
+    """Kill every rank still running and every process a rank started (each rank leads its own
+    process group: see _rank_main), so a workload's helper processes do not outlive the run."""
+    import signal  # noqa: PLC0415
+
     for process in processes.processes:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
         if process.is_alive():
             process.kill()
     for process in processes.processes:
@@ -132,6 +146,8 @@ def _kill_survivors(processes) -> None:
 
 def _rank_main(rank: int, world: int, job, queue) -> None:
     """One rank (a spawned process): gloo on 127.0.0.1, the engine-wrapped step, rank 0 measures."""
+    with contextlib.suppress(OSError):
+        os.setpgrp()  # its own process group: the parent kills what the workload forks (_kill_survivors)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only
     try:
