@@ -244,7 +244,7 @@ ACCELERATOR_MODULES = ("torch.accelerator", "torch.cuda", "torch.distributed.fsd
 #: Keywords of an engine constructor that keep it on the CPU: ``Fabric(accelerator="cpu")``,
 #: ``Accelerator(cpu=True)`` (accelerate 1.15.0).
 CPU_ENGINE_KEYWORDS = {"accelerator": "cpu", "cpu": True}
-ACCELERATOR_STRINGS = re.compile(r"^(?:cuda(?::\d+)?|gpu|mps|nccl)$")
+ACCELERATOR_STRINGS = re.compile(r"^(?:cuda(?::\d*)?|gpu|mps|nccl)$")
 ACCELERATOR_KEYWORDS = re.compile(r"cuda|gpus|^device_map$")
 #: Calls that change where every later constructor creates tensors (torch 2.13).
 DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})

@@ -835,7 +835,34 @@ class SemanticModel:
             qualified = self.qualified(default.func)
             if qualified and fw.MODULE_NAMESPACE.match(qualified) and qualified not in fw.NOT_MODULES:
                 return module(type_name=qualified, output=Kind.TENSOR)
+        if default is None:
+            klass = self.module_class_by_attributes(unit, name)
+            if klass is not None:
+                return self.instance_of(klass)
         return UNKNOWN
+
+    def module_class_by_attributes(self, unit: Function, name: str) -> ClassInfo | None:
+        """The module class of this file that parameter ``name`` of ``unit``
+        is an instance of, told by the attributes the function reads from it:
+        two or more distinct ones (``lm.embed``, ``lm.lstm``, ``lm.linear``),
+        each a ``self.x`` that the class's methods assign or one of its
+        methods (its in-file bases' included), and no other class
+        of the file assigns them all. None when fewer are read, when one is
+        read that the class does not have, or when no class or several fit."""
+        key = ("instance by attributes", id(unit), name)
+        if key in self.index.memo:
+            return self.index.memo[key]
+        found = None
+        modules = [info for info in self.classes.by_node.values() if info.is_module]
+        if modules:
+            read = {node.attr for node in self.own_nodes(unit, (ast.Attribute,))
+                    if isinstance(node.value, ast.Name) and node.value.id == name}
+            if len(read) >= 2:
+                fits = [info for info in self.classes.by_node.values()
+                        if read <= self.assigned_attributes(info) | {m for c in info.mro() for m in c.methods}]
+                found = fits[0] if len(fits) == 1 and fits[0].is_module else None
+        self.index.memo[key] = found
+        return found
 
     def instance_of(self, klass: ClassInfo) -> Value:
         if klass.is_module:
@@ -1623,14 +1650,15 @@ class SemanticModel:
     def outside(self, root: str, loop: ast.AST) -> bool:
         """``root`` lives outside ``loop``: an attribute, a global or free
         variable, or a local bound before the loop and not rebound by a plain
-        assignment in its body."""
+        assignment in its body (one under a periodic condition,
+        ``if step % N == 0: total = 0``, resets it only every N iterations)."""
         if "." in root:
             return True
         unit = self.unit_of(loop)
         scope = self.scopes.own_scope(unit) if unit is not self.module else self.scopes.module_scope
         if scope is not None and root not in scope.bindings:
             return True
-        return root in self.bound_before(loop) and root not in operations.rebound_in(loop)
+        return root in self.bound_before(loop) and root not in operations.rebound_in(loop, every_iteration=True)
 
     def outlives_call(self, root: str, function: ast.AST) -> bool:
         """``root`` survives the end of a call of ``function``: ``self.x``, a global, a free variable."""
