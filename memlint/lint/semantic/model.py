@@ -1040,6 +1040,26 @@ class SemanticModel:
         ``.eval()``, ``.state_dict()``...)."""
         return self._evidence("module", unit, operations.module_evidence_names)
 
+    def keras_model_evidence(self, unit: ast.AST) -> frozenset[str]:
+        """Names (dotted) that ``unit``, in a file importing Keras, both calls
+        (``model(x)``) and reads a Keras layer attribute of
+        (:data:`~.frameworks.KERAS_MODEL_ATTRIBUTES`, ``model.trainable_variables``):
+        a Keras model of a class defined elsewhere."""
+        key = ("keras model", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = frozenset()
+            if self.library_roots & fw.KERAS_ROOTS:
+                position = self.index.position_of(unit) if unit is not self.module else None
+                attributes = ([a for a in self.index.of_type(ast.Attribute) if self.unit_of(a) is self.module] if unit is self.module
+                              else self.index.subtree_of_type(position, (ast.Attribute,), UNIT_TYPES) if position is not None else [])
+                read = {dotted_name(a.value) for a in attributes if a.attr in fw.KERAS_MODEL_ATTRIBUTES}
+                if read - {None}:
+                    called = {dotted_name(c.func) for c in self._calls_of_unit(unit)}
+                    found = frozenset((read & called) - {None})
+            self._evidence_memo[key] = found
+        return found
+
     def optimizer_usage(self, unit: ast.AST) -> "OptimizerUsage":
         """Cheap, syntactic: which names ``unit`` steps (``x.step()``) and
         which it uses as optimizers (``x.zero_grad()``, ``x.param_groups``)."""
@@ -1098,6 +1118,8 @@ class SemanticModel:
         ``self.x``, any method of the class) uses it as one."""
         if not operations.could_be_module(value):
             return value
+        if name in self.keras_model_evidence(unit):
+            return module("keras", type_name=value.type_name, device=value.device)
         if name in self.module_evidence(unit):
             return operations.as_module(value)
         if name.startswith("self.") and isinstance(unit, FUNCTION_TYPES):
