@@ -153,8 +153,10 @@ class DatasetOnDevice(Rule):
         return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] and self._in_run_loop(use) for use in finder.uses)
 
     def _batched_by_callers(self, name: str, node: ast.Assign) -> bool:
-        """``name`` is returned (alone or in a tuple) and a caller of the file
-        walks what it receives in batches (``train_x, train_y = prepare_data(p, d)``)."""
+        """``name`` is returned (alone or in a tuple) and a caller of the file,
+        outside any loop, walks what it receives in batches
+        (``train_x, train_y = prepare_data(p, d)``); a call made in a loop
+        returns that iteration's tensors (an embedding of one batch's prompts)."""
         semantic = self.ctx.semantic
         function = semantic.function_of(node)
         if function is None:
@@ -167,6 +169,8 @@ class DatasetOnDevice(Rule):
             statement = semantic.parents.get(call)
             if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
                 continue
+            if semantic.enclosing_loops(statement):
+                continue  # called once per iteration: it returns one batch's tensors, not a dataset moved up front
             target = statement.targets[0]
             for index in positions:
                 received = target if index is None else (

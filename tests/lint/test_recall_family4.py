@@ -297,3 +297,48 @@ def test_mem503_model_known_by_keras_use_predicts_per_batch():
 
 def test_mem503_calling_the_model_per_batch_and_predict_once_is_silent():
     assert_silent(MEM503_OK, "MEM503")
+
+
+# MEM304 (precision): a helper that moves what it returns to the device is a
+# dataset moved up front only when a caller outside any loop walks its result
+# in batches; called once per batch, it returns that batch's tensors
+# (diffusers ``compute_remote_text_embeddings``).
+
+MEM304_UP_FRONT = """
+    import torch
+
+    def load_split(path):
+        feats = torch.load(path, map_location="cpu")
+        feats = feats.to("cuda")  # expect: MEM304
+        return feats
+
+    def train(net, path, bs):
+        xs = load_split(path)
+        for i in range(0, len(xs), bs):
+            net(xs[i:i + bs]).sum().backward()
+"""
+
+MEM304_PER_BATCH = """
+    import torch
+
+    def fetch_embeddings(prompt_file):
+        out = torch.load(prompt_file, map_location="cpu")
+        out = out.to("cuda")
+        return out
+
+    def cache(dataset, n):
+        slots = [None] * n
+        for batch in torch.utils.data.DataLoader(dataset, batch_size=8):
+            emb = fetch_embeddings(batch["prompt_file"])
+            for i, idx in enumerate(batch["ids"]):
+                slots[idx] = emb[i:i + 1]
+        return slots
+"""
+
+
+def test_mem304_helper_result_walked_in_batches_after_one_call_is_reported():
+    assert_reported(MEM304_UP_FRONT, "MEM304")
+
+
+def test_mem304_helper_called_once_per_batch_is_no_dataset():
+    assert_silent(MEM304_PER_BATCH, "MEM304")
