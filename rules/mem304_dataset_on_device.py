@@ -56,7 +56,9 @@ class DatasetOnDevice(Rule):
     trick for MNIST-sized data) is reported too; suppress it with
     `# noqa: MEM304`. Small constant tensors built from literals
     (normalisation means, masks) and attributes named like models, devices
-    or statistics are not reported. Whether a value is on the accelerator
+    or statistics are not reported, nor is what a helper of the file moves
+    to the device and returns when it is called once per iteration of a
+    loop (one batch's tensors). Whether a value is on the accelerator
     is inferred from `.cuda()`, `.to(device)` and `device=` in the same
     file.
 

@@ -86,8 +86,10 @@ class EmptyCacheInLoop(Rule):
     (or through a helper of the file, one call deep), or when its body
     enters a grad-disabled context (`with torch.inference_mode():`) around a
     call given the loop's element: one inference step per item, even when
-    the model comes from another file. A loop over items whose per-item work
-    is in another file and runs without such a context is missed.
+    the model comes from another file. The element of a `while` loop (a
+    worker serving a queue) is what its body takes by a call each iteration
+    (`job = queue.get()`). A loop over items whose per-item work is in
+    another file and runs without such a context is missed.
 
     ## References
     - [CUDA memory management (torch.cuda.empty_cache)](https://pytorch.org/docs/stable/notes/cuda.html#memory-management)
