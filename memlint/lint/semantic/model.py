@@ -853,15 +853,24 @@ class SemanticModel:
         if key in self.index.memo:
             return self.index.memo[key]
         found = None
-        modules = [info for info in self.classes.by_node.values() if info.is_module]
-        if modules:
-            read = {node.attr for node in self.own_nodes(unit, (ast.Attribute,))
-                    if isinstance(node.value, ast.Name) and node.value.id == name}
+        if any(info.is_module for info in self.classes.by_node.values()):
+            read = self._attributes_read_by_name(unit).get(name, set())
             if len(read) >= 2:
                 fits = [info for info in self.classes.by_node.values()
                         if read <= self.assigned_attributes(info) | {m for c in info.mro() for m in c.methods}]
                 found = fits[0] if len(fits) == 1 and fits[0].is_module else None
         self.index.memo[key] = found
+        return found
+
+    def _attributes_read_by_name(self, unit: Function) -> dict[str, set[str]]:
+        """``{name: {attr, ...}}`` for each ``name.attr`` in ``unit``'s own body (once per unit)."""
+        key = ("attributes read", id(unit))
+        found = self.index.memo.get(key)
+        if found is None:
+            found = self.index.memo[key] = {}
+            for node in self.own_nodes(unit, (ast.Attribute,)):
+                if isinstance(node.value, ast.Name):
+                    found.setdefault(node.value.id, set()).add(node.attr)
         return found
 
     def instance_of(self, klass: ClassInfo) -> Value:
