@@ -64,7 +64,9 @@ class LossAccumulatedWithGraph(Rule):
     call (`meter.update(loss)`).
 
     ## Known problems
-    A total that is itself backpropagated (a loss summed over heads,
+    A total reset only under a periodic condition (`if step % 100 == 0:
+    total = 0`) is still kept across the iterations between resets and is
+    reported. A total that is itself backpropagated (a loss summed over heads,
     chunks or micro-batches for one backward pass) is not reported, nor one
     returned from a function that no call in the same file backpropagates
     or detaches (its callers decide) unless that function switches a model

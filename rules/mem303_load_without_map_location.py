@@ -90,7 +90,8 @@ class LoadWithoutMapLocation(Rule):
     Only where the checkpoint may hold accelerator tensors: the file's own
     `torch.save` (or Fabric `save`) of that path saves device data, or, with
     no such save, the code shows it runs on an accelerator (`.cuda()`,
-    `torch.cuda.*`, a `"cuda"`/`"gpu"`/`"mps"` device, an Accelerator or
+    `torch.cuda.*`, a `"cuda"`/`"gpu"`/`"mps"` device or one built from a
+    `"cuda:"` prefix (`f"cuda:{gpu}"`, `"cuda:" + str(rank)`), an Accelerator or
     Fabric). A test function must show it itself (a GPU marker such as
     `@pytest.mark.skipif(not torch.cuda.is_available())`), since test suites
     run unmarked tests on CPU machines.

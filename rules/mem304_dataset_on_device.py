@@ -56,7 +56,9 @@ class DatasetOnDevice(Rule):
     trick for MNIST-sized data) is reported too; suppress it with
     `# noqa: MEM304`. Small constant tensors built from literals
     (normalisation means, masks) and attributes named like models, devices
-    or statistics are not reported. Whether a value is on the accelerator
+    or statistics are not reported, nor is what a helper of the file moves
+    to the device and returns when it is called once per iteration of a
+    loop (one batch's tensors). Whether a value is on the accelerator
     is inferred from `.cuda()`, `.to(device)` and `device=` in the same
     file.
 
@@ -153,8 +155,10 @@ class DatasetOnDevice(Rule):
         return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] and self._in_run_loop(use) for use in finder.uses)
 
     def _batched_by_callers(self, name: str, node: ast.Assign) -> bool:
-        """``name`` is returned (alone or in a tuple) and a caller of the file
-        walks what it receives in batches (``train_x, train_y = prepare_data(p, d)``)."""
+        """``name`` is returned (alone or in a tuple) and a caller of the file,
+        outside any loop, walks what it receives in batches
+        (``train_x, train_y = prepare_data(p, d)``); a call made in a loop
+        returns that iteration's tensors (an embedding of one batch's prompts)."""
         semantic = self.ctx.semantic
         function = semantic.function_of(node)
         if function is None:
@@ -167,6 +171,8 @@ class DatasetOnDevice(Rule):
             statement = semantic.parents.get(call)
             if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
                 continue
+            if semantic.enclosing_loops(statement):
+                continue  # called once per iteration: it returns one batch's tensors, not a dataset moved up front
             target = statement.targets[0]
             for index in positions:
                 received = target if index is None else (

@@ -86,8 +86,10 @@ class EmptyCacheInLoop(Rule):
     (or through a helper of the file, one call deep), or when its body
     enters a grad-disabled context (`with torch.inference_mode():`) around a
     call given the loop's element: one inference step per item, even when
-    the model comes from another file. A loop over items whose per-item work
-    is in another file and runs without such a context is missed.
+    the model comes from another file. The element of a `while` loop (a
+    worker serving a queue) is what its body takes by a call each iteration
+    (`job = queue.get()`). A loop over items whose per-item work is in
+    another file and runs without such a context is missed.
 
     ## References
     - [CUDA memory management (torch.cuda.empty_cache)](https://pytorch.org/docs/stable/notes/cuda.html#memory-management)
@@ -181,11 +183,17 @@ class EmptyCacheInLoop(Rule):
         one inference step per item (an utterance, an image, a request),
         whatever runs it -- a model of another file included. Not a loop over
         a module's own members (``model.named_parameters()``), nor in-place
-        work whose result is dropped (``p.copy_(src[name])``)."""
-        if not isinstance(loop, (ast.For, ast.AsyncFor)) or literal_iterable(loop.iter) or self._over_module_members(loop.iter):
+        work whose result is dropped (``p.copy_(src[name])``). The element
+        of a ``while`` loop is what its body takes by a call before the
+        context (``item = queue.get()``, ``batch = next(it)``): a worker
+        loop serving one request per iteration."""
+        if isinstance(loop, ast.While):
+            targets = self._taken_per_iteration(loop)
+        elif literal_iterable(loop.iter) or self._over_module_members(loop.iter):
             return False
+        else:
+            targets = set(targets_of(loop.target))
         semantic = self.ctx.semantic
-        targets = set(targets_of(loop.target))
         for node in walk(loop.body):
             if not isinstance(node, WITH_TYPES) or self._in_nested_loop(node, loop):
                 continue
@@ -196,6 +204,26 @@ class EmptyCacheInLoop(Rule):
                         isinstance(call, ast.Call) and _mentions_any(call, targets) for call in walk(statement.value)):
                     return True
         return False
+
+    def _taken_per_iteration(self, loop: ast.While) -> set[str]:
+        """Names the body of ``loop`` (not a nested loop or context) binds
+        to the result of a call (``chunk_id, sentences = queue.get()``):
+        each iteration's new element."""
+        taken = set()
+        for node in walk(loop.body):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and not self._in_nested_loop(node, loop) and \
+                    not any(isinstance(a, WITH_TYPES) for a in self._ancestors_within(node, loop)):
+                for target in node.targets:
+                    taken.update(targets_of(target))
+        return taken
+
+    def _ancestors_within(self, node: ast.AST, loop: ast.AST) -> list[ast.AST]:
+        found = []
+        for ancestor in self.ctx.semantic.ancestors(node):
+            if ancestor is loop:
+                break
+            found.append(ancestor)
+        return found
 
     def _over_module_members(self, iterable: ast.expr) -> bool:
         """``iterable`` is a module (an ``nn.ModuleList``) or what a module's

@@ -52,8 +52,10 @@ class KerasPredictInLoop(Rule):
 
     ## Known problems
     The model must be known to be a Keras model in this file (built,
-    loaded, subclassed, passed from a call of this file, or a Keras
-    callback's `self.model`), or be a value of unknown kind (a parameter) in
+    loaded, subclassed, passed from a call of this file, a Keras
+    callback's `self.model`, or an object of a class from another module
+    that the function both calls and reads `trainable_variables` /
+    `trainable_weights` from), or be a value of unknown kind (a parameter) in
     a file where only Keras can provide `predict` (besides Keras it imports
     only the standard library and numerical, data and plotting libraries
     such as numpy, pandas and matplotlib, and no class of the file defines

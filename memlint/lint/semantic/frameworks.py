@@ -244,7 +244,7 @@ ACCELERATOR_MODULES = ("torch.accelerator", "torch.cuda", "torch.distributed.fsd
 #: Keywords of an engine constructor that keep it on the CPU: ``Fabric(accelerator="cpu")``,
 #: ``Accelerator(cpu=True)`` (accelerate 1.15.0).
 CPU_ENGINE_KEYWORDS = {"accelerator": "cpu", "cpu": True}
-ACCELERATOR_STRINGS = re.compile(r"^(?:cuda(?::\d+)?|gpu|mps|nccl)$")
+ACCELERATOR_STRINGS = re.compile(r"^(?:cuda(?::\d*)?|gpu|mps|nccl)$")
 ACCELERATOR_KEYWORDS = re.compile(r"cuda|gpus|^device_map$")
 #: Calls that change where every later constructor creates tensors (torch 2.13).
 DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
@@ -274,6 +274,12 @@ NOT_MODULE_TYPES = re.compile(
 #: Import roots of Keras (keras 3.15.1, tf.keras of tensorflow 2.x, tf_keras):
 #: ``keras.Model.predict`` runs a whole-dataset inference per call.
 KERAS_ROOTS = frozenset({"keras", "tensorflow", "tf_keras"})
+#: Attributes every Keras layer, hence every model, has: the ``trainable_weights`` /
+#: ``trainable_variables`` properties of ``Layer`` (keras 3.15.1 ``keras/src/layers/layer.py``;
+#: tf.keras 2.x ``keras/engine/base_layer.py``). An object of unknown class that a file
+#: importing Keras calls and reads one of these from (``tape.gradient(loss,
+#: model.trainable_variables)``) is used as a Keras model.
+KERAS_MODEL_ATTRIBUTES = frozenset({"trainable_variables", "trainable_weights"})
 #: Import roots that provide no object with a ``predict`` method: numerical,
 #: data, image, plotting and progress libraries (numpy, pandas, scipy, PIL,
 #: OpenCV, matplotlib, h5py, imageio, tqdm, absl flags, PyYAML). With Keras and

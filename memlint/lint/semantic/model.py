@@ -835,7 +835,43 @@ class SemanticModel:
             qualified = self.qualified(default.func)
             if qualified and fw.MODULE_NAMESPACE.match(qualified) and qualified not in fw.NOT_MODULES:
                 return module(type_name=qualified, output=Kind.TENSOR)
+        if default is None:
+            klass = self.module_class_by_attributes(unit, name)
+            if klass is not None:
+                return self.instance_of(klass)
         return UNKNOWN
+
+    def module_class_by_attributes(self, unit: Function, name: str) -> ClassInfo | None:
+        """The module class of this file that parameter ``name`` of ``unit``
+        is an instance of, told by the attributes the function reads from it:
+        two or more distinct ones (``lm.embed``, ``lm.lstm``, ``lm.linear``),
+        each a ``self.x`` that the class's methods assign or one of its
+        methods (its in-file bases' included), and no other class
+        of the file assigns them all. None when fewer are read, when one is
+        read that the class does not have, or when no class or several fit."""
+        key = ("instance by attributes", id(unit), name)
+        if key in self.index.memo:
+            return self.index.memo[key]
+        found = None
+        if any(info.is_module for info in self.classes.by_node.values()):
+            read = self._attributes_read_by_name(unit).get(name, set())
+            if len(read) >= 2:
+                fits = [info for info in self.classes.by_node.values()
+                        if read <= self.assigned_attributes(info) | {m for c in info.mro() for m in c.methods}]
+                found = fits[0] if len(fits) == 1 and fits[0].is_module else None
+        self.index.memo[key] = found
+        return found
+
+    def _attributes_read_by_name(self, unit: Function) -> dict[str, set[str]]:
+        """``{name: {attr, ...}}`` for each ``name.attr`` in ``unit``'s own body (once per unit)."""
+        key = ("attributes read", id(unit))
+        found = self.index.memo.get(key)
+        if found is None:
+            found = self.index.memo[key] = {}
+            for node in self.own_nodes(unit, (ast.Attribute,)):
+                if isinstance(node.value, ast.Name):
+                    found.setdefault(node.value.id, set()).add(node.attr)
+        return found
 
     def instance_of(self, klass: ClassInfo) -> Value:
         if klass.is_module:
@@ -1013,6 +1049,26 @@ class SemanticModel:
         ``.eval()``, ``.state_dict()``...)."""
         return self._evidence("module", unit, operations.module_evidence_names)
 
+    def keras_model_evidence(self, unit: ast.AST) -> frozenset[str]:
+        """Names (dotted) that ``unit``, in a file importing Keras, both calls
+        (``model(x)``) and reads a Keras layer attribute of
+        (:data:`~.frameworks.KERAS_MODEL_ATTRIBUTES`, ``model.trainable_variables``):
+        a Keras model of a class defined elsewhere."""
+        key = ("keras model", unit)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = frozenset()
+            if self.library_roots & fw.KERAS_ROOTS:
+                position = self.index.position_of(unit) if unit is not self.module else None
+                attributes = ([a for a in self.index.of_type(ast.Attribute) if self.unit_of(a) is self.module] if unit is self.module
+                              else self.index.subtree_of_type(position, (ast.Attribute,), UNIT_TYPES) if position is not None else [])
+                read = {dotted_name(a.value) for a in attributes if a.attr in fw.KERAS_MODEL_ATTRIBUTES}
+                if read - {None}:
+                    called = {dotted_name(c.func) for c in self._calls_of_unit(unit)}
+                    found = frozenset((read & called) - {None})
+            self._evidence_memo[key] = found
+        return found
+
     def optimizer_usage(self, unit: ast.AST) -> "OptimizerUsage":
         """Cheap, syntactic: which names ``unit`` steps (``x.step()``) and
         which it uses as optimizers (``x.zero_grad()``, ``x.param_groups``)."""
@@ -1071,6 +1127,8 @@ class SemanticModel:
         ``self.x``, any method of the class) uses it as one."""
         if not operations.could_be_module(value):
             return value
+        if name in self.keras_model_evidence(unit):
+            return module("keras", type_name=value.type_name, device=value.device)
         if name in self.module_evidence(unit):
             return operations.as_module(value)
         if name.startswith("self.") and isinstance(unit, FUNCTION_TYPES):
@@ -1623,14 +1681,15 @@ class SemanticModel:
     def outside(self, root: str, loop: ast.AST) -> bool:
         """``root`` lives outside ``loop``: an attribute, a global or free
         variable, or a local bound before the loop and not rebound by a plain
-        assignment in its body."""
+        assignment in its body (one under a periodic condition,
+        ``if step % N == 0: total = 0``, resets it only every N iterations)."""
         if "." in root:
             return True
         unit = self.unit_of(loop)
         scope = self.scopes.own_scope(unit) if unit is not self.module else self.scopes.module_scope
         if scope is not None and root not in scope.bindings:
             return True
-        return root in self.bound_before(loop) and root not in operations.rebound_in(loop)
+        return root in self.bound_before(loop) and root not in operations.rebound_in(loop, every_iteration=True)
 
     def outlives_call(self, root: str, function: ast.AST) -> bool:
         """``root`` survives the end of a call of ``function``: ``self.x``, a global, a free variable."""

@@ -1117,7 +1117,10 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
             return PLAIN
         if attr in ops.DETACHED_ATTRIBUTES:
             return tensor(Tri.NO, base.device)
-        return Value(Kind.UNKNOWN, base.graph, base.device, sources=base.sources)
+        # a field of a forward pass's output of tensors (`vae.encode(x).latent_dist`)
+        # holds that pass's tensors too: `.latent_dist.mode()` is one of them
+        element = base.element if _holds_tensors(base) else None
+        return Value(Kind.UNKNOWN, base.graph, base.device, sources=base.sources, element=element)
     return UNKNOWN
 
 
@@ -1427,10 +1430,14 @@ def _callable_name(func: ast.expr) -> bool:
     return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
 
 
-def rebound_in(loop: ast.AST) -> frozenset[str]:
+def rebound_in(loop: ast.AST, every_iteration: bool = False) -> frozenset[str]:
     """Names a loop gives a fresh value every iteration: its ``for`` target,
     and names assigned (``=``) a value that does not read the name itself
-    (``h = model.init_hidden()``, not ``h = cell(x, h)``)."""
+    (``h = model.init_hidden()``, not ``h = cell(x, h)``). With
+    ``every_iteration``, an assignment under a periodic condition
+    (``if (step + 1) % report_every == 0: total = 0``) does not count: it
+    resets the name once every N iterations, and the iterations between
+    keep adding into the same value."""
     def collect() -> frozenset[str]:
         found: set[str] = set()
         if isinstance(loop, FOR_TYPES):
@@ -1439,6 +1446,9 @@ def rebound_in(loop: ast.AST) -> frozenset[str]:
         while stack:
             node = stack.pop()
             if isinstance(node, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
+                continue
+            if every_iteration and isinstance(node, ast.If) and _periodic(node.test):
+                stack.extend(node.orelse)
                 continue
             if isinstance(node, ast.Assign):
                 read = _read_names(node.value)
@@ -1452,7 +1462,12 @@ def rebound_in(loop: ast.AST) -> frozenset[str]:
             stack.extend(ast.iter_child_nodes(node))
         return frozenset(found)
 
-    return file_memo(("rebound", id(loop)), collect)
+    return file_memo(("rebound", id(loop), every_iteration), collect)
+
+
+def _periodic(test: ast.expr) -> bool:
+    """``test`` holds ``a % b``: true once every ``b`` iterations (``step % log_every == 0``)."""
+    return any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) for node in ast.walk(test))
 
 
 def _read_names(node: ast.AST) -> set[str]:

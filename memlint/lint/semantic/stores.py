@@ -6,7 +6,7 @@ look at what a loop or a per-batch hook keeps.
 A store is ``c.append(v)``, ``c.extend(vs)``, ``c.insert(i, v)``,
 ``c.add(v)``, ``c.appendleft(v)``, ``c.put(v)``, ``c.update({...})``,
 ``c.setdefault(k, v)``, ``c[k].append(v)`` (a dict of lists), ``c += [v]``,
-``d[k] = v`` into a dict, a call of a method of the file that stores its
+``d[k] = v`` into a dict or into a list of empty slots (``c = [None] * n``), a call of a method of the file that stores its
 argument into its object's state (``buffer.add(logits)`` where ``add``
 appends to ``self.items``), or a list/set/dict comprehension that gathers
 values while iterating a stream of batches.
@@ -54,10 +54,31 @@ def store_of(model, node: ast.AST) -> Store | None:
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
         target = node.targets[0]
         root = root_name(target)
-        if root is None or not _is_mapping(model, target.value):
+        if root is None or not (_is_mapping(model, target.value) or _placeholder_list(model, target.value)):
             return None  # `t[i] = v` writes into a tensor (or a list slot) in place
         return Store(root, (node.value,), node)
     return None
+
+
+def _placeholder_list(model, expr: ast.expr) -> bool:
+    """``expr`` names a list of empty slots made to be filled
+    (``cache = [None] * n``, or one branch of a conditional that is): each
+    ``cache[i] = v`` adds a value it keeps, as ``append`` would."""
+    if not isinstance(expr, ast.Name):
+        return False
+    assignment = model.assignment_before(expr)
+    if assignment is None:
+        return False
+    value = assignment.value
+    branches = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
+    return any(isinstance(b, ast.BinOp) and isinstance(b.op, ast.Mult) and any(_none_list(side) for side in (b.left, b.right))
+               for b in branches)
+
+
+def _none_list(node: ast.expr) -> bool:
+    """``[None]``: a list display of ``None`` slots."""
+    return isinstance(node, ast.List) and bool(node.elts) and all(
+        isinstance(e, ast.Constant) and e.value is None for e in node.elts)
 
 
 def _method_store(model, call: ast.Call) -> Store | None:
