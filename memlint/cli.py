@@ -157,7 +157,11 @@ def _check_not_a_mistyped_command(word: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0, 1 or 2)."""
+    """Run the CLI; returns the exit code (0, 1 or 2).
+
+    From the command line (``argv`` None), ``estimate`` and ``validate`` run in an isolated child
+    process (memlint.integrate.isolated_command); a caller that passes ``argv`` runs them here.
+    """
     try:
         args_list = _normalise_argv(list(sys.argv[1:] if argv is None else argv))
         try:
@@ -173,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
             render_run(CheckRun(errors=[str(exc)]), argparse.Namespace(format=fmt, output_file=_option_value(
                 args_list, ("--output-file", "-o"))))
             return exc.exit_code
+        if args.command in ("estimate", "validate") and argv is None:  # the command line, not a caller's argv
+            from memlint.integrate.isolated_command import run_isolated, should_isolate
+
+            if should_isolate():
+                return run_isolated(args_list, args.command, args.target, _command_timeout(args))
         return _dispatch(args)
     except UsageError as exc:
         from memlint.report.text import printable
@@ -184,6 +193,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _command_timeout(args: argparse.Namespace) -> float:
+    """The ``--timeout`` of ``estimate``/``validate`` in seconds (their default when not given)."""
+    from memlint.estimate.cli import DEFAULT_TIMEOUT_SECONDS
+
+    value = getattr(args, "timeout", None)
+    return float(value) if value else DEFAULT_TIMEOUT_SECONDS
 
 
 def _machine_format(args_list: list[str]) -> str | None:

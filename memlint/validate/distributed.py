@@ -131,13 +131,9 @@ def _wait(processes, queue, timeout: float, started: float) -> None:
 
 
 def _kill_survivors(processes) -> None:
-    """Kill every rank still running and every process a rank started (each rank leads its own
-    process group: see _rank_main), so a workload's helper processes do not outlive the run."""
-    import signal  # noqa: PLC0415
-
+    """Kill every rank still running.  What a rank forked is in the command's process group, which
+    ``memlint validate`` kills when it ends (memlint.integrate.isolated_command)."""
     for process in processes.processes:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
         if process.is_alive():
             process.kill()
     for process in processes.processes:
@@ -146,8 +142,6 @@ def _kill_survivors(processes) -> None:
 
 def _rank_main(rank: int, world: int, job, queue) -> None:
     """One rank (a spawned process): gloo on 127.0.0.1, the engine-wrapped step, rank 0 measures."""
-    with contextlib.suppress(OSError):
-        os.setpgrp()  # its own process group: the parent kills what the workload forks (_kill_survivors)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # loopback only
     try:

@@ -203,3 +203,19 @@ def test_memlint_estimate_stops_a_target_that_swallows_its_timeout(tmp_path):
     assert completed.returncode == 2
     assert any("stubborn.py:build: stopped after 2 s" in line for line in error_lines(completed))
     assert elapsed < 2 + HARD_STOP_GRACE_SECONDS + 20
+
+
+@pytest.mark.parametrize("command", [["estimate"], ["validate", "--device", "cpu"]])
+def test_memlint_estimate_and_validate_contain_a_target_that_kills_or_forks(tree, command):
+    """From the command line, `memlint estimate` and `memlint validate` run their target in an
+    isolated child (memlint.integrate.isolated_command): a factory that SIGKILLs its process gives
+    one error line and exit 2, and a process the target started does not outlive the command
+    (run_cli fails on orphans)."""
+    root = tree({"factories.py": FACTORIES + "\n\ndef kills_itself():\n    os.kill(os.getpid(), 9)\n"})
+    completed = run_cli(command[0], "factories.py:kills_itself", *command[1:], cwd=root, timeout=120)
+    assert completed.returncode == 2
+    [line] = error_lines(completed)
+    assert line.startswith(f"memlint: error: {command[0]} factories.py:kills_itself: the process running the target "
+                           "was killed (SIGKILL"), line
+    completed = run_cli(command[0], "factories.py:leaves_a_sleeper", *command[1:], cwd=root, timeout=180)
+    assert completed.returncode in (0, 1), completed.stderr
