@@ -165,7 +165,7 @@ def add_estimate_arguments(parser: argparse.ArgumentParser, measuring: bool = Fa
     parser.add_argument("--grad-accum", type=int, default=1, metavar="N", help="gradient accumulation steps")
     parser.add_argument("--set-to-none", action=argparse.BooleanOptionalAction, default=True,
                         help="zero_grad(set_to_none=...) (default: true)")
-    parser.add_argument("--world-size", type=int, default=1, help="data-parallel ranks (for --zero-stage)")
+    parser.add_argument("--world-size", type=int, default=1, help="ranks (with --parallel or --zero-stage; rank 0 is estimated)")
     parser.add_argument("--zero-stage", type=int, default=0, choices=[0, 1, 2, 3], help="ZeRO sharding stage")
     add_parallel_arguments(parser)
     parser.add_argument("--gpu", default=None,
