@@ -99,6 +99,17 @@ class Communication:
         self.sent_bytes[kind] = self.sent_bytes.get(kind, 0) + sent
         self.largest_buffer = max(self.largest_buffer, nbytes)
 
+    def split_all_reduces(self, bucket_bytes: list[int]) -> None:
+        """Count the all-reduces as DDP's steady state runs them: one per bucket of ``bucket_bytes``
+        (:func:`steady_state_buckets`) for every all-reduce of the traced first-iteration layout.
+        The bytes, full and sent, do not change: the same gradients in more, smaller buffers."""
+        traced = self.calls.get("all_reduce", 0)
+        if not traced or len(bucket_bytes) <= 1:
+            return
+        self.calls["all_reduce"] = traced * len(bucket_bytes)
+        others = [n for kind, n in self.buffer_bytes.items() if kind != "all_reduce"]
+        self.largest_buffer = max([max(bucket_bytes), *others]) if others else max(bucket_bytes)
+
     @property
     def total_sent(self) -> int:
         return sum(self.sent_bytes.values())
@@ -425,6 +436,24 @@ def _fake_materialize(module) -> None:
                 sub._buffers[name] = fresh(value)
 
 
+def steady_state_buckets(params, cap_mb: float) -> list[int]:
+    """Bytes of each gradient bucket DDP uses after its first iteration, when it rebuilds its
+    buckets by ``bucket_cap_mb`` in the order the gradients became ready (the trace keeps the
+    first iteration's layout: see the module docstring).  The ready order is taken as the reverse
+    of the parameters' order (backward visits layers last to first); the assignment is torch's own
+    ``dist._compute_bucket_assignment_by_size`` (torch/nn/parallel/distributed.py ``_ddp_init_helper``,
+    torch 2.13.0), run on meta tensors of the parameters' shapes."""
+    import torch  # noqa: PLC0415
+    import torch.distributed as dist  # noqa: PLC0415
+
+    tensors = [torch.empty(p.shape, dtype=p.dtype, device="meta") for p in params][::-1]
+    if not tensors:
+        return []
+    indices, _ = dist._compute_bucket_assignment_by_size(tensors, [int(cap_mb * 2**20)], [False] * len(tensors),
+                                                         list(range(len(tensors))))
+    return [sum(tensors[i].numel() * tensors[i].element_size() for i in bucket) for bucket in indices]
+
+
 def _ddp(module, options, ledger, comm_counter: dict):
     """``DistributedDataParallel`` around ``module`` (already fake-materialized); see the module docstring."""
     import torch  # noqa: PLC0415
@@ -632,6 +661,9 @@ def trace_distributed(workload, options, ledger, target) -> dict:
 
                 raise not_tp_ready(exc, workload.name) from None
         ledger.close()
+    if options.parallel == "ddp":
+        cap = options.bucket_cap_mb if options.bucket_cap_mb is not None else DDP_DEFAULT_BUCKET_CAP_MB
+        counter["comm"].split_all_reduces(steady_state_buckets(params, cap))
     steps.remove_checkpointing(module, checkpointed)
     if ledger.scratch_probe is not None:
         from memlint.estimate.cpu_scratch import add_measured_scratch  # noqa: PLC0415

@@ -162,3 +162,16 @@ def test_the_advisor_runs_under_an_engine_and_keeps_each_remedys_own_cost():
     assert "offload" not in keys and "step-in-backward" not in keys
     sgd = next(row for row in rows if row.key == "sgd")
     assert sgd.cost == COSTS["sgd"]
+
+
+def test_ddp_communication_counts_the_steady_state_buckets_of_bucket_cap_mb():
+    """DDP rebuilds its buckets by bucket_cap_mb after the first iteration: a cap below every
+    parameter's size gives one all-reduce per parameter; the bytes sent do not change."""
+    module = load_workload(f"{TINY}:mlp", [], None).module
+    sizes = [p.numel() * p.element_size() for p in module.parameters()]
+    tiny = _estimate("mlp", parallel="ddp", world_size=2, bucket_cap_mb=1e-6)  # 1 byte
+    default = _estimate("mlp", parallel="ddp", world_size=2)
+    assert tiny.communication["calls"]["all_reduce"] == len(sizes)
+    assert tiny.communication["largest_buffer_bytes"] == max(sizes)
+    assert default.communication["calls"]["all_reduce"] == 1  # the mlp's 1.34 MB fits one 25 MiB bucket
+    assert tiny.communication["sent_bytes_total"] == default.communication["sent_bytes_total"]
