@@ -449,7 +449,11 @@ def steady_state_buckets(params, cap_mb: float) -> list[int]:
     tensors = [torch.empty(p.shape, dtype=p.dtype, device="meta") for p in params][::-1]
     if not tensors:
         return []
-    indices, _ = dist._compute_bucket_assignment_by_size(tensors, [int(cap_mb * 2**20)], [False] * len(tensors),
+    cap = int(cap_mb * 2**20)
+    # the rebuilt first bucket is capped at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB), as the reducer's
+    # rebuild does (torch/csrc/distributed/c10d/reducer.cpp rebuild_buckets), then bucket_cap_mb
+    limits = [min(dist._DEFAULT_FIRST_BUCKET_BYTES, cap), cap]
+    indices, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [False] * len(tensors),
                                                          list(range(len(tensors))))
     return [sum(tensors[i].numel() * tensors[i].element_size() for i in bucket) for bucket in indices]
 
