@@ -93,29 +93,40 @@ def device_label(index: int) -> str:
     return f"cuda:{index}"
 
 
+#: Most CUDA devices one process can see: torch's device index is an int8 (c10/core/Device.h
+#: ``DeviceIndex``), so torch wraps larger indices (``cuda:99999`` becomes ``cuda:-97``).
+MAX_DEVICE_INDEX = 127
+
+
 def cuda_index(value) -> int | None:
     """The CUDA device index a device argument names, or None if it names no CUDA device.
 
     ``"cuda"`` and ``torch.device("cuda")`` -> 0 (the current device); ``"cuda:1"``,
     ``torch.device("cuda", 1)`` and the int ``1`` -> 1.  Raises UsageError for a
-    malformed ``"cuda:x"`` string.
+    malformed ``"cuda:x"`` string or an index above :data:`MAX_DEVICE_INDEX`.
     """
     import torch  # noqa: PLC0415
 
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
+        return _checked_index(value, value) if value >= 0 else None
     if isinstance(value, torch.device):
-        return (value.index or 0) if value.type == "cuda" else None
+        return _checked_index(value.index or 0, value) if value.type == "cuda" else None
     if isinstance(value, str) and (value == "cuda" or value.startswith("cuda:")):
         suffix = value[5:]
         if value == "cuda":
             return 0
         if not suffix.isdigit():
             raise UsageError(f"device {value!r}: expected cuda or cuda:N")
-        return int(suffix)
+        return _checked_index(int(suffix), value)
     return None
+
+
+def _checked_index(index: int, named) -> int:
+    if not 0 <= index <= MAX_DEVICE_INDEX:
+        raise UsageError(f"device {named!r}: a CUDA device index is 0 to {MAX_DEVICE_INDEX}")
+    return index
 
 
 def _storage_key(tensor) -> int | None:

@@ -284,3 +284,13 @@ def test_the_summary_format_prints_one_table_per_device(capsys):
     out = capsys.readouterr().out
     assert out.count("PyTorch CUDA memory summary, device ID 0") == 1
     assert out.count("PyTorch CUDA memory summary, device ID 1") == 1
+
+
+@pytest.mark.parametrize("named", ["cuda:128", "cuda:99999", 128])
+def test_a_device_index_torch_cannot_hold_is_a_one_line_error(named):
+    from memlint.errors import UsageError
+    from memlint.estimate.placement import MAX_DEVICE_INDEX, cuda_index
+
+    assert cuda_index(f"cuda:{MAX_DEVICE_INDEX}") == MAX_DEVICE_INDEX
+    with pytest.raises(UsageError, match="a CUDA device index is 0 to 127"):
+        cuda_index(named)
