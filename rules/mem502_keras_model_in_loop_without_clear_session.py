@@ -194,8 +194,8 @@ class KerasModelInLoopWithoutClearSession(Rule):
         if KERAS_MODEL.match(qualified):
             return True
         klass = _local_class(semantic, call.func)
-        if klass is not None:
-            return "keras" in klass.roles and "module" in klass.roles
+        if klass is not None:  # a Model subclass; a Layer subclass made per iteration builds one model's layers
+            return "keras_model" in klass.roles
         if depth >= MAX_DEPTH or not semantic.may_call_local(call):
             return False  # not a call of the file's functions: nothing to follow
         function = semantic.callee(call)

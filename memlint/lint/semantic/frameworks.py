@@ -51,9 +51,9 @@ _roles("transformers.TrainerCallback transformers.trainer_callback.TrainerCallba
 # transformers/trainer.py: Trainer.compute_loss / training_step / prediction_step.
 _roles("transformers.Trainer transformers.trainer.Trainer transformers.Seq2SeqTrainer", "hf_trainer")
 # keras/src/models/model.py, keras/src/layers/layer.py (keras 3.15.1); tf.keras in TF 2.x.
-_roles("keras.Model keras.models.Model keras.layers.Layer keras.Layer tensorflow.keras.Model "
-       "tensorflow.keras.models.Model tensorflow.keras.layers.Layer tensorflow.Module",
-       "module", "keras")
+_roles("keras.Model keras.models.Model tensorflow.keras.Model tensorflow.keras.models.Model",
+       "module", "keras", "keras_model")
+_roles("keras.layers.Layer keras.Layer tensorflow.keras.layers.Layer tensorflow.Module", "module", "keras")
 # keras/src/callbacks/callback.py: on_train_batch_end(batch, logs) ...
 _roles("keras.callbacks.Callback tensorflow.keras.callbacks.Callback", "keras_callback")
 # torch/utils/data/dataset.py

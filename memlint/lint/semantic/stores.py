@@ -87,7 +87,7 @@ def _method_store(model, call: ast.Call) -> Store | None:
         return None
     if func.attr in STORING_METHODS:
         root = root_name(func.value)
-        if root is None or not _may_be_container(model, func.value):
+        if root is None or not _may_be_container(model, func.value, func.attr):
             return None
         values = call_arguments(call)
         if func.attr in ("insert", "setdefault") and len(values) >= 2:
@@ -143,10 +143,18 @@ def _container_value(model, expr: ast.expr) -> Value:
     return model.value(expr)
 
 
-def _may_be_container(model, expr: ast.expr) -> bool:
+#: Storing methods that many non-container objects also have (meters' and EMAs' ``update``,
+#: tqdm's ``update``, hashlib's ``update``, queues' ``put``, sets' ``add`` beside loggers' ``add``):
+#: their receiver must be known to be a container.
+_AMBIGUOUS_STORING = frozenset({"update", "add", "put", "push"})
+
+
+def _may_be_container(model, expr: ast.expr, method: str = "append") -> bool:
     """The receiver of a storing method is (or may be) a Python container,
     not a tensor, module or library object with a method of that name."""
     value = model.value(expr)
+    if method in _AMBIGUOUS_STORING:
+        return value.kind is Kind.CONTAINER
     if value.kind in (Kind.CONTAINER, Kind.UNKNOWN):
         return value.type_name in (None, "dict", "collections.deque") or value.kind is Kind.CONTAINER
     return False
