@@ -829,6 +829,20 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     return None
 
 
+def _dict_values_of(argument: Value) -> Value:
+    """The values of ``dict(argument)``: a mapping's own values, or the second
+    item of each pair of an iterable of key/value pairs (Python 3 docs,
+    "Built-in Types", ``class dict(iterable)``: each item is an iterable of
+    exactly two objects, the second being the value), as in
+    ``dict(model.named_modules())``."""
+    if argument.type_name == "dict":
+        return element_of(argument)
+    pair = element_of(argument)
+    if pair.kind is Kind.CONTAINER and pair.items is not None and len(pair.items) == 2:
+        return pair.items[1]
+    return pair
+
+
 def builtin_call(model, name: str, call: CallInfo, interpreter) -> Value | None:
     """The builtins whose results matter for tensors and streams."""
     first = call.argument(0)
@@ -839,7 +853,7 @@ def builtin_call(model, name: str, call: CallInfo, interpreter) -> Value | None:
     if name in CONTAINER_BUILTINS:
         return container(element_of(first) if first is not None else None, stream=first.stream if first is not None else Tri.NO)
     if name == "dict":
-        values = [element_of(a) for a in call.positional] + list(call.keywords.values())
+        values = [_dict_values_of(a) for a in call.positional] + list(call.keywords.values())
         return container(join_all(values), type_name="dict")
     if name == "enumerate" and first is not None:
         return container(container(None, items=(PLAIN, element_of(first))), stream=first.stream)
