@@ -1390,7 +1390,31 @@ def _moved_in_place_and_called(model, calls: list[ast.Call]) -> set[str]:
         if (isinstance(func, ast.Attribute) and func.attr in ops.IN_PLACE_MODULE_MOVES and isinstance(model.parents.get(call), ast.Expr)
                 and _not_assigned_in_unit_of(model, call, func.value)):
             moved.add(dotted_name(func.value))
-    return (moved & called) - {None}
+    return (moved & called | _bound_from_move_and_called(model, calls, called)) - {None}
+
+
+def _bound_from_move_and_called(model, calls: list[ast.Call], called: set[str]) -> set[str]:
+    """Locals bound once in the unit to what ``x.to(device)`` (``.cuda()``,
+    ``.half()``, ...) returns and then called (``net = factory().to(device);
+    net(batch)``): ``Module.to`` returns the module itself, ``Tensor.to`` a
+    tensor, and a tensor is not callable (torch 2.13.0
+    ``torch/nn/modules/module.py`` ``Module.to``; ``torch/_tensor.py`` defines
+    no ``__call__``), so the called result is a module."""
+    found = set()
+    for call in calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ops.IN_PLACE_MODULE_MOVES):
+            continue
+        statement = model.parents.get(call)
+        if not (isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in called):
+            continue
+        name = statement.targets[0].id
+        unit = model.unit_of(call)
+        scope = model.scopes.own_scope(unit) if unit is not model.module else model.scopes.module_scope
+        if scope is not None and len(scope.bindings.get(name, [])) == 1:
+            found.add(name)
+    return found
 
 
 def _differentiated_callees(model, calls: list[ast.Call]) -> set[str]:
