@@ -719,6 +719,8 @@ def unknown_receiver_method(model, receiver: Value, name: str, call: CallInfo, i
         return moved.evolve(kind=receiver.kind, type_name=receiver.type_name)
     if name in ("append", "extend", "insert", "appendleft"):
         return container_method(model, container(receiver.element), name, call, interpreter)
+    if _mode_switch_of_moved(receiver, name, call):
+        return module_method(model, as_module(receiver), name, call, interpreter)
     if name == "step" and _is_unnamed_step(model, call):
         interpreter.record_optimizer_step(call.node)
         return PLAIN
@@ -727,6 +729,18 @@ def unknown_receiver_method(model, receiver: Value, name: str, call: CallInfo, i
     if receiver.graph is Tri.YES:
         return Value(Kind.UNKNOWN, Tri.YES, receiver.device, sources=receiver.sources)
     return UNKNOWN
+
+
+def _mode_switch_of_moved(receiver: Value, name: str, call: CallInfo) -> bool:
+    """``x.cuda().eval()`` / ``x.to(device).train()`` on a value of unknown
+    kind: only tensors and modules were moved (``device`` YES), and a tensor
+    has no ``eval``/``train`` (torch 2.13.0 ``torch/_tensor.py``: no such
+    methods; ``torch/nn/modules/module.py`` ``Module.eval``/``train(mode)``),
+    so the receiver is a module."""
+    if receiver.device is not Tri.YES or name not in ("eval", "train") or call.node.keywords:
+        return False
+    args = call.node.args
+    return not args if name == "eval" else len(args) <= 1 and all(isinstance(a, (ast.Constant, ast.Name)) for a in args)
 
 
 #: Methods of Python containers (a forward pass's output may be a tuple or dict).
