@@ -529,6 +529,8 @@ def library_object_method(model, receiver: Value, name: str, call: CallInfo, int
         return UNKNOWN
     if could_be_module(receiver) and name in _MODULE_USE_METHODS:
         return module_method(model, as_module(receiver), name, call, interpreter)
+    if name in ("to", "cuda") and fw.NOT_MODEL_CLASS.search(type_name.rsplit(".", 1)[-1]):
+        return receiver  # a pipeline's move returns the same object, not a module (diffusers ``DiffusionPipeline.to`` returns ``self``)
     return UNKNOWN
 
 
