@@ -1411,16 +1411,18 @@ def _moved_in_place_and_called(model, calls: list[ast.Call]) -> set[str]:
 
 
 def _bound_from_move_and_called(model, calls: list[ast.Call], called: set[str]) -> set[str]:
-    """Locals bound once in the unit to what ``x.to(device)`` (``.cuda()``,
-    ``.half()``, ...) returns and then called (``net = factory().to(device);
-    net(batch)``): ``Module.to`` returns the module itself, ``Tensor.to`` a
+    """Locals bound once in the unit to what ``x.to(device)`` or ``x.cuda()``
+    returns and then called (``net = factory().to(device); net(batch)``):
+    ``Module.to``/``cuda`` return the module itself, ``Tensor.to``/``cuda`` a
     tensor, and a tensor is not callable (torch 2.13.0
     ``torch/nn/modules/module.py`` ``Module.to``; ``torch/_tensor.py`` defines
-    no ``__call__``), so the called result is a module."""
+    no ``__call__``), so the called result is a module. Only the two
+    accelerator moves, which the pre-parse gate knows
+    (:data:`memlint.lint.vocabulary.GRAPH_SOURCE_NAMES`)."""
     found = set()
     for call in calls:
         func = call.func
-        if not (isinstance(func, ast.Attribute) and func.attr in ops.IN_PLACE_MODULE_MOVES):
+        if not (isinstance(func, ast.Attribute) and func.attr in ("to", "cuda")):
             continue
         statement = model.parents.get(call)
         if not (isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1
