@@ -331,10 +331,12 @@ def _matches(node: ast.expr, root: str | None, attr: str | None) -> bool:
 
 
 def _storage_root(container: ast.expr) -> str | None:
-    """``self.x`` for ``self.x`` / ``self.x[k]``; ``c`` for ``c`` / ``c[k]``."""
+    """``self.x`` for ``self.x`` / ``self.x[k]``; ``c`` for ``c`` / ``c[k]`` /
+    ``c.setdefault(k, [])`` (the list that ``dict.setdefault`` returns is the one stored in ``c``)."""
     node = container
-    while isinstance(node, ast.Subscript):
-        node = node.value
+    while isinstance(node, ast.Subscript) or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                                              and node.func.attr == "setdefault" and len(node.args) == 2):
+        node = node.value if isinstance(node, ast.Subscript) else node.func.value
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         return f"{node.value.id}.{node.attr}"
     if isinstance(node, ast.Name):

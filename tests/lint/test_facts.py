@@ -48,7 +48,9 @@ def test_identifiers_come_from_code_only():
         ("t.backward()\n", True),
         ("from transformers import AutoModel\n", True),
         ("out = thing.training_step(batch)\n", True),  # a framework hook name: its arguments are modules
-        ("import torch\nx = torch.zeros(3).cuda()\ntotal = 0\nfor v in x:\n    total += v\n", False),
+        # a `.to()`/`.cuda()` result that is called is a module (operations._bound_from_move_and_called)
+        ("import torch\nx = torch.zeros(3).cuda()\ntotal = 0\nfor v in x:\n    total += v\n", True),
+        ("import torch\nx = torch.zeros(3)\ntotal = 0\nfor v in x:\n    total += v\n", False),
         ("path = build_model(config)\n", False),
         ("'''model(x).backward()'''\n", False),
     ],

@@ -529,6 +529,8 @@ def library_object_method(model, receiver: Value, name: str, call: CallInfo, int
         return UNKNOWN
     if could_be_module(receiver) and name in _MODULE_USE_METHODS:
         return module_method(model, as_module(receiver), name, call, interpreter)
+    if name in ("to", "cuda") and fw.NOT_MODEL_CLASS.search(type_name.rsplit(".", 1)[-1]):
+        return receiver  # a pipeline's move returns the same object, not a module (diffusers ``DiffusionPipeline.to`` returns ``self``)
     return UNKNOWN
 
 
@@ -719,6 +721,8 @@ def unknown_receiver_method(model, receiver: Value, name: str, call: CallInfo, i
         return moved.evolve(kind=receiver.kind, type_name=receiver.type_name)
     if name in ("append", "extend", "insert", "appendleft"):
         return container_method(model, container(receiver.element), name, call, interpreter)
+    if _mode_switch_of_moved(receiver, name, call):
+        return module_method(model, as_module(receiver), name, call, interpreter)
     if name == "step" and _is_unnamed_step(model, call):
         interpreter.record_optimizer_step(call.node)
         return PLAIN
@@ -727,6 +731,18 @@ def unknown_receiver_method(model, receiver: Value, name: str, call: CallInfo, i
     if receiver.graph is Tri.YES:
         return Value(Kind.UNKNOWN, Tri.YES, receiver.device, sources=receiver.sources)
     return UNKNOWN
+
+
+def _mode_switch_of_moved(receiver: Value, name: str, call: CallInfo) -> bool:
+    """``x.cuda().eval()`` / ``x.to(device).train()`` on a value of unknown
+    kind: only tensors and modules were moved (``device`` YES), and a tensor
+    has no ``eval``/``train`` (torch 2.13.0 ``torch/_tensor.py``: no such
+    methods; ``torch/nn/modules/module.py`` ``Module.eval``/``train(mode)``),
+    so the receiver is a module."""
+    if receiver.device is not Tri.YES or name not in ("eval", "train") or call.node.keywords:
+        return False
+    args = call.node.args
+    return not args if name == "eval" else len(args) <= 1 and all(isinstance(a, (ast.Constant, ast.Name)) for a in args)
 
 
 #: Methods of Python containers (a forward pass's output may be a tuple or dict).
@@ -829,6 +845,20 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     return None
 
 
+def _dict_values_of(argument: Value) -> Value:
+    """The values of ``dict(argument)``: a mapping's own values, or the second
+    item of each pair of an iterable of key/value pairs (Python 3 docs,
+    "Built-in Types", ``class dict(iterable)``: each item is an iterable of
+    exactly two objects, the second being the value), as in
+    ``dict(model.named_modules())``."""
+    if argument.type_name == "dict":
+        return element_of(argument)
+    pair = element_of(argument)
+    if pair.kind is Kind.CONTAINER and pair.items is not None and len(pair.items) == 2:
+        return pair.items[1]
+    return pair
+
+
 def builtin_call(model, name: str, call: CallInfo, interpreter) -> Value | None:
     """The builtins whose results matter for tensors and streams."""
     first = call.argument(0)
@@ -839,7 +869,7 @@ def builtin_call(model, name: str, call: CallInfo, interpreter) -> Value | None:
     if name in CONTAINER_BUILTINS:
         return container(element_of(first) if first is not None else None, stream=first.stream if first is not None else Tri.NO)
     if name == "dict":
-        values = [element_of(a) for a in call.positional] + list(call.keywords.values())
+        values = [_dict_values_of(a) for a in call.positional] + list(call.keywords.values())
         return container(join_all(values), type_name="dict")
     if name == "enumerate" and first is not None:
         return container(container(None, items=(PLAIN, element_of(first))), stream=first.stream)
@@ -1344,7 +1374,8 @@ def module_evidence_names(model, calls: list[ast.Call]) -> set[str]:
     names: set[str] = _differentiated_callees(model, calls) | _moved_in_place_and_called(model, calls)
     for call in calls:
         func = call.func
-        if not isinstance(func, ast.Attribute) or func.attr not in ops.MODULE_EVIDENCE_METHODS:
+        if not isinstance(func, ast.Attribute) or not (func.attr in ops.MODULE_EVIDENCE_METHODS
+                                                       or func.attr in ops.RECURRENT_STATE_INITIALIZERS):
             continue
         receiver = func.value
         while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr in ops.MODULE_RETURNING_METHODS:
@@ -1376,7 +1407,33 @@ def _moved_in_place_and_called(model, calls: list[ast.Call]) -> set[str]:
         if (isinstance(func, ast.Attribute) and func.attr in ops.IN_PLACE_MODULE_MOVES and isinstance(model.parents.get(call), ast.Expr)
                 and _not_assigned_in_unit_of(model, call, func.value)):
             moved.add(dotted_name(func.value))
-    return (moved & called) - {None}
+    return (moved & called | _bound_from_move_and_called(model, calls, called)) - {None}
+
+
+def _bound_from_move_and_called(model, calls: list[ast.Call], called: set[str]) -> set[str]:
+    """Locals bound once in the unit to what ``x.to(device)`` or ``x.cuda()``
+    returns and then called (``net = factory().to(device); net(batch)``):
+    ``Module.to``/``cuda`` return the module itself, ``Tensor.to``/``cuda`` a
+    tensor, and a tensor is not callable (torch 2.13.0
+    ``torch/nn/modules/module.py`` ``Module.to``; ``torch/_tensor.py`` defines
+    no ``__call__``), so the called result is a module. Only the two
+    accelerator moves, which the pre-parse gate knows
+    (:data:`memlint.lint.vocabulary.GRAPH_SOURCE_NAMES`)."""
+    found = set()
+    for call in calls:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("to", "cuda")):
+            continue
+        statement = model.parents.get(call)
+        if not (isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in called):
+            continue
+        name = statement.targets[0].id
+        unit = model.unit_of(call)
+        scope = model.scopes.own_scope(unit) if unit is not model.module else model.scopes.module_scope
+        if scope is not None and len(scope.bindings.get(name, [])) == 1:
+            found.add(name)
+    return found
 
 
 def _differentiated_callees(model, calls: list[ast.Call]) -> set[str]:
