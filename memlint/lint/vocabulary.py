@@ -27,8 +27,6 @@ GRAPH_SOURCE_NAMES = frozenset({
     "compute_loss", "training_step", "prediction_step",
     # moves whose result, when called, is a module (operations._bound_from_move_and_called)
     "to", "cuda",
-    # a recurrent model's initial state (torch_ops.RECURRENT_STATE_INITIALIZERS)
-    "init_hidden",
 }) | MODULE_EVIDENCE_METHODS
 
 #: Top-level packages of other array frameworks: a file importing one of

@@ -1374,8 +1374,7 @@ def module_evidence_names(model, calls: list[ast.Call]) -> set[str]:
     names: set[str] = _differentiated_callees(model, calls) | _moved_in_place_and_called(model, calls)
     for call in calls:
         func = call.func
-        if not isinstance(func, ast.Attribute) or not (func.attr in ops.MODULE_EVIDENCE_METHODS
-                                                       or func.attr in ops.RECURRENT_STATE_INITIALIZERS):
+        if not isinstance(func, ast.Attribute) or func.attr not in ops.MODULE_EVIDENCE_METHODS:
             continue
         receiver = func.value
         while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr in ops.MODULE_RETURNING_METHODS:

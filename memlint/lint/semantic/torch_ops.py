@@ -157,11 +157,6 @@ MODULE_EVIDENCE_METHODS = frozenset({
     "named_children", "register_forward_hook", "register_forward_pre_hook",
     "register_full_backward_hook", "register_buffer", "get_submodule", "eval", "train",
 })
-#: Methods that recurrent models define by convention to make their initial
-#: state (not nn.Module's own): ``RNNModel.init_hidden(bsz)`` in pytorch/examples
-#: ``word_language_model/model.py`` (and salesforce/awd-lstm-lm ``model.py``,
-#: Lightning's ``pytorch/demos/lstm.py``): the receiver is a module.
-RECURRENT_STATE_INITIALIZERS = frozenset({"init_hidden"})
 
 #: ``torch.distributions``: a distribution built from tensors keeps their graph
 #: (its parameters are those tensors, or differentiable functions of them).
