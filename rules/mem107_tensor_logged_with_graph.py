@@ -123,8 +123,12 @@ class TensorLoggedWithGraph(Rule):
             return True
         if not isinstance(call.func, ast.Attribute):
             return False
-        made = self.ctx.semantic.value(call.func.value).type_name
+        made = self._constructor(call.func.value)
         return made in CONVERTING_WRITER_CONSTRUCTORS or made in RUN_CONSTRUCTORS
+
+    def _constructor(self, receiver: ast.expr) -> str | None:
+        """The qualified constructor the receiver was made by, as the semantic model knows it."""
+        return self.ctx.semantic.value(receiver).type_name
 
     def _logged_values(self, call: ast.Call) -> list[ast.expr]:
         qualified = self.ctx.semantic.qualified(call.func)
@@ -150,7 +154,7 @@ class TensorLoggedWithGraph(Rule):
         name = dotted_name(receiver)
         if name is not None and name.endswith(".experiment"):
             return "writer"  # Lightning: `self.logger.experiment` is the wrapped writer or run
-        made = self.ctx.semantic.value(receiver).type_name
+        made = self._constructor(receiver)
         if made in WRITER_CONSTRUCTORS:
             return "writer"
         if made in RUN_CONSTRUCTORS:

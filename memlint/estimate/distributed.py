@@ -136,9 +136,6 @@ def describe_communication(comm: dict) -> str:
 ENGINE_OPTIONS = {"bucket_cap_mb": ("ddp",), "gradient_as_bucket_view": ("ddp",),
                   "reshard_after_forward": ("fsdp", "fsdp+tp"), "fsdp_param_dtype": ("fsdp", "fsdp+tp"),
                   "fsdp_cpu_offload": ("fsdp", "fsdp+tp")}
-#: The value of each engine option when it is not given (EstimateOptions' defaults).
-ENGINE_OPTION_DEFAULTS = {"bucket_cap_mb": None, "gradient_as_bucket_view": False, "reshard_after_forward": True,
-                          "fsdp_param_dtype": None, "fsdp_cpu_offload": False}
 #: Largest DDP bucket accepted, in MiB: 2**20 MiB = 1 TiB, beyond any device (the reducer takes bytes as int64).
 MAX_BUCKET_CAP_MB = 2**20
 
@@ -151,10 +148,14 @@ def _flag(name: str, value) -> str:
 
 
 def _check_engine_options(options) -> None:
-    """UsageError for an engine option given without its engine (it would be silently ignored)."""
+    """UsageError for an engine option given without its engine (it would be silently ignored):
+    one whose value is not EstimateOptions' default."""
+    import dataclasses  # noqa: PLC0415
+
+    defaults = {f.name: f.default for f in dataclasses.fields(options) if f.name in ENGINE_OPTIONS}
     for name, engines in ENGINE_OPTIONS.items():
-        value = getattr(options, name, ENGINE_OPTION_DEFAULTS[name])
-        if value == ENGINE_OPTION_DEFAULTS[name] or options.parallel in engines:
+        value = getattr(options, name)
+        if value == defaults[name] or options.parallel in engines:
             continue
         needs = " or ".join(f"--parallel {engine}" for engine in engines)
         raise UsageError(f"{_flag(name, value)} applies to {needs} only (got "

@@ -342,9 +342,8 @@ def _run_estimate(outcome: ScriptEstimate, settings: EstimateConfig, values: dic
             return Probe(verdict.fits, verdict.required_bytes, verdict.usable_bytes)
 
         v = outcome.verdict
-        limit = search_limit(micro, accum)
-        outcome.max_batch = largest_fitting(probe, limit, start=micro,
-                                            known={micro: Probe(v.fits, v.required_bytes, v.usable_bytes)} if micro <= limit else None)
+        outcome.max_batch = largest_fitting(probe, search_limit(micro, accum), start=micro,  # the limit is >= micro
+                                            known={micro: Probe(v.fits, v.required_bytes, v.usable_bytes)})
         if advise is not False:
             outcome.advice = run_advisor(workload, outcome.estimate, outcome.capacity_bytes, reserve,
                                          settings.get("advise-world-size", DEFAULT_ADVISE_WORLD_SIZE),

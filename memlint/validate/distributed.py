@@ -281,6 +281,4 @@ def check_validate_parallel(options, device: str) -> None:
     if not 2 <= options.world_size <= MAX_VALIDATE_WORLD:
         raise UsageError(f"--world-size {options.world_size}: the distributed validator runs 2 to "
                          f"{MAX_VALIDATE_WORLD} processes")
-    if options.fsdp_cpu_offload:
-        raise UsageError("--fsdp-cpu-offload is not validated: on a CPU run the offload moves nothing")
 
