@@ -8,6 +8,7 @@ from memlint.lint.patterns import method_call_plan
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.values import Kind
 from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.lint.walk import descendants
 
 _SUMS = (ast.Add, ast.Sub)
 _LITERAL_CONTAINERS = (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.Dict, ast.DictComp)
@@ -150,7 +151,7 @@ class LossAccumulatedWithGraph(Rule):
         if name is None or not any(isinstance(branch, ast.BinOp) for branch in branches):
             return False
         return any(isinstance(branch, ast.BinOp) and any(
-            dotted_name(node) == name for node in ast.walk(branch) if isinstance(node, (ast.Name, ast.Attribute))
+            dotted_name(node) == name for node in descendants(branch) if isinstance(node, (ast.Name, ast.Attribute))
         ) for branch in branches)
 
     # -- decision ---------------------------------------------------------------------

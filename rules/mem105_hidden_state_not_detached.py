@@ -9,7 +9,7 @@ from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES, call_arguments
-from memlint.lint.walk import Visitor, visit as walk_visit
+from memlint.lint.walk import Visitor, descendants, visit as walk_visit
 
 #: Helpers of other modules named like these cut the graph (``repackage_hidden``
 #: in PyTorch's word-language-model example); a helper of the same file is
@@ -156,7 +156,7 @@ class HiddenStateNotDetached(Rule):
         if found is None:
             found = memo[loop] = {}
             for top in loop.body:
-                for statement in ast.walk(top):
+                for statement in descendants(top):
                     if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
                         found.setdefault(statement.targets[0].id, []).append(statement)
         return found

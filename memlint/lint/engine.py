@@ -94,9 +94,9 @@ class LintOptions:
 class Pending:
     """A decoded file that passed the trigger pre-filter and must be parsed.
 
-    ``codes`` are the rules whose trigger tokens occur in ``source`` (by the
-    static index); the rule's own ``is_triggered_by`` is checked again after
-    its import. Picklable, so the runner can hand it to a worker process.
+    ``codes`` are the rules that may run on ``source`` (:func:`pending_for`);
+    each rule's trigger tokens (``is_triggered_by``) are checked after the
+    ``ast`` gate. Picklable, so the runner can hand it to a worker process.
     """
 
     path: str
@@ -178,10 +178,16 @@ def read_notebook(path: str, data: bytes, result: FileResult):
 
 
 def pending_for(path: str, source: str, options: LintOptions, notebook=None) -> Pending | None:
-    """The :class:`Pending` parse of decoded ``source``: the codes whose
-    trigger tokens occur in it (notebook-only rules only for a notebook,
-    whose ``notebook`` layout is given); None when not even the syntax
-    check is asked for."""
+    """The :class:`Pending` parse of decoded ``source``: the codes that may
+    run on it (notebook-only rules only for a notebook, whose ``notebook``
+    layout is given); None when nothing is to be done, not even the syntax
+    check.
+
+    When the syntax check is asked for, the file is parsed whatever its
+    text, so the trigger tokens are not looked for here: the rules that
+    pass the ``ast`` gate check theirs after the parse (:func:`_lint_module`),
+    once, on fewer rules. Without it, the tokens decide whether the file is
+    parsed at all."""
     index = rule_index()
     codes = []
     for code in options.codes():
@@ -190,15 +196,12 @@ def pending_for(path: str, source: str, options: LintOptions, notebook=None) -> 
             continue
         if info.notebook_only and notebook is None:
             continue
-        if info.triggers is None or any(token in source for token in info.triggers):
-            codes.append(code)
-    if not codes:
-        if SYNTAX_ERROR_CODE in options.codes():
-            # No rule can run, but the syntax is still checked: CPython's
-            # parser only, no rule.
-            return Pending(path, source, (), notebook)
-        return None
-    return Pending(path, source, tuple(codes), notebook)
+        codes.append(code)
+    if SYNTAX_ERROR_CODE in options.codes():
+        return Pending(path, source, tuple(codes), notebook)
+    triggered = tuple(code for code in codes
+                      if index[code].triggers is None or any(token in source for token in index[code].triggers))
+    return Pending(path, source, triggered, notebook) if triggered else None
 
 
 def lint_pending(pending: Pending) -> FileResult:

@@ -25,6 +25,7 @@ import bisect
 import re
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from itertools import islice, repeat
 from typing import TypeVar
 from weakref import WeakKeyDictionary
 
@@ -86,16 +87,46 @@ def _child_fields(cls: type) -> tuple[tuple[str, bool | None], ...]:
 
 _CHILD_FIELDS: dict[type, tuple[tuple[str, bool | None], ...]] = {}
 _AST = ast.AST
+#: Per node class, the function that lists a node's children (:func:`_children_function`).
+_CHILDREN_OF: dict[type, Callable[[ast.AST], list]] = {}
 
 
-def children(node: ast.AST) -> list[ast.AST]:
-    """The syntactic children of ``node`` in source order."""
-    kind = node.__class__
+def _no_children(node: ast.AST) -> list:
+    return []
+
+
+def _dict_children(node: ast.Dict) -> list:
+    return [child for pair in zip(node.keys, node.values) for child in pair if child is not None]
+
+
+def _children_function(kind: type) -> Callable[[ast.AST], list]:
+    """A function listing the children of a ``kind`` node, built once per
+    class from its documented fields: the generic loop over fields with
+    ``getattr`` was a third of the node index's time. A list field may hold
+    None (``arguments.kw_defaults``), so Nones are dropped at the end."""
     if kind is ast.Dict:
-        return [child for pair in zip(node.keys, node.values) for child in pair if child is not None]
+        return _dict_children
     fields = _CHILD_FIELDS.get(kind)
     if fields is None:
         fields = _CHILD_FIELDS[kind] = _child_fields(kind)
+    if not fields:
+        return _no_children
+    if any(many is _UNKNOWN or not name.isidentifier() for name, many in fields):
+        return lambda node, fields=fields: _children_by_fields(node, fields)
+    lines = ["def children_of(node):", "    found = []"]
+    for name, many in fields:
+        if many:
+            lines.append(f"    found += node.{name}")
+        else:
+            lines += [f"    value = node.{name}", "    if value is not None:", "        found.append(value)"]
+    lines += ["    if None in found:", "        found = [child for child in found if child is not None]", "    return found"]
+    namespace: dict = {}
+    exec("\n".join(lines), namespace)  # noqa: S102 -- code built from ast's own field names only
+    return namespace["children_of"]
+
+
+def _children_by_fields(node: ast.AST, fields) -> list[ast.AST]:
+    """The children of a node whose class documents a field's type unreadably."""
     found: list[ast.AST] = []
     for name, many in fields:
         value = getattr(node, name, None)
@@ -110,6 +141,14 @@ def children(node: ast.AST) -> list[ast.AST]:
         elif isinstance(value, _AST):
             found.append(value)
     return found
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """The syntactic children of ``node`` in source order (a new list)."""
+    function = _CHILDREN_OF.get(node.__class__)
+    if function is None:
+        function = _CHILDREN_OF[node.__class__] = _children_function(node.__class__)
+    return function(node)
 
 
 def walk(root: ast.AST | list[ast.AST]) -> Iterator[ast.AST]:
@@ -219,6 +258,18 @@ def indexed_descendants(root: ast.AST | list[ast.AST], types: tuple[type, ...], 
     return None if position is None else index.subtree_of_type(position, types, skip_inside)
 
 
+def descendants(root: ast.AST) -> list[ast.AST]:
+    """``root`` and every node under it, pre-order (what ``ast.walk`` yields,
+    in another order and without expression contexts and operators): a
+    slice of the active index's node list when ``root`` is in it, else a walk."""
+    if _ACTIVE:
+        index = _ACTIVE[-1]
+        position = index.position_of(root)
+        if position is not None:
+            return index.nodes[position:index._subtree_ends()[position]]
+    return list(walk(root))
+
+
 def file_memo(key: Hashable, compute: Callable[[], T]) -> T:
     """``compute()``, once per ``key`` while the engine runs one module's
     rules (:func:`indexed`); computed afresh outside. For analyses that
@@ -267,7 +318,7 @@ class NodeIndex:
         self.memo: dict[Hashable, object] = {}
         nodes, parent_positions, parents, by_type = self.nodes, self.parent_positions, self.parents, self._positions_by_type
         stack: list[tuple[ast.AST, int]] = [(root, -1)]
-        leaf_fields = ()
+        children_of = _CHILDREN_OF
         while stack:
             node, parent_position = stack.pop()
             position = len(nodes)
@@ -279,14 +330,17 @@ class NodeIndex:
                 by_type[kind] = [position]
             else:
                 group.append(position)
-            if _CHILD_FIELDS.get(kind) == leaf_fields:  # a name or a constant: most nodes, no children
+            function = children_of.get(kind)
+            if function is None:
+                function = children_of[kind] = _children_function(kind)
+            if function is _no_children:  # a name or a constant: most nodes
                 continue
-            kids = children(node)
+            kids = function(node)
             if kids:
-                for child in kids:
-                    parents[child] = node
                 kids.reverse()
-                stack.extend([(child, position) for child in kids])
+                stack.extend(zip(kids, repeat(position)))
+        # in C, not per child in the loop above
+        self.parents.update(zip(islice(nodes, 1, None), map(nodes.__getitem__, islice(parent_positions, 1, None))))
 
     def of_type(self, *types: type) -> list[ast.AST]:
         """Nodes of exactly these ``ast`` classes, in source order."""
@@ -309,7 +363,7 @@ class NodeIndex:
     def position_of(self, node: ast.AST) -> int | None:
         """Pre-order position of ``node``; None when it is not in this module."""
         if self._positions is None:
-            self._positions = {id(n): i for i, n in enumerate(self.nodes)}
+            self._positions = dict(zip(map(id, self.nodes), range(len(self.nodes))))
         position = self._positions.get(id(node))
         return position if position is not None and self.nodes[position] is node else None
 

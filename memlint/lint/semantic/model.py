@@ -43,6 +43,7 @@ from memlint.lint.semantic.constants import Constants
 from memlint.lint.semantic.scopes import BindingKind, ScopeKind, ScopeTree
 from memlint.lint.semantic.values import PLAIN, UNKNOWN, Kind, Tri, Value, container, join_all, module, obj
 from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES, call_arguments
+from memlint.lint.walk import descendants
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 UNIT_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -226,7 +227,7 @@ class SemanticModel:
                 if at > found_at:
                     found, found_at = None, at
                 continue
-            derived = any(isinstance(n, ast.Name) and n.id == name.id for n in ast.walk(statement.value))
+            derived = any(isinstance(n, ast.Name) and n.id == name.id for n in descendants(statement.value))
             if not derived and at > found_at:
                 found, found_at = statement, at
         return found
@@ -1715,7 +1716,7 @@ _BUILTIN_CALLABLES = frozenset({
 def _slices_batches(loop: ast.For | ast.AsyncFor) -> bool:
     """``for i in range(0, n, bs): x[i:i + bs]``: the loop walks data in slices."""
     index = set(targets_of(loop.target))
-    for node in ast.walk(loop):
+    for node in descendants(loop):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is not None:
             if {n.id for n in ast.walk(node.slice.lower) if isinstance(n, ast.Name)} & index:
                 return True

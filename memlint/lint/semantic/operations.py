@@ -42,7 +42,7 @@ from memlint.lint.semantic.values import (
     tensor,
 )
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, is_constant
-from memlint.lint.walk import file_memo
+from memlint.lint.walk import descendants, file_memo
 
 #: A ``range`` over at most this many steps is a fixed structure (layers,
 #: heads, a few augmentations), not a stream that grows with the run.
@@ -1464,7 +1464,7 @@ def _chain_names(model, expression: ast.expr, wanted: set[str], callees: set[str
     """Add the names ``expression`` reads to ``wanted`` and the unknown
     callables it calls to ``callees``; True when ``wanted`` grew."""
     grew = False
-    for child in ast.walk(expression):
+    for child in descendants(expression):
         if isinstance(child, ast.Call) and _callable_name(child.func) and (child.args or child.keywords):
             # a forward takes inputs: `self.make_inputs()` builds them
             name = dotted_name(child.func)
@@ -1528,7 +1528,7 @@ def _periodic(test: ast.expr) -> bool:
 
 def _read_names(node: ast.AST) -> set[str]:
     names = set()
-    for child in ast.walk(node):
+    for child in descendants(node):
         name = dotted_name(child) if isinstance(child, (ast.Name, ast.Attribute)) else None
         if name is not None:
             names.add(name)

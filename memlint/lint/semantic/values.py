@@ -28,6 +28,10 @@ class Tri(enum.Enum):
     MAYBE = 1
     YES = 2
 
+    #: Members are singletons compared by identity; ``Enum.__hash__`` hashes the
+    #: name in Python code, and the interpreter hashes these in every set test.
+    __hash__ = object.__hash__
+
     def join(self, other: "Tri") -> "Tri":
         """The larger of the two (NO < MAYBE < YES)."""
         return self if self._value_ >= other._value_ else other  # `_value_`: a plain attribute, `value` a slower property
@@ -56,6 +60,8 @@ class Kind(enum.Enum):
     OBJECT = "object"
     #: A function or other callable that is not a module.
     FUNCTION = "function"
+
+    __hash__ = object.__hash__  # as Tri's
 
 
 #: Kinds that can hold a tensor (and so an autograd graph).
