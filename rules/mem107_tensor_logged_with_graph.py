@@ -22,14 +22,24 @@ WRITER_METHODS = frozenset({"add_scalar", "add_scalars", "add_histogram", "add_i
 RUN_METHODS = frozenset({"log"})
 #: Loggers that turn the value into a number or JSON during the call, so no graph outlives it:
 #: torch's SummaryWriter (torch 2.13.0 torch/utils/tensorboard/summary.py ``scalar``/``histogram``
-#: call ``make_np``, which is ``x.detach().cpu().numpy()`` in _convert_np.py) and wandb's
-#: ``log`` (wandb sdk/interface/interface.py ``publish_partial_history`` runs
-#: ``history_dict_to_json`` on the data before it returns, for ``commit=False`` too).  A tensor
-#: handed to them still makes every call wait for the device, and wandb releases of 2019 kept
-#: the tensors (wandb/wandb#354): reported as info, not as a graph kept alive.
+#: call ``make_np``, which is ``x.detach().cpu().numpy()`` in _convert_np.py); tensorboardX's
+#: (tensorboardX 2.6.5, commit 48a5f8aee532, tensorboardX/summary.py ``scalar``/``histogram``/``image``
+#: call x2num.py ``make_np``, which is ``x.data.cpu().numpy()``; ``add_scalars`` keeps
+#: ``float(make_np(v))`` in ``scalar_dict``, writer.py ``__append_to_scalar_dict``; the raw value was
+#: kept only in 2017, between commits 99a6411 and 01d63ff, before v0.9); wandb's ``log`` (wandb
+#: sdk/interface/interface.py ``publish_partial_history`` runs ``history_dict_to_json`` on the data
+#: before it returns, for ``commit=False`` too); mlflow's ``log_metric``/``log_metrics`` (mlflow
+#: master, commit cada9caec9ce, mlflow/tracking/_tracking_service/client.py ``log_metric`` and
+#: ``log_batch`` call metric_value_conversion_utils.py ``convert_metric_value_to_float_if_possible``,
+#: which turns a tensor into ``float(x.detach().cpu().item())``; releases before it reject a tensor in
+#: utils/validation.py ``_validate_metric``).  A tensor handed to them still makes every call wait for
+#: the device, and wandb releases of 2019 kept the tensors (wandb/wandb#354): reported as info, not
+#: as a graph kept alive.
 CONVERTING_WRITER_CONSTRUCTORS = frozenset(
-    {"torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter"})
-CONVERTING_MODULE_LOGGERS = frozenset({"wandb.log"})
+    {"torch.utils.tensorboard.SummaryWriter", "torch.utils.tensorboard.writer.SummaryWriter",
+     "tensorboardX.SummaryWriter", "tensorboardX.writer.SummaryWriter"})
+CONVERTING_MODULE_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics",
+                                       "mlflow.tracking.fluent.log_metric"})
 CONVERTED_MESSAGE = ("a graph-attached tensor is passed to a logger that converts it during the call: no graph "
                      "is kept, but every call waits for the device; log `.item()` (older wandb kept the tensors)")
 
@@ -43,15 +53,16 @@ class TensorLoggedWithGraph(Rule):
     including a metrics dict filled earlier in the same function.
 
     ## Why is this bad?
-    A logger that keeps what it is given (a tensorboardX writer, mlflow,
-    older wandb releases: wandb/wandb#354) keeps a tensor that still
-    carries its autograd graph — every activation of that step — alive for
-    as long as it holds it. torch's own `SummaryWriter` and current wandb
+    A logger that keeps what it is given (older wandb releases:
+    wandb/wandb#354) keeps a tensor that still carries its autograd graph —
+    every activation of that step — alive for as long as it holds it.
+    torch's own `SummaryWriter`, tensorboardX's, current wandb and mlflow
     convert the value during the call (torch 2.13.0
-    `torch/utils/tensorboard/_convert_np.py`; wandb
-    `sdk/interface/interface.py`): no graph is kept, but every call waits
-    for the device; those findings are info, not warnings. A Python number
-    costs nothing.
+    `torch/utils/tensorboard/_convert_np.py`; tensorboardX 2.6.5
+    `x2num.py`; wandb `sdk/interface/interface.py`; mlflow
+    `tracking/metric_value_conversion_utils.py`): no graph is kept, but
+    every call waits for the device; those findings are info, not
+    warnings. A Python number costs nothing.
 
     ## Example
     ```python
@@ -123,6 +134,12 @@ class TensorLoggedWithGraph(Rule):
             return True
         if not isinstance(call.func, ast.Attribute):
             return False
+        name = dotted_name(call.func.value)
+        if name is not None and name.endswith(".experiment"):
+            # Lightning's TensorBoardLogger.experiment is torch's SummaryWriter, or tensorboardX's
+            # when tensorboard is not installed (lightning 2.6 fabric/loggers/tensorboard.py, commit
+            # 7f0c3436cd3f): both convert during the call.
+            return True
         made = self._constructor(call.func.value)
         return made in CONVERTING_WRITER_CONSTRUCTORS or made in RUN_CONSTRUCTORS
 

@@ -100,7 +100,7 @@ def test_return_type_fields_match_the_installed_torch():
     torch = pytest.importorskip("torch")
     from memlint.lint.semantic import torch_ops
 
-    calls = {"topk": lambda x: x.topk(2, dim=0), "kthvalue": lambda x: x.kthvalue(1, dim=0)}
+    calls = {"topk": lambda x: x.topk(2, dim=0), "kthvalue": lambda x: x.kthvalue(1, dim=0), "frexp": lambda x: x.frexp()}
     assert set(torch_ops.RETURN_TYPE_FIELDS) == set(torch_ops.VALUES_AND_INDICES)
     for op, fields in torch_ops.RETURN_TYPE_FIELDS.items():
         x = torch.randn(4, 3, requires_grad=True)

@@ -133,6 +133,17 @@ HOOKS = (
     Hook("lightning_module", "on_predict_batch_end", True, "disabled", True, f"{LIGHTNING} core/hooks.py"),
     Hook("lightning_module", "on_train_epoch_end", True, "caller", False, f"{LIGHTNING} core/hooks.py"),
     Hook("lightning_module", "on_validation_epoch_end", True, "disabled", False, f"{LIGHTNING} core/hooks.py"),
+    # lightning/pytorch/loops/evaluation_loop.py (commit 7f0c3436cd3f): `run` (under `_no_grad_context`)
+    # calls the batch and epoch hooks of validation and test for the module and for every callback,
+    # `on_run_end` -> `_on_evaluation_epoch_end` included; prediction_loop.py likewise for predict.
+    Hook("lightning_module", "on_validation_batch_start", True, "disabled", True, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_module", "on_test_batch_start", True, "disabled", True, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_module", "on_predict_batch_start", True, "disabled", True, f"{LIGHTNING} loops/prediction_loop.py run"),
+    Hook("lightning_module", "on_validation_epoch_start", True, "disabled", False, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_module", "on_test_epoch_start", True, "disabled", False, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_module", "on_test_epoch_end", True, "disabled", False, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_module", "on_predict_epoch_start", True, "disabled", False, f"{LIGHTNING} loops/prediction_loop.py run"),
+    Hook("lightning_module", "on_predict_epoch_end", True, "disabled", False, f"{LIGHTNING} loops/prediction_loop.py run"),
     Hook("lightning_callback", "on_train_batch_end", True, "caller", True, f"{LIGHTNING} callbacks/callback.py"),
     Hook("lightning_callback", "on_train_batch_start", True, "caller", True, f"{LIGHTNING} callbacks/callback.py"),
     Hook("lightning_callback", "on_validation_batch_end", True, "disabled", True, f"{LIGHTNING} callbacks/callback.py"),
@@ -140,6 +151,16 @@ HOOKS = (
     Hook("lightning_callback", "on_before_backward", True, "caller", False, f"{LIGHTNING} callbacks/callback.py"),
     Hook("lightning_callback", "on_after_backward", True, "caller", False, f"{LIGHTNING} callbacks/callback.py"),
     Hook("lightning_callback", "on_train_epoch_end", True, "caller", False, f"{LIGHTNING} callbacks/callback.py"),
+    Hook("lightning_callback", "on_validation_batch_start", True, "disabled", True, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_callback", "on_test_batch_start", True, "disabled", True, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_callback", "on_predict_batch_start", True, "disabled", True, f"{LIGHTNING} loops/prediction_loop.py run"),
+    Hook("lightning_callback", "on_predict_batch_end", True, "disabled", True, f"{LIGHTNING} loops/prediction_loop.py run"),
+    Hook("lightning_callback", "on_validation_epoch_start", True, "disabled", False, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_callback", "on_validation_epoch_end", True, "disabled", False, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_callback", "on_test_epoch_start", True, "disabled", False, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_callback", "on_test_epoch_end", True, "disabled", False, f"{LIGHTNING} loops/evaluation_loop.py run"),
+    Hook("lightning_callback", "on_predict_epoch_start", True, "disabled", False, f"{LIGHTNING} loops/prediction_loop.py run"),
+    Hook("lightning_callback", "on_predict_epoch_end", True, "disabled", False, f"{LIGHTNING} loops/prediction_loop.py run"),
     # transformers/trainer.py: compute_loss and training_step once per step, grad on;
     # `_prepare_inputs` moves the inputs to the device first.
     # Trainer.training_step calls accelerator.backward(loss) on compute_loss's result.
@@ -236,7 +257,9 @@ CUDA_METADATA = frozenset({"torch.version.cuda"})
 #: Modules whose use shows accelerator code: ``torch.accelerator`` (torch >= 2.6),
 #: ``torch.cuda``, FSDP (torch 2.13 ``torch/distributed/fsdp``: sharding for GPUs).
 #: torch's per-backend device modules (each has ``empty_cache``, ``synchronize``, ...;
-#: torch 2.13.0 torch/{cuda,xpu,mps,npu,mlu,accelerator}); ``torch.accelerator`` stands
+#: torch 2.13.0 torch/{cuda,xpu,mps,accelerator}; ``torch.npu`` and ``torch.mlu`` are not in
+#: torch: the out-of-tree torch_npu (Ascend) and torch_mlu (Cambricon) plugins register them
+#: when imported, source not checked here); ``torch.accelerator`` stands
 #: for the backend a program picks at run time (``getattr(torch, device_type)``).
 DEVICE_BACKEND_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.mps", "torch.npu", "torch.mlu", "torch.accelerator"})
 RUNTIME_DEVICE_MODULE = "torch.accelerator"
@@ -330,8 +353,9 @@ STREAM_PIPELINE_METHODS = frozenset({
 })
 #: Exceptions raised when the accelerator runs out of memory (torch 2.13:
 #: torch/cuda/__init__.py ``OutOfMemoryError = torch._C.OutOfMemoryError``,
-#: re-exported as ``torch.OutOfMemoryError``; torch/cuda/memory.py imports it).
-OOM_ERRORS = frozenset({"torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError", "torch.cuda.memory.OutOfMemoryError"})
+#: also ``torch.OutOfMemoryError``; torch/cuda/memory.py neither defines nor imports it,
+#: so ``torch.cuda.memory.OutOfMemoryError`` does not exist).
+OOM_ERRORS = frozenset({"torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError"})
 #: Library predicates that tell an out-of-memory error from another exception:
 #: lightning/pytorch/utilities/memory.py ``is_oom_error``,
 #: lightning/fabric/utilities (same), accelerate/utils/memory.py ``should_reduce_batch_size``.

@@ -25,8 +25,15 @@ NONDIFFERENTIABLE = frozenset({
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "bucketize", "searchsorted", "histc", "unravel_index",
     "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
-    "randint", "randperm", "bernoulli", "multinomial", "poisson",
+    "randint", "randperm", "multinomial",
 })
+#: Sampling ops NOT in :data:`NONDIFFERENTIABLE` although their result is random draws:
+#: ``bernoulli`` and ``poisson`` have a (zero) derivative formula in torch 2.13.0
+#: ``tools/autograd/derivatives.yaml`` (``bernoulli(Tensor self)``: ``self: zeros_like(grad)``;
+#: ``poisson``: ``self: zeros_like(self)``), so ``torch.bernoulli(probs)`` of an attached
+#: ``probs`` requires grad and its ``BernoulliBackward0`` keeps ``probs``' graph alive.
+#: ``multinomial`` returns indices (int64): no graph.
+ZERO_DERIVATIVE_SAMPLERS = frozenset({"bernoulli", "poisson"})
 #: Ops that return a Python value (bool, int, torch.Size), not a tensor.
 PYTHON_RESULT = frozenset({
     "equal", "allclose", "numel", "dim", "ndimension", "nelement", "element_size", "size", "stride",
@@ -35,13 +42,18 @@ PYTHON_RESULT = frozenset({
 })
 #: Ops returning a tuple of tensors whose first element keeps the graph and
 #: whose others are indices (``values, indices = x.max(dim)``).
-VALUES_AND_INDICES = frozenset({"sort", "topk", "kthvalue", "mode", "cummax", "cummin", "median", "nanmedian", "max", "min", "aminmax"})
+VALUES_AND_INDICES = frozenset({"sort", "topk", "kthvalue", "mode", "cummax", "cummin", "median", "nanmedian", "max", "min", "aminmax",
+                                "frexp"})
 #: Field names of the named tuples (``torch.return_types.<op>``) the ops of
 #: :data:`VALUES_AND_INDICES` return, in order (``x.median(-1).values``);
 #: read from torch 2.13.0 ``torch/return_types.py`` (the structseq types
 #: generated from ``aten/src/ATen/native/native_functions.yaml``), checked
 #: against the installed torch by ``tests/lint/test_recall_family3_A.py``.
-RETURN_TYPE_FIELDS = {op: ("values", "indices") for op in VALUES_AND_INDICES - {"aminmax"}} | {"aminmax": ("min", "max")}
+#: ``frexp`` returns ``(mantissa, exponent)``, the exponent an int32 tensor (torch 2.13.0
+#: derivatives.yaml ``frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)``: only
+#: ``self`` has a formula, through the mantissa).
+RETURN_TYPE_FIELDS = ({op: ("values", "indices") for op in VALUES_AND_INDICES - {"aminmax", "frexp"}}
+                      | {"aminmax": ("min", "max"), "frexp": ("mantissa", "exponent")})
 #: Ops of :data:`VALUES_AND_INDICES` whose every field keeps the graph (no index field).
 ALL_FIELDS_DIFFERENTIABLE = frozenset({"aminmax"})
 #: The type name the semantic model gives a named tuple result of an op (``torch.return_types.max``).
@@ -49,7 +61,7 @@ RETURN_TYPES_PREFIX = "torch.return_types."
 #: Ops returning a tuple (or list) of tensors, all keeping the graph.
 TUPLE_RESULT = frozenset({
     "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit", "split_with_sizes",
-    "meshgrid", "broadcast_tensors", "std_mean", "var_mean", "frexp",
+    "meshgrid", "broadcast_tensors", "std_mean", "var_mean",
     "histogram", "lu", "qr", "svd", "eig", "slogdet", "atleast_1d", "atleast_2d", "atleast_3d",
 })
 #: Ops of :data:`VALUES_AND_INDICES` that return a tuple only when a ``dim`` is given
@@ -126,13 +138,18 @@ TUPLE_OUTPUT_MODULES = frozenset({"RNN", "LSTM", "GRU", "LSTMCell", "MultiheadAt
 #: ``torch.nn`` containers: not layers themselves; indexing or iterating one gives modules.
 MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict"})
 #: Module methods that return the module itself (or a module), torch 2.13 ``torch/nn/modules/module.py``.
+#: ``nn.Module`` has no ``mps`` method, and ``Module.compile`` returns None (it sets
+#: ``self._compiled_call_impl`` in place): neither is here.
 MODULE_RETURNING_METHODS = frozenset({
     "to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_", "apply",
-    "share_memory", "xpu", "mps", "type", "to_empty", "compile",
+    "share_memory", "xpu", "type", "to_empty",
 })
 #: Module methods that return its tensors without history (``state_dict`` detaches by default,
-#: ``keep_vars=False``) or a Python value.
-MODULE_DETACHED_METHODS = frozenset({"state_dict", "buffers", "named_buffers", "load_state_dict", "zero_grad", "extra_repr", "num_parameters"})
+#: ``keep_vars=False``) or a Python value (``compile`` and ``zero_grad`` return None,
+#: ``load_state_dict`` the missing/unexpected keys; transformers 5.24.0 ``modeling_utils.py``
+#: ``num_parameters`` an int).
+MODULE_DETACHED_METHODS = frozenset({"state_dict", "buffers", "named_buffers", "load_state_dict", "zero_grad", "extra_repr",
+                                     "num_parameters", "compile"})
 #: Module methods that return its parameters (leaves that require grad).
 MODULE_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 #: Module methods that return its submodules.
