@@ -8,8 +8,10 @@ end position is exclusive, like ruff's and SARIF's. Lines end at ``\n``,
 from __future__ import annotations
 
 import enum
+import operator
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate, count
 
 #: A line end as Python counts lines: `\n`, `\r\n` or `\r` (not form feeds).
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -17,7 +19,11 @@ LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 def line_offsets(text: str) -> list[int]:
     """Offset in ``text`` of the start of each line (index 0 = line 1)."""
-    return [0] + [match.end() for match in LINE_BREAK.finditer(text)]
+    if "\r" in text:
+        return [0] + [match.end() for match in LINE_BREAK.finditer(text)]
+    # "\n" only: line i starts after the lengths of the lines before it and their i breaks (in C)
+    lines = text.split("\n")
+    return [0, *map(operator.add, accumulate(map(len, lines[:-1])), count(1))]
 
 
 class Severity(str, enum.Enum):

@@ -120,6 +120,39 @@ class Value:
     scalar: bool = False
     sources: frozenset[str] = frozenset()
 
+    # The interpreter makes and compares values by the hundred thousand per
+    # run; the generated methods of a frozen dataclass set each field through
+    # ``object.__setattr__`` and compare tuples built field by field. These
+    # write and compare the instance dict, with the same fields and order.
+    def __init__(self, kind: Kind = Kind.UNKNOWN, graph: Tri = Tri.MAYBE, device: Tri = Tri.MAYBE, leaf: bool = False,
+                 stream: Tri = Tri.MAYBE, framework: str | None = None, klass: str | None = None,
+                 type_name: str | None = None, output: Kind | None = None, frozen: bool = False,
+                 element: "Value | None" = None, items: "tuple[Value, ...] | None" = None, scalar: bool = False,
+                 sources: frozenset[str] = frozenset()) -> None:
+        state = self.__dict__
+        state["kind"] = kind
+        state["graph"] = graph
+        state["device"] = device
+        state["leaf"] = leaf
+        state["stream"] = stream
+        state["framework"] = framework
+        state["klass"] = klass
+        state["type_name"] = type_name
+        state["output"] = output
+        state["frozen"] = frozen
+        state["element"] = element
+        state["items"] = items
+        state["scalar"] = scalar
+        state["sources"] = sources
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Value:
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.__dict__.values()))
+
     # -- questions rules ask --------------------------------------------------
     @property
     def attached(self) -> bool:
