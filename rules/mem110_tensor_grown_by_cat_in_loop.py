@@ -27,7 +27,9 @@ class TensorGrownByCatInLoop(Rule):
     or trains) and the result is on the accelerator or holds an autograd
     graph; and the TensorFlow twin, `x = tf.concat([x, y], 0)` in a Python
     loop over the data. A first iteration that starts the tensor
-    (`if preds is None: preds = logits`) is no reset.
+    (`if preds is None: preds = logits`, or the conditional expression
+    `preds = logits if preds is None else torch.cat((preds, logits))`) is
+    no reset.
 
     ## Why is this bad?
     Each concatenation allocates a new tensor of the whole size so far and
@@ -90,22 +92,20 @@ class TensorGrownByCatInLoop(Rule):
     )
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.value, ast.Call) or not node.value.args:
+        if len(node.targets) != 1:
             return
         name = dotted_name(node.targets[0])
-        pieces = node.value.args[0]
-        if name is None or not isinstance(pieces, (ast.Tuple, ast.List)):
+        call = _growing_call(node.value, name) if name is not None else None
+        if call is None:
             return
-        if not any(dotted_name(piece) == name for piece in pieces.elts):
-            return  # cheap, syntactic: the tensor is one of its own pieces
-        qualified = self.ctx.qualified(node.value.func)
+        qualified = self.ctx.qualified(call.func)
         framework = "torch" if qualified in TORCH_CONCATENATIONS else "tensorflow" if qualified in TF_CONCATENATIONS else None
         if framework is None:
             return
         loop = self._growing_loop(name, node)
         if loop is None:
             return
-        value = self.ctx.semantic.value(node.value)
+        value = self.ctx.semantic.value(call)
         if framework == "torch":
             if value.kind is not Kind.TENSOR:
                 return
@@ -146,3 +146,19 @@ class TensorGrownByCatInLoop(Rule):
             if isinstance(ancestor, ast.If) and any(dotted_name(n) == name for n in ast.walk(ancestor.test)):
                 return True
         return False
+
+
+def _growing_call(value: ast.expr, name: str) -> ast.Call | None:
+    """The call of ``value`` that takes ``name`` among its pieces (cheap,
+    syntactic: the tensor is one of its own pieces): ``value`` itself, or
+    the branch of a conditional expression that tests ``name`` whose other
+    branch starts the tensor (``preds = logits if preds is None else
+    torch.cat((preds, logits))``)."""
+    candidates = [value]
+    if isinstance(value, ast.IfExp) and any(dotted_name(n) == name for n in ast.walk(value.test)):
+        candidates = [value.body, value.orelse]
+    for candidate in candidates:
+        if isinstance(candidate, ast.Call) and candidate.args and isinstance(candidate.args[0], (ast.Tuple, ast.List)) \
+                and any(dotted_name(piece) == name for piece in candidate.args[0].elts):
+            return candidate
+    return None

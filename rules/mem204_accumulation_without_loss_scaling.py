@@ -52,6 +52,19 @@ def has_scaling(code: Code) -> bool:
     return False
 
 
+def unscaled_addends(expr: ast.expr) -> list[ast.expr]:
+    """The parts of ``expr`` that reach its value with no scaling: ``expr``
+    itself when it neither divides nor multiplies; in a sum or difference,
+    the unscaled parts of each side (a weight or a ``/ n`` on one addend
+    scales that addend only: ``kd * t**2 + ce`` leaves ``ce`` as it came);
+    none when the scaling applies to the whole (``(kd + ce) / n``)."""
+    if not has_scaling(expr):
+        return [expr]
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+        return [*unscaled_addends(expr.left), *unscaled_addends(expr.right)]
+    return []
+
+
 class AccumulationWithoutLossScaling(Rule):
     """## What it does
     Reports gradient accumulation, an optimizer step taken only every N
@@ -91,7 +104,9 @@ class AccumulationWithoutLossScaling(Rule):
     Only a loss traced, through assignments in the loop body, to a forward
     pass or a loss function is reported; any division or multiplication on
     the way (by N or by anything else, such as a loss weight) silences the
-    rule, as does a loss returned by a helper whose body is not known.
+    rule for what it applies to -- in a sum, the addend it scales
+    (`kd * t**2 + ce` is reported for `ce`, `(kd + ce) * w` is not) -- as
+    does a loss returned by a helper whose body is not known.
     `accelerator.backward(loss)` (Accelerate and DeepSpeed divide by the
     accumulation steps themselves) and `with accelerator.accumulate(model):`
     are never reported. A loop that clears gradients unconditionally is not
@@ -226,17 +241,19 @@ class AccumulationWithoutLossScaling(Rule):
     def _raw_loss(self, loss: ast.expr, loop: Loop, backward: ast.Call) -> bool:
         """True when ``loss`` comes from a forward pass through assignments with no scaling."""
         semantic = self.ctx.semantic
-        if has_scaling(loss):
+        unscaled = unscaled_addends(loss)
+        if not unscaled:
             return False
         order = list(walk(loop.body))
         end = next(i for i, node in enumerate(order) if node is backward)
-        pending = set(names_in(loss))
-        found_source = self._is_source(loss)
+        pending = {name for part in unscaled for name in names_in(part)}
+        found_source = any(self._is_source(part) for part in unscaled)
         for node in reversed(order[:end]):
             if isinstance(node, ast.AugAssign):
                 targets, value = set(targets_of(node.target)), node.value
                 if targets & pending and not isinstance(node.op, (ast.Add, ast.Sub)):
-                    return False
+                    pending -= targets  # `loss /= n`: what it held so far is scaled
+                    continue
             elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 raw_targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 targets, value = {n for t in raw_targets for n in targets_of(t)}, node.value
@@ -247,12 +264,11 @@ class AccumulationWithoutLossScaling(Rule):
             if not (semantic.value(value).attached or self._loss_like_call(value)):
                 pending -= targets  # an input (a batch, a target): not part of the loss's scaling
                 continue
-            if has_scaling(value):
-                return False
-            found_source = found_source or self._is_source(value)
+            unscaled = unscaled_addends(value)  # a scaled part adds nothing unscaled: not followed
+            found_source = found_source or any(self._is_source(part) for part in unscaled)
             if not isinstance(node, ast.AugAssign):
                 pending -= targets
-            pending |= set(names_in(value))
+            pending |= {name for part in unscaled for name in names_in(part)}
         return found_source
 
     def _loss_like_call(self, expr: ast.expr) -> bool:

@@ -110,7 +110,12 @@ class GradScalerMisuse(Rule):
     called, and any mention of a scaler (`scaler`, `GradScaler`, DeepSpeed
     or apex loss scaling) anywhere in the file silences the second half.
     An autocast whose dtype comes from a variable is not known to be
-    float16 and is not reported; neither is `enabled=False`. A device type
+    float16 and is not reported, unless the file provably binds it: a name
+    bound once (`ctx = torch.autocast(...)`, then `with ctx:`), an item of
+    a dict display whose key folds (`{"float16": torch.float16, ...}[dtype]`
+    with `dtype = "float16"`), the branch of a conditional expression whose
+    test folds (`nullcontext() if device == "cpu" else autocast(...)`).
+    `enabled=False` is not reported. A device type
     that is not a literal (`autocast(device_type=device.type)`) is taken
     for CUDA (whose default autocast dtype is float16,
     torch/amp/autocast_mode.py, torch 2.13.0) when the file moves its
@@ -190,6 +195,8 @@ class GradScalerMisuse(Rule):
                     self.report(call, message="`.backward()` on an unscaled float16 `autocast` loss: small gradients underflow to zero (use a `GradScaler`)")
 
     def _fp16_autocast(self, expr: ast.expr) -> bool:
+        provable = self.ctx.semantic.constants.expression  # `ctx = nullcontext() if device == "cpu" else autocast(...)`
+        expr = provable(expr)
         if not isinstance(expr, ast.Call):
             return False
         qualified = self.ctx.qualified(expr.func)
@@ -197,7 +204,7 @@ class GradScalerMisuse(Rule):
             return False
         dtype = keyword_value(expr, "dtype")
         if dtype is not None:
-            return self.ctx.qualified(dtype) in _FP16
+            return self.ctx.qualified(provable(dtype)) in _FP16  # `{"float16": torch.float16, ...}[dtype]`
         positional = unnamed_arguments(expr)
         if qualified == "torch.cuda.amp.autocast":
             return len(positional) < 2 and not (positional and is_constant(positional[0], False))
@@ -205,7 +212,7 @@ class GradScalerMisuse(Rule):
         if device is None and positional:
             device = positional[0]
             if len(positional) > 1:
-                return self.ctx.qualified(positional[1]) in _FP16
+                return self.ctx.qualified(provable(positional[1])) in _FP16
         if device is None or string_value(device) is not None:
             return string_value(device) == "cuda"
         return self._may_be_cuda(device)

@@ -140,15 +140,15 @@ class DataloaderWorkerCopyOnRead(Rule):
         if receiver is None:
             return
         locals_once = _single_assignments(semantic, method)
-        for statement in semantic.own_nodes(method, (ast.Assign,)):
-            if len(statement.targets) != 1:
+        for statement in semantic.own_nodes(method, (ast.Assign, ast.AnnAssign)):
+            target, value = _target_and_value(statement)
+            if target is None:
                 continue
-            target = statement.targets[0]
             if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver.arg):
                 continue
             if target.attr not in indexed:
                 continue
-            value = _through_local(statement.value, locals_once)
+            value = _through_local(value, locals_once)
             if self._object_collection(value, 0) and not self._converted_later(method, target.attr, receiver.arg, statement):
                 self.report(statement)
 
@@ -202,10 +202,10 @@ class DataloaderWorkerCopyOnRead(Rule):
 
     def _converted_later(self, method: ast.AST, attr: str, receiver: str, assignment: ast.Assign) -> bool:
         """``self.x`` is bound again later in the method (``self.x = np.array(self.x)``)."""
-        for statement in self.ctx.semantic.own_nodes(method, (ast.Assign,)):
+        for statement in self.ctx.semantic.own_nodes(method, (ast.Assign, ast.AnnAssign)):
             if statement is assignment or statement.lineno <= assignment.lineno:
                 continue
-            for target in statement.targets:
+            for target in (statement.targets if isinstance(statement, ast.Assign) else [statement.target]):
                 if isinstance(target, ast.Attribute) and target.attr == attr and isinstance(target.value, ast.Name) and target.value.id == receiver:
                     return True
         return False
@@ -228,9 +228,21 @@ def _through_local(value: ast.expr, locals_once: dict[str, ast.expr]) -> ast.exp
     return rebuilt
 
 
+def _target_and_value(statement: ast.stmt) -> tuple[ast.expr | None, ast.expr | None]:
+    """The one target and the value of ``x = v`` or of an annotated
+    ``x: T = v`` (the annotation changes nothing at run time); (None, None)
+    for several targets or an annotation without a value."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        return statement.targets[0], statement.value
+    if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+        return statement.target, statement.value
+    return None, None
+
+
 def _single_assignments(semantic, method: ast.AST) -> dict[str, ast.expr]:
     found: dict[str, list[ast.expr]] = {}
-    for statement in semantic.own_nodes(method, (ast.Assign,)):
-        if len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-            found.setdefault(statement.targets[0].id, []).append(statement.value)
+    for statement in semantic.own_nodes(method, (ast.Assign, ast.AnnAssign)):
+        target, value = _target_and_value(statement)
+        if isinstance(target, ast.Name):
+            found.setdefault(target.id, []).append(value)
     return {name: values[0] for name, values in found.items() if len(values) == 1}

@@ -23,7 +23,8 @@ class KerasPredictInLoop(Rule):
     functional `Model`, a `keras.Model` subclass, a loaded or cloned model,
     `self.model` in a Keras callback) called once per iteration of a Python
     loop, of a comprehension, or in a function that a loop of the file (or a
-    framework, once per batch) calls repeatedly.
+    framework, once per batch) calls repeatedly, directly or through other
+    functions of the file.
 
     ## Why is this bad?
     `predict` is made for a whole dataset: every call wraps its input in a
@@ -136,4 +137,4 @@ class KerasPredictInLoop(Rule):
         # a framework hook repeats per batch or per epoch (frameworks.HOOKS); one predict per epoch is not reported
         if repetition is not None and (repetition.reason != "hook" or "batch" in function.name):
             return True
-        return any(semantic.repeating_loops(site) for site in semantic.call_sites_of(function))
+        return semantic.called_repeatedly(function)

@@ -23,7 +23,9 @@ class TfFunctionRetracing(Rule):
     Python number or string that changes every iteration (the loop
     variable of `for epoch in range(...)`, a counter `step += 1`);
     `tf.function(f)` called inside a loop or a repeated function; and a
-    `@tf.function` def nested inside a loop body.
+    `@tf.function` def nested inside a loop body, or inside a function that
+    the file calls repeatedly (from a loop or a comprehension over the
+    data, directly or through other functions of the file).
 
     ## Why is this bad?
     A `tf.function` keys its traces on the Python values of its arguments
@@ -110,9 +112,16 @@ class TfFunctionRetracing(Rule):
             self.report(node, message=f"`tf.function` without `input_signature` called with a Python value that changes every iteration (`{changing}`): each new value traces and keeps a new concrete function; pass a tensor (`tf.constant(...)`) or set `input_signature`")
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        decorator = self.ctx.semantic.tf_function(node)
-        if decorator is not None and self.ctx.semantic.repeating_loops(node):
+        semantic = self.ctx.semantic
+        decorator = semantic.tf_function(node)
+        if decorator is None:
+            return
+        if semantic.repeating_loops(node):
             self.report(decorator, message="a `@tf.function` defined inside a loop is a new function every iteration: it traces from scratch and keeps its graphs; define it once, outside the loop")
+            return
+        enclosing = semantic.function_of(node)
+        if isinstance(enclosing, FUNCTION_TYPES) and semantic.called_repeatedly(enclosing):
+            self.report(decorator, message=f"a `@tf.function` defined inside `{enclosing.name}`, which is called repeatedly, is a new function on every call: it traces from scratch and keeps its graphs; define it once, outside")
 
     # -- a tf.function made repeatedly --------------------------------------------------
     def _is_decorator(self, call: ast.Call) -> bool:

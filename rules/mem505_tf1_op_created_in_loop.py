@@ -43,8 +43,10 @@ class Tf1OpCreatedInLoop(Rule):
     `MonitoredTrainingSession`, the default session), reports a `tf.*` op
     (`tf.assign`, `tf.reduce_mean`, `tf.placeholder`, an initializer, a
     `tf.train.Saver`, ...) constructed inside a loop, or inside a function
-    that a loop calls per step, when what it builds is run or fed by a
-    `sess.run(...)` in the same iteration.
+    that a loop calls per step (or per epoch: an op built before a
+    function's own step loop is built once per call), when what it builds
+    is run or fed by a `sess.run(...)` in the same iteration. Module
+    aliases bound by assignment (`tf1 = tf.compat.v1`) are the module.
 
     ## Why is this bad?
     In graph mode a `tf.*` call does not compute anything: it adds nodes to
@@ -81,7 +83,7 @@ class Tf1OpCreatedInLoop(Rule):
     the `sess.run` of the same iteration directly or through names assigned
     in it; ops built in a helper of another module are not seen. A loop
     that resets the default graph or builds a new `tf.Graph()` per
-    iteration is not reported. Loops that build the graph (layers in a
+    iteration (at the level that builds the op) is not reported. Loops that build the graph (layers in a
     `for` loop) and run nothing are never reported. Loops over a literal
     tuple/list or a small literal `range` are not reported. A `sess.run`
     that runs ops built by several statements of the step is reported once
@@ -131,10 +133,11 @@ class Tf1OpCreatedInLoop(Rule):
             arguments = [func.value]  # `saver.save(sess, ...)`, `op.eval(session=sess)`: runs its receiver
         else:
             return
-        region = self._per_step_region(node)
-        if region is None or self._fresh_graph(region):
-            return
-        ops = [op for op in self._ops_run_by(node, arguments, region) if op not in self._reported]
+        ops = []
+        for region in self._per_step_regions(node):
+            if self._fresh_graph(region):
+                break  # this repetition (and every wider one) starts from a fresh graph
+            ops.extend(op for op in self._ops_run_by(node, arguments, region) if op not in self._reported and op not in ops)
         by_statement: dict[ast.AST, list[ast.Call]] = {}
         for op in ops:  # one finding per statement that builds ops for the run: each is moved out on its own
             by_statement.setdefault(self._statement_of(op), []).append(op)
@@ -157,20 +160,19 @@ class Tf1OpCreatedInLoop(Rule):
         return any(not isinstance(a, (ast.Constant, ast.JoinedStr)) for a in given)
 
     # -- where one step's code is ----------------------------------------------------------
-    def _per_step_region(self, run: ast.Call) -> list[ast.stmt] | None:
-        """The statements that run once per step around ``run``: the body of
-        the innermost repeating loop, or of a function called once per step."""
+    def _per_step_regions(self, run: ast.Call) -> list[list[ast.stmt]]:
+        """The statements that run repeatedly around ``run``, innermost
+        first: the body of each repeating loop around it, then the body of
+        its function when that function is called repeatedly (an op built
+        before the step loop of a function called per epoch is built once
+        per call, and the graph keeps every one)."""
         semantic = self.ctx.semantic
-        loops = semantic.repeating_loops(run)
-        if loops:
-            return loops[0].body
+        regions = [loop.body for loop in semantic.repeating_loops(run)]
         function = semantic.function_of(run)
-        if not isinstance(function, FUNCTION_TYPES):
-            return None
-        repetition = semantic.repetition(function)
-        if repetition is not None or any(semantic.repeating_loops(site) for site in semantic.call_sites_of(function)):
-            return function.body
-        return None
+        if isinstance(function, FUNCTION_TYPES) and (
+                semantic.repetition(function) is not None or semantic.called_repeatedly(function)):
+            regions.append(function.body)
+        return regions
 
     def _fresh_graph(self, region: list[ast.stmt]) -> bool:
         """The step resets the default graph or builds in a new ``tf.Graph()``."""

@@ -96,6 +96,59 @@ class Constants:
         except Exception:  # noqa: BLE001 - a folded value with an odd __bool__ cannot occur, but stay safe
             return None
 
+    def expression(self, expr: ast.expr, depth: int = 0) -> ast.expr:
+        """The expression of the file that ``expr`` provably evaluates: a
+        name bound once in the file, by a plain ``name = value``, is
+        ``value``; an item of a dict display whose key folds
+        (``{"float16": torch.float16, ...}[dtype]`` with ``dtype =
+        "float16"``) is that item; a conditional expression whose test folds
+        is the branch it takes; followed until none applies. Anything else
+        is ``expr`` itself (also when a step is unknown)."""
+        while depth < MAX_DEPTH:
+            depth += 1
+            if isinstance(expr, ast.Name):
+                value = self._bound_once(expr)
+                if value is None:
+                    return expr
+                expr = value
+            elif isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Dict) and not isinstance(expr.slice, ast.Slice):
+                key = self.value(expr.slice, depth)
+                if key is UNKNOWN or not isinstance(key, (int, str, bool, type(None))):
+                    return expr
+                chosen = None
+                for item_key, item in zip(expr.value.keys, expr.value.values):
+                    folded = UNKNOWN if item_key is None else self.value(item_key, depth)
+                    if folded is UNKNOWN:
+                        return expr  # a `**other` or an unknown key may hold it
+                    if folded == key and type(folded) is type(key):
+                        chosen = item  # the last equal key wins, as in a dict display
+                if chosen is None:
+                    return expr
+                expr = chosen
+            elif isinstance(expr, ast.IfExp):
+                test = self.truth(expr.test, depth)
+                if test is None:
+                    return expr
+                expr = expr.body if test else expr.orelse
+            else:
+                return expr
+        return expr
+
+    def _bound_once(self, name: ast.Name) -> ast.expr | None:
+        """The value of the one plain ``name = value`` that binds ``name``
+        (in a module or function scope, never rebound with ``global``), or None."""
+        scopes = self.model.scopes
+        home = scopes.binding_scope(name.id, scopes.scope_for(name))
+        if home is None or home.kind not in (ScopeKind.MODULE, ScopeKind.FUNCTION):
+            return None
+        if home.kind is ScopeKind.MODULE and any(name.id in s.global_names for s in scopes.scopes.values()):
+            return None
+        bindings = home.bindings[name.id]
+        if len(bindings) != 1:
+            return None
+        statement = self._binding_statement(bindings[0])
+        return statement.value if isinstance(statement, ast.Assign) else None
+
     # -- expressions ---------------------------------------------------------------
     def _fold(self, expr: ast.expr, depth: int) -> object:
         if isinstance(expr, ast.Constant):

@@ -420,6 +420,22 @@ ENGINE_TYPES = {
 #: lightning 2.6.6 fabric.py all_gather / all_reduce).
 GATHERING_METHODS = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes",
                                "all_gather", "all_reduce"})
+#: Collective functions whose result is their tensor argument reduced, gathered or
+#: broadcast through a ``torch.autograd.Function``: it keeps the argument's graph and
+#: device. Qualified name -> (position, keyword) of that argument. Source:
+#: horovod/torch/mpi_ops.py (horovod/horovod at 0134dd6d): ``allreduce``,
+#: ``allgather`` and ``broadcast`` return ``HorovodAllreduce.apply(...)``,
+#: ``HorovodAllgather.apply(...)``, ``HorovodBroadcast.apply(...)`` ("if your input
+#: tensor requires gradients, ... gradients [can] be computed and backpropagated");
+#: the in-place ``allreduce_``/``broadcast_`` are no autograd functions (not listed).
+GRAPH_KEEPING_COLLECTIVES = {
+    "horovod.torch.allreduce": (0, "tensor"),
+    "horovod.torch.allgather": (0, "tensor"),
+    "horovod.torch.broadcast": (0, "tensor"),
+    "horovod.torch.mpi_ops.allreduce": (0, "tensor"),
+    "horovod.torch.mpi_ops.allgather": (0, "tensor"),
+    "horovod.torch.mpi_ops.broadcast": (0, "tensor"),
+}
 #: ``engine.prepare(...)``/``fabric.setup(...)`` return their arguments prepared
 #: (modules on the device, loaders yielding device batches) — accelerate/accelerator.py
 #: ``Accelerator.prepare``, lightning/fabric/fabric.py ``Fabric.setup``/``setup_dataloaders``.

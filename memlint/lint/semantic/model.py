@@ -384,6 +384,31 @@ class SemanticModel:
         return [loop for loop in self.enclosing_loops(node)
                 if not (isinstance(loop, FOR_TYPES) and operations.literal_iterable(loop.iter))]
 
+    def called_repeatedly(self, function: ast.AST) -> bool:
+        """Some call of the file runs ``function`` many times: a call inside a
+        repeating loop (:meth:`repeating_loops`), inside a comprehension over
+        anything but a literal display or a small literal ``range``, or inside
+        a function that is itself called repeatedly (followed through the
+        file's calls: ``train`` loops over batches and calls ``metric``,
+        which calls ``embed``: ``embed`` runs once per batch)."""
+        memo = self.__dict__.setdefault("_called_repeatedly_memo", {})
+        if function in memo:
+            return memo[function]
+        memo[function] = False  # a cycle of calls adds nothing
+        found = False
+        for site in self.call_sites_of(function):
+            comprehension = self.comprehension_of(site)
+            if self.repeating_loops(site) or (comprehension is not None and not all(
+                    operations.literal_iterable(g.iter) for g in comprehension.generators)):
+                found = True
+                break
+            caller = self.function_of(site)
+            if caller is not None and caller is not function and self.called_repeatedly(caller):
+                found = True
+                break
+        memo[function] = found
+        return found
+
     def tf_function(self, function: ast.AST) -> ast.expr | None:
         """The ``@tf.function`` decorator of ``function`` (a bare
         ``@tf.function`` or a ``@tf.function(...)`` call, any import

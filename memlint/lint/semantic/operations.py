@@ -825,6 +825,9 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         return obj(type_name="wandb.init")
     if qualified == "optuna.create_study":
         return obj(type_name="optuna.study.Study")
+    if qualified in fw.GRAPH_KEEPING_COLLECTIVES:
+        reduced = call.argument(*fw.GRAPH_KEEPING_COLLECTIVES[qualified])
+        return reduced if reduced is not None else UNKNOWN
     if head in fw.TF_PACKAGES:
         return tensorflow_call(qualified, call)
     if head == "torch":

@@ -272,6 +272,7 @@ class ScopeTree:
         memo = self._qualified_memo
         if node in memo:
             return memo[node]
+        memo[node] = None  # an alias cycle (``a = b`` / ``b = a``) names nothing
         found = memo[node] = self._qualify(node)
         return found
 
@@ -285,8 +286,27 @@ class ScopeTree:
             return dotted
         imported = next((b.qualified for b in bindings if b.kind is BindingKind.IMPORT), None)
         if imported is None:
+            imported = self._alias_of(bindings)
+        if imported is None:
             return None
         return f"{imported}.{rest}" if rest else imported
+
+    def _alias_of(self, bindings: list[Binding]) -> str | None:
+        """What a name bound once, by ``name = <dotted chain>`` whose head is
+        an import (``tf1 = tf.compat.v1``, ``ec = torch.cuda.empty_cache``),
+        refers to: the same object as the chain, so the chain's qualified
+        name. None for any other binding, or a name bound more than once."""
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGNMENT:
+            return None
+        target = bindings[0].node
+        statement = self._parents.get(target)
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and statement.targets[0] is target
+                and isinstance(statement.value, (ast.Name, ast.Attribute))):
+            return None
+        dotted = self.dotted.of(statement.value)
+        if dotted is None or not self.bindings_of(dotted.partition(".")[0], self.scope_for(statement.value)):
+            return None  # a builtin or an unbound head is no import
+        return self.qualified(statement.value)
 
     def imports_module(self, prefix: str) -> bool:
         """True when some scope of the file imports ``prefix`` or a submodule of it."""
