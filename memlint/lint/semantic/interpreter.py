@@ -13,7 +13,9 @@ size of the unit however deeply loops nest: each pass interprets every
 statement once, a loop's head sees the join of the state entering it and
 the state its body ended with in the previous pass, and passes repeat until
 no loop's back edge changes (the lattice is shallow: at most
-:data:`MAX_PASSES`).
+:data:`MAX_PASSES`). A later pass starts at the top-level statement whose
+loop changed, from the state the previous pass had there: the statements
+before it would see the same state again.
 """
 
 from __future__ import annotations
@@ -178,17 +180,40 @@ class Interpreter:
     # -- driver -------------------------------------------------------------------
     def run(self) -> Analysis:
         body = self._body()
+        resume = None
         for _ in range(MAX_PASSES):
             self._changed = False
-            self.state = _State(self._initial_env(), self.context.grad)
-            self.analysis.returns = None
-            self.analysis.effects = []
-            self.block(body)
+            if resume is None:
+                start = 0
+                self.state = _State(self._initial_env(), self.context.grad)
+                self.analysis.returns = None
+                self.analysis.effects = []
+            else:
+                start, state, effects, returns = resume
+                self.state = state.copy()
+                del self.analysis.effects[effects:]
+                self.analysis.returns = returns
+            resume = self._pass(body, start)
             if not self._changed:
                 break
         self.analysis.env = self.state.env
         self.analysis.backpropagated = frozenset(self._backpropagated)
         return self.analysis
+
+    def _pass(self, body: list[ast.stmt], start: int):
+        """Interpret ``body[start:]``; the state before the first top-level
+        statement in which a loop's back edge grew (where the next pass
+        resumes: the statements before it see the same state again), or None."""
+        resume = None
+        for index in range(start, len(body)):
+            if self._changed:
+                self.statement(body[index])
+                continue
+            before = (index, self.state.copy(), len(self.analysis.effects), self.analysis.returns)
+            self.statement(body[index])
+            if self._changed:
+                resume = before
+        return resume
 
     def _body(self) -> list[ast.AST]:
         unit = self.unit
