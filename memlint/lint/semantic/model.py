@@ -1164,6 +1164,9 @@ class SemanticModel:
             return base.kind is Kind.MODULE or base.klass is not None
         assignment = self.assignment_before(receiver)
         if assignment is None:
+            if isinstance(unit, FUNCTION_TYPES):  # a parameter: what the file's callers pass
+                given = self.context_of(unit).param(receiver.id)
+                return given is not None and given.kind is Kind.MODULE
             return False
         built = self.value(assignment.value)
         target = assignment.targets[0]

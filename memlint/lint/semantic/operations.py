@@ -816,7 +816,7 @@ def _loss_taking_backward_receivers(model, unit: ast.AST, interpreter) -> set[st
         if name is None:
             continue
         owner = interpreter.state.env.get(name)
-        if owner is not None and (owner.klass is not None or (
+        if owner is not None and (owner.klass is not None or owner.kind is Kind.TENSOR or (
                 owner.type_name in fw.BACKWARD_ENGINES and owner.type_name not in fw.SELF_CLEARING_ENGINES)):
             continue
         found.add(name)
