@@ -455,6 +455,32 @@ ANCHOR_BUG = """
 """
 
 
-@pytest.mark.parametrize("source", [ANCHOR_BUG], ids=["sklearn fit first"])
+ANCHOR_COMPILE = """
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.linear_model import Perceptron
+
+    rows = np.random.rand(64, 3)
+    Perceptron().fit(rows, rows[:, 0] > 0.5)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")  # expect: MEM501
+    print(model(rows[:2]))
+"""
+
+ONLY_SKLEARN_OK = """
+    import numpy as np
+    import tensorflow as tf
+    from sklearn.preprocessing import StandardScaler
+
+    rows = StandardScaler().fit(np.random.rand(64, 3)).transform(np.random.rand(4, 3))
+    print(tf.constant(rows).shape)
+"""
+
+
+def test_a_file_that_fits_only_scikit_learn_is_no_tensorflow_training():
+    assert_silent(ONLY_SKLEARN_OK, "MEM501")
+
+
+@pytest.mark.parametrize("source", [ANCHOR_BUG, ANCHOR_COMPILE], ids=["sklearn fit first", "keras compile, sklearn fit"])
 def test_memory_growth_finding_points_at_the_keras_fit(source):
     assert_reported(source, "MEM501")
