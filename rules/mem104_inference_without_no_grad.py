@@ -4,6 +4,7 @@ import ast
 import re
 
 from memlint.lint.diagnostic import Applicability, Fix, Severity
+from memlint.lint.names import dotted_name
 from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.operations import parameterless
@@ -39,7 +40,17 @@ class InferenceWithoutNoGrad(Rule):
     loop without a training step are reported. A module is known by
     construction (`nn.Linear(...)`, a class deriving from `nn.Module`,
     `from_pretrained`) or by use (`.eval()`, `.parameters()`); calling a
-    constructor is not a forward pass.
+    constructor is not a forward pass, and neither is a call of a module
+    without parameters (a `torch.nn` loss, or a module class of the file
+    whose methods create none) on values without a graph. The
+    `model.eval()` that opens an evaluation context must be a module's
+    apart from that switch (built as one, called, or used with
+    `.parameters()`-like methods): an environment wrapper's or another
+    file's agent object's `eval()` is not one. "After" follows the flow of
+    control: not from the other branch of an `if`, not only around a
+    loop's back edge, and not past a `model.train()` that always runs in
+    between. Callers beyond the depth the model follows are taken to run
+    with grad on when nothing in the file can turn it off.
 
     A module whose forward disables autograd itself is not reported: an in-file `forward` decorated
     `@torch.no_grad()`, or yolov5's `torch.hub.load("ultralytics/yolov5", ...)`
@@ -87,7 +98,8 @@ class InferenceWithoutNoGrad(Rule):
     called under `no_grad` from elsewhere is reported (suppress it with
     `# noqa: MEM104` or decorate it). A module's methods are reported only
     when their name says they sample or generate (`DDPM.sample`) and they
-    run forward passes in a loop; its `forward`, `predict` and other
+    run forward passes in a loop of steps (a loop over the module's own
+    layers, `for block in self.blocks`, is one forward pass); its `forward`, `predict` and other
     helpers serve training and evaluation alike. Test
     files (pytest's default `test_*.py`/`*_test.py`, `conftest.py`) and
     test functions elsewhere are not reported: test code is not inference
@@ -138,8 +150,7 @@ class InferenceWithoutNoGrad(Rule):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         semantic = self.ctx.semantic
         named = bool(EVAL_FUNCTION.search(node.name))
-        eval_call = _first_eval_call(semantic, node)
-        if not named and eval_call is None:
+        if not named and not _mode_switches(semantic, node, "eval"):
             return  # not an evaluation context: the rest interprets the function
         if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
             return
@@ -147,37 +158,42 @@ class InferenceWithoutNoGrad(Rule):
             return  # tests (and their helpers) are not inference code
         if semantic.is_module_method(node):
             if SAMPLING_METHOD.search(node.name):
-                self._check_unit(node, True, None, in_loops_only=True)
+                self._check_unit(node, True, [], in_loops_only=True)
             return  # a module's forward and helpers serve training and evaluation alike
-        self._check_unit(node, named, eval_call)
+        eval_calls = _eval_calls(semantic, node)
+        if not named and not eval_calls:
+            return
+        self._check_unit(node, named, eval_calls)
 
     def visit_Module(self, node: ast.Module) -> None:
         semantic = self.ctx.semantic
         if semantic.is_test_file:
             return
-        eval_call = _first_eval_call(semantic, node)
-        if eval_call is not None:
-            self._check_unit(node, False, eval_call)
+        if not _mode_switches(semantic, node, "eval"):
+            return
+        eval_calls = _eval_calls(semantic, node)
+        if eval_calls:
+            self._check_unit(node, False, eval_calls)
 
-    def _check_unit(self, unit: ast.AST, named: bool, eval_call: ast.Call | None, in_loops_only: bool = False) -> None:
+    def _check_unit(self, unit: ast.AST, named: bool, eval_calls: list[ast.Call], in_loops_only: bool = False) -> None:
         semantic = self.ctx.semantic
         if not semantic.may_run_forward(unit) or (isinstance(unit, FUNCTION_TYPES) and semantic.decorator_grad(unit) is Tri.NO):
             return  # cheap checks first: the rest interprets the function
         forward = [call for call in semantic.forward_calls(unit)
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
-                   and not self._frozen_callee(call) and (not in_loops_only or semantic.enclosing_loops(call))]
+                   and not self._frozen_callee(call) and (not in_loops_only or self._in_sampling_loop(call))]
         helpers = [] if in_loops_only else self._helper_forwards(unit)
         forward += helpers
         if not forward:
             return
         trains = bool(semantic.backward_calls(unit)) or semantic.trains(unit.body)
         if trains:
-            if eval_call is None:
+            if not eval_calls:
                 return
-            forward = [call for call in forward if self._in_evaluation_loop(call, eval_call)]
+            forward = [call for call in forward if self._in_evaluation_loop(call, eval_calls)]
         else:
             if not named:
-                forward = [call for call in forward if _after(eval_call, call) and self._repeated_or_script(call, unit)]
+                forward = [call for call in forward if self._after_eval(eval_calls, call) and self._repeated_or_script(call, unit)]
             forward = [call for call in forward if not self._backpropagated(call, unit)]
         if not forward or self._output_trained_by_callers(unit):
             return
@@ -261,12 +277,31 @@ class InferenceWithoutNoGrad(Rule):
         comprehension = semantic.comprehension_of(call)
         return comprehension is not None and semantic.is_run_comprehension(comprehension)
 
-    def _in_evaluation_loop(self, call: ast.Call, eval_call: ast.Call) -> bool:
-        """In a function that also trains: ``call`` comes after ``eval_call``
+    def _in_evaluation_loop(self, call: ast.Call, eval_calls: list[ast.Call]) -> bool:
+        """In a function that also trains: ``call`` runs after one of ``eval_calls``
         and its innermost loop has no training step."""
         semantic = self.ctx.semantic
         loops = semantic.enclosing_loops(call)
-        return bool(loops) and _after(eval_call, call) and not semantic.trains(loops[0].body)
+        return bool(loops) and self._after_eval(eval_calls, call) and not semantic.trains(loops[0].body)
+
+    def _after_eval(self, eval_calls: list[ast.Call], call: ast.Call) -> bool:
+        """``call`` can run after one of ``eval_calls`` with the module still in
+        evaluation mode: along the flow of control (not from an exclusive
+        branch, not only around a loop's back edge), and no ``.train()`` of
+        the same module runs unconditionally in between."""
+        semantic = self.ctx.semantic
+        for eval_call in eval_calls:
+            receiver = dotted_name(eval_call.func.value)
+            if semantic.runs_after(eval_call, call, undone=lambda statement, receiver=receiver: _switches_back(statement, receiver)):
+                return True
+        return False
+
+    def _in_sampling_loop(self, call: ast.Call) -> bool:
+        """In a module's sampling method: ``call`` repeats in a loop of steps,
+        not only in a loop over the module's layers (``for block in
+        self.blocks``: one pass through stacked layers, as in ``forward``)."""
+        semantic = self.ctx.semantic
+        return any(not semantic.walks_layers(loop) for loop in semantic.enclosing_loops(call))
 
     def _backpropagated(self, call: ast.Call, unit: ast.AST) -> bool:
         semantic = self.ctx.semantic
@@ -285,14 +320,34 @@ class InferenceWithoutNoGrad(Rule):
         return any(semantic.result_backpropagated(call) for call in semantic.call_sites_of(unit))
 
 
-def _first_eval_call(semantic, unit: ast.AST) -> ast.Call | None:
-    """The first ``m.eval()`` (no arguments: a module's) in the unit's own body."""
+def _mode_switches(semantic, unit: ast.AST, mode: str) -> list[ast.Call]:
+    """Cheap, syntactic: the ``x.eval()`` (no arguments: a module's) or
+    ``x.train()``/``x.train(True)`` calls in the unit's own body."""
+    found = []
     for call in semantic.own_nodes(unit, (ast.Call,)):
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "eval" and not call.args and not call.keywords:
-            return call
-    return None
+        if not isinstance(func, ast.Attribute) or func.attr != mode or call.keywords:
+            continue
+        if mode == "eval" and not call.args:
+            found.append(call)
+        elif mode == "train" and (not call.args or (len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and call.args[0].value is True)):
+            found.append(call)
+    return found
 
 
-def _after(first: ast.AST | None, second: ast.AST) -> bool:
-    return first is not None and (first.lineno, first.col_offset) <= (second.lineno, second.col_offset)
+def _eval_calls(semantic, unit: ast.AST) -> list[ast.Call]:
+    """The unit's ``m.eval()`` calls on a value known as a module apart from
+    that switch (an environment wrapper's or an agent object's ``eval()`` is
+    not a module's)."""
+    return [call for call in _mode_switches(semantic, unit, "eval") if semantic.module_apart_from_mode(call.func.value)]
+
+
+def _switches_back(statement: ast.stmt, receiver: str | None) -> bool:
+    """``statement`` is ``receiver.train()`` (or ``.train(True)``): evaluation mode ends there."""
+    if receiver is None or not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+        return False
+    call = statement.value
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr != "train" or call.keywords or dotted_name(func.value) != receiver:
+        return False
+    return not call.args or (len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and call.args[0].value is True)

@@ -68,8 +68,11 @@ class MissingZeroGrad(Rule):
     A conditional `zero_grad` anywhere in the loop counts as clearing
     (gradient accumulation), even if its condition never holds. Loops whose
     `.backward()` or step happens in a called function are not inspected,
-    nor are framework objects that clear gradients inside their own step
-    (DeepSpeed's `engine.step()`). An optimizer step is a `.step()` on an
+    nor are framework objects that clear gradients inside their own step:
+    DeepSpeed's `engine.step()`, and any object that is both handed the
+    loss (`x.backward(loss)`) and stepped (`x.step()`), the engine's API,
+    wherever the engine is kept (`holder.net, *_ = deepspeed.initialize(...)`
+    in another function). An optimizer step is a `.step()` on an
     optimizer the file constructs (`torch.optim.*`, `accelerator.prepare`
     of one), a `scaler.step(optimizer)`, or a `.step()` without data
     arguments on the one object a function with a backward pass steps or

@@ -63,7 +63,8 @@ class TfMemoryGrowthNotSet(Rule):
     `tf.config.experimental.set_memory_growth(gpu, True)`, never sets a
     memory limit with `tf.config.set_logical_device_configuration`, and
     never sets `TF_FORCE_GPU_ALLOW_GROWTH`. The finding is placed on the
-    first `.fit(...)` call (else the first tape or compile).
+    first `.fit(...)` call that is not scikit-learn's (else the first tape
+    or compile; a scikit-learn `fit` only when nothing else is there).
 
     ## Why is this bad?
     By default TensorFlow maps nearly all of every visible GPU's memory
@@ -158,6 +159,7 @@ class TfMemoryGrowthNotSet(Rule):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self._fit: ast.Call | None = None
+        self._foreign_fit: ast.Call | None = None
         self._other: ast.Call | None = None
         self._builds_keras = False
         self._session: ast.Call | None = None
@@ -169,7 +171,10 @@ class TfMemoryGrowthNotSet(Rule):
         method = node.func.attr if isinstance(node.func, ast.Attribute) else None
         qualified = self.ctx.qualified(node.func)
         if method == "fit" and call_arguments(node):
-            self._fit = self._fit or node
+            if self._foreign(node.func.value):
+                self._foreign_fit = self._foreign_fit or node  # `StandardScaler().fit(X)`: scikit-learn's, not training
+            else:
+                self._fit = self._fit or node
         elif self._other is None and (self._is_keras_compile(node, method) or qualified in TAPES):
             self._other = node
         elif self._session is None and qualified in SESSIONS:
@@ -183,6 +188,14 @@ class TfMemoryGrowthNotSet(Rule):
         if any(KERAS_BUILDER.match(self.ctx.qualified(base) or "") for base in node.bases):
             self._builds_keras = True
 
+    def _foreign(self, receiver: ast.expr) -> bool:
+        """``receiver`` is an instance of a class of a library whose ``fit`` is
+        its own estimator API (:data:`~.frameworks.NON_KERAS_FIT_LIBRARIES`:
+        a scikit-learn estimator or scaler): that ``fit`` trains no Keras model."""
+        value = self.ctx.semantic.value(receiver)
+        root = (value.type_name or "").split(".")[0]
+        return root in fw.NON_KERAS_FIT_LIBRARIES and value.framework != "keras"
+
     def _is_keras_compile(self, call: ast.Call, method: str | None) -> bool:
         """``model.compile(...)`` on an object (not ``re.compile``/``torch.compile``)."""
         if method != "compile" or not call_arguments(call):
@@ -193,7 +206,7 @@ class TfMemoryGrowthNotSet(Rule):
         if self._other is None and self._trains_tf1:
             self._other = self._session  # a TF1 session that runs an optimizer's update op
         evidence = self._other is not None or self._builds_keras
-        site = (self._fit or self._other) if evidence else None
+        site = (self._fit or self._other or self._foreign_fit) if evidence else None
         if site is None or not self.ctx.semantic.imports("tensorflow", "keras"):
             return
         if _configured(self.ctx.index):

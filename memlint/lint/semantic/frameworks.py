@@ -74,6 +74,28 @@ MODULE_NAMESPACE = re.compile(
     r"^torch\.nn\.(?:modules\.\w+\.)?[A-Z]\w*$|^torch\.nn\.parallel\.\w+$|"
     r"^transformers\.(?:models\.[\w.]+\.)?\w*(?:Model|For[A-Z]\w*|LMHead\w*)$"
 )
+#: ``torch.nn`` loss modules that hold no parameters: each ``__init__`` keeps at most
+#: buffers (class weights) and options, so the output has a graph only when an input
+#: has one (torch 2.13.0 ``torch/nn/modules/loss.py``; checked against torch 2.13.0+cpu
+#: by building each with its defaults and counting ``.parameters()``: 0). Not
+#: ``LinearCrossEntropyLoss`` (same file: it owns the weight of a linear projection),
+#: ``AdaptiveLogSoftmaxWithLoss`` (``torch/nn/modules/adaptive.py``: head and tail layers)
+#: or ``TripletMarginWithDistanceLoss`` (its ``distance_function`` may be a module).
+_PARAMETERLESS_LOSSES = (
+    "L1Loss NLLLoss NLLLoss2d PoissonNLLLoss GaussianNLLLoss KLDivLoss MSELoss BCELoss BCEWithLogitsLoss "
+    "HingeEmbeddingLoss MultiLabelMarginLoss SmoothL1Loss HuberLoss SoftMarginLoss CrossEntropyLoss "
+    "MultiLabelSoftMarginLoss CosineEmbeddingLoss MarginRankingLoss MultiMarginLoss TripletMarginLoss CTCLoss"
+).split()
+PARAMETERLESS_MODULES = frozenset(
+    [f"torch.nn.{name}" for name in _PARAMETERLESS_LOSSES] + [f"torch.nn.modules.loss.{name}" for name in _PARAMETERLESS_LOSSES])
+#: Library bases that give a subclass no parameters of their own (torch 2.13.0
+#: ``torch/nn/modules/module.py``: ``Module.__init__`` registers none).
+PLAIN_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+#: What creates a parameter of a module (torch 2.13.0 ``torch/nn/parameter.py``,
+#: ``torch/nn/modules/module.py`` ``register_parameter``/``register_module``/``add_module``).
+PARAMETER_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter",
+                                    "torch.nn.UninitializedParameter", "torch.nn.parameter.UninitializedParameter"})
+PARAMETER_REGISTERING_METHODS = frozenset({"register_parameter", "register_module", "add_module"})
 #: ``torch.nn`` names that are not modules.
 NOT_MODULES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.utils", "torch.nn.init"})
 
@@ -263,7 +285,12 @@ CUDA_METADATA = frozenset({"torch.version.cuda"})
 #: for the backend a program picks at run time (``getattr(torch, device_type)``).
 DEVICE_BACKEND_MODULES = frozenset({"torch.cuda", "torch.xpu", "torch.mps", "torch.npu", "torch.mlu", "torch.accelerator"})
 RUNTIME_DEVICE_MODULE = "torch.accelerator"
-ACCELERATOR_MODULES = ("torch.accelerator", "torch.cuda", "torch.distributed.fsdp")
+#: ``deepspeed.accelerator``: ``get_accelerator()`` returns the device backend DeepSpeed
+#: runs on, CUDA unless ``DS_ACCELERATOR`` or the host says otherwise, and its
+#: ``device_name()`` names it (``'cuda'``, ``'cuda:N'``) (deepspeed 0.16.5, commit
+#: 38327e07f6cd39b63418f60cedd1651b0be3e7c3, accelerator/real_accelerator.py
+#: ``get_accelerator``, accelerator/cuda_accelerator.py ``device_name``).
+ACCELERATOR_MODULES = ("torch.accelerator", "torch.cuda", "torch.distributed.fsdp", "deepspeed.accelerator")
 #: Keywords of an engine constructor that keep it on the CPU: ``Fabric(accelerator="cpu")``,
 #: ``Accelerator(cpu=True)`` (accelerate 1.15.0).
 CPU_ENGINE_KEYWORDS = {"accelerator": "cpu", "cpu": True}
@@ -297,6 +324,11 @@ NOT_MODULE_TYPES = re.compile(
 #: Import roots of Keras (keras 3.15.1, tf.keras of tensorflow 2.x, tf_keras):
 #: ``keras.Model.predict`` runs a whole-dataset inference per call.
 KERAS_ROOTS = frozenset({"keras", "tensorflow", "tf_keras"})
+#: Libraries whose classes have a ``fit`` of their own: scikit-learn's estimator API
+#: (``fit(X, y)`` of every estimator and transformer, scikit-learn 1.x
+#: ``sklearn/base.py`` ``BaseEstimator``; developers' guide "APIs of scikit-learn
+#: objects"). Their ``fit`` runs no TensorFlow.
+NON_KERAS_FIT_LIBRARIES = frozenset({"sklearn"})
 #: Attributes every Keras layer, hence every model, has: the ``trainable_weights`` /
 #: ``trainable_variables`` properties of ``Layer`` (keras 3.15.1 ``keras/src/layers/layer.py``;
 #: tf.keras 2.x ``keras/engine/base_layer.py``). An object of unknown class that a file
@@ -392,6 +424,14 @@ DATALOADER_WORKERS = {"torch.utils.data.DataLoader": "num_workers", "torch.utils
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})
+#: Engines whose ``step()`` clears the gradients itself: ``DeepSpeedEngine.step()`` runs
+#: ``_take_model_step`` at each gradient-accumulation boundary, which steps the optimizer
+#: and then zeroes the gradients (``self.optimizer.zero_grad()`` or ``self.zero_grad()``)
+#: (deepspeed 0.16.5, commit 38327e07f6cd39b63418f60cedd1651b0be3e7c3,
+#: deepspeed/runtime/engine.py ``DeepSpeedEngine.step`` and ``_take_model_step``). Of the
+#: :data:`BACKWARD_ENGINES`, it is the one with a ``step()``: accelerate's and Fabric's
+#: ``backward(loss)`` leave stepping and clearing to the optimizer.
+SELF_CLEARING_ENGINES = frozenset({"deepspeed.DeepSpeedEngine"})
 #: ``deepspeed.initialize(model=..., optimizer=...)`` returns ``(engine, optimizer,
 #: training_dataloader, lr_scheduler)``; the engine is an ``nn.Module`` wrapping the
 #: model, moved to the local accelerator (DeepSpeed docs, initialize.html; runtime/engine.py).

@@ -687,13 +687,36 @@ class SemanticModel:
             if hook is not None and hook.grad == "enabled":
                 return Tri.YES
         if sites is None:
-            return Tri.MAYBE
+            # callers beyond the context depth: they run with grad on when nothing in the
+            # file ever turns it off (no `no_grad`, `inference_mode`, `set_grad_enabled`,
+            # no hook a framework runs without grad)
+            return Tri.YES if self.never_disables_grad() else Tri.MAYBE
         if not sites:
             return Tri.YES
         grad = sites[0].grad
         for site in sites[1:]:
             grad = grad.join(site.grad)
         return grad
+
+    def never_disables_grad(self) -> bool:
+        """Nothing in the file can turn autograd off: it names no grad-disabling
+        context or setter (:data:`~.frameworks.GRAD_DISABLING`,
+        :data:`~.frameworks.GRAD_SETTERS`, through imports) and defines no
+        framework hook that runs without grad."""
+        found = self.index.memo.get("never_disables_grad")
+        if found is None:
+            names = {q.rsplit(".", 1)[-1] for q in (*fw.GRAD_DISABLING, *fw.GRAD_SETTERS)}
+            found = True
+            for node in (*self.index.of_type(ast.Attribute), *self.index.of_type(ast.Name)):
+                last = node.attr if isinstance(node, ast.Attribute) else node.id
+                if last in names and self.qualified(node) in fw.GRAD_DISABLING | fw.GRAD_SETTERS:
+                    found = False
+                    break
+            if found:
+                found = not any(hook is not None and hook.grad == "disabled"
+                                for hook in (self.hook_of(f) for f in self.index.of_type(*FUNCTION_TYPES)))
+            self.index.memo["never_disables_grad"] = found
+        return found
 
     def decorator_grad(self, function: Function) -> Tri | None:
         """NO for ``@torch.no_grad()``/``@torch.inference_mode()``, YES for ``@torch.enable_grad()``."""
@@ -1074,6 +1097,109 @@ class SemanticModel:
         """Names (dotted) that ``unit`` calls a module-only method on (``.parameters()``,
         ``.eval()``, ``.state_dict()``...)."""
         return self._evidence("module", unit, operations.module_evidence_names)
+
+    def parameterless_class(self, klass: ClassInfo, depth: int = 0) -> bool:
+        """``klass`` is a torch module class of this file that creates no
+        parameter: it derives from ``nn.Module`` itself (or from such classes
+        of the file), and no method builds an ``nn.Parameter``, registers a
+        parameter or submodule, or sets ``self.x`` to a module with
+        parameters or to a value handed in (which may be one). Tensors
+        (``torch.ones(...)``), numbers and parameterless modules (a
+        ``torch.nn`` loss) are fine (a focal loss with a constant ``alpha``)."""
+        key = ("parameterless", klass.node)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            self._evidence_memo[key] = False  # a cycle of bases is not parameterless
+            found = self._evidence_memo[key] = self._parameterless_class(klass, depth)
+        return found
+
+    def _parameterless_class(self, klass: ClassInfo, depth: int) -> bool:
+        if depth > 3 or not klass.is_module or "torch" not in klass.roles:
+            return False
+        if any(base not in fw.PLAIN_MODULE_BASES for base in klass.library_bases):
+            return False
+        if not all(self.parameterless_class(base, depth + 1) for base in klass.local_bases):
+            return False
+        used = _attributes_used_as_objects(klass)
+        for method in klass.methods.values():
+            receiver = _first_parameter(method)
+            parameters = {a.arg for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
+            for node in ast.walk(method):
+                if isinstance(node, ast.Call):
+                    qualified = self.qualified(node.func)
+                    if qualified in fw.PARAMETER_CONSTRUCTORS:
+                        return False
+                    if isinstance(node.func, ast.Attribute) and node.func.attr in fw.PARAMETER_REGISTERING_METHODS:
+                        return False
+                elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    stored = [t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == receiver]
+                    handed_in = isinstance(node.value, ast.Name) and node.value.id in parameters
+                    if stored and handed_in and not used.intersection(stored):
+                        continue  # an argument kept for arithmetic (`self.gamma = gamma`), never called
+                    if stored and not self._holds_no_parameters(node.value, parameters, depth):
+                        return False
+        return True
+
+    def _holds_no_parameters(self, expr: ast.expr, parameters: set[str], depth: int) -> bool:
+        """What ``self.x = expr`` stores in a module has no parameters: a
+        constant, arithmetic, a tensor factory, a parameterless module."""
+        if isinstance(expr, ast.Constant):
+            return True
+        if isinstance(expr, ast.Name):
+            return expr.id not in parameters  # a module handed in may have parameters
+        if isinstance(expr, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.IfExp, ast.Tuple, ast.List)):
+            return all(self._holds_no_parameters(child, parameters, depth) for child in ast.iter_child_nodes(expr)
+                       if isinstance(child, ast.expr))
+        if isinstance(expr, ast.Call):
+            qualified = self.qualified(expr.func)
+            if qualified in fw.PARAMETERLESS_MODULES:
+                return True
+            if isinstance(expr.func, ast.Name):
+                local = operations._local_target(self, expr.func)
+                if isinstance(local, ast.ClassDef):
+                    info = self.classes.of(local)
+                    return info is not None and (not info.is_module or self.parameterless_class(info, depth + 1))
+            value = self.value(expr)
+            return value.kind in (Kind.TENSOR, Kind.PLAIN) and not value.leaf
+        return isinstance(expr, ast.Attribute) and self.value(expr).kind in (Kind.TENSOR, Kind.PLAIN)
+
+    def module_apart_from_mode(self, receiver: ast.expr) -> bool:
+        """``receiver`` (of a ``.eval()``/``.train()``) is a module known by
+        more than that switch: by construction (``nn.Linear(...)``, a module
+        class of the file, ``from_pretrained``), a submodule of a module, an
+        attribute of an instance of the file's classes, or by another use
+        in its unit: called (``model(x)``), or a module-only method
+        (``.parameters()``, ``.state_dict()``) -- not an object whose only
+        module-like use is ``.eval()``/``.train()`` (an environment wrapper, an
+        agent class of another file)."""
+        if self.value(receiver).kind is not Kind.MODULE:
+            return False
+        unit = self.unit_of(receiver)
+        dotted = self.scopes.dotted.of(receiver) if isinstance(receiver, (ast.Name, ast.Attribute)) else None
+        if dotted is None or dotted not in self.module_evidence(unit):
+            return True  # a module whatever the switch says
+        if dotted in self._evidence("module apart from mode", unit,
+                                    lambda model, calls: operations.module_evidence_names(model, calls, mode_switches=False)):
+            return True
+        if any(isinstance(call.func, (ast.Name, ast.Attribute)) and self.scopes.dotted.of(call.func) == dotted
+               for call in self._calls_of_unit(unit)):
+            return True  # called: a forward pass
+        if isinstance(receiver, ast.Attribute):
+            base = self.value(receiver.value)
+            return base.kind is Kind.MODULE or base.klass is not None
+        assignment = self.assignment_before(receiver)
+        if assignment is None:
+            if isinstance(unit, FUNCTION_TYPES):  # a parameter: what the file's callers pass
+                given = self.context_of(unit).param(receiver.id)
+                return given is not None and given.kind is Kind.MODULE
+            return False
+        built = self.value(assignment.value)
+        target = assignment.targets[0]
+        if isinstance(target, (ast.Tuple, ast.List)) and built.items is not None:
+            at = next((i for i, elt in enumerate(target.elts) if isinstance(elt, ast.Name) and elt.id == receiver.id), None)
+            built = built.items[at] if at is not None and at < len(built.items) else UNKNOWN
+        return built.kind is Kind.MODULE
 
     def keras_model_evidence(self, unit: ast.AST) -> frozenset[str]:
         """Names (dotted) that ``unit``, in a file importing Keras, both calls
@@ -1529,6 +1655,79 @@ class SemanticModel:
             return True
         return self.trains(loop.body)
 
+    def walks_layers(self, loop: ast.AST) -> bool:
+        """``loop`` is a ``for`` over a module's layers (``for block in
+        self.blocks``, an ``nn.Sequential``/``nn.ModuleList``, or
+        ``.children()``/``.modules()``, through ``enumerate``/``zip``/...):
+        one pass through stacked layers, the structure of a forward pass,
+        not a repetition of steps."""
+        if not isinstance(loop, FOR_TYPES):
+            return False
+        iterable = loop.iter
+        while (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name)
+               and iterable.func.id in _ITERATION_WRAPPERS and iterable.args):
+            iterable = iterable.args[0]
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and iterable.func.attr in _LAYER_METHODS:
+            return self.value(iterable.func.value).kind is Kind.MODULE
+        return self.value(iterable).kind is Kind.MODULE
+
+    def runs_after(self, first: ast.AST, second: ast.AST, undone=None) -> bool:
+        """``second`` can run after ``first`` in their unit along the forward
+        flow of control: not in exclusive branches (``if``/``else``, two
+        ``except`` handlers, ``match`` cases), ``first`` before ``second`` in
+        the statement list that holds both (a loop's back edge does not
+        count). With ``undone`` (a predicate on statements), False when a
+        statement that ``undone`` accepts runs unconditionally on the way:
+        after ``first`` to the end of each block ``first`` leaves, or
+        between the two in the common block."""
+        chain = [first]
+        node = first
+        while node in self.parents:
+            node = self.parents[node]
+            chain.append(node)
+        on_first = {id(n): i for i, n in enumerate(chain)}
+        below_second = second
+        node = second
+        while id(node) not in on_first:
+            below_second = node
+            node = self.parents.get(node)
+            if node is None:
+                return False
+        common = node
+        index = on_first[id(common)]
+        if index == 0:
+            return False  # `second` inside `first`
+        below_first = chain[index - 1]
+        if below_second is common:
+            return False
+        first_field, first_at = _field_of(common, below_first)
+        second_field, second_at = _field_of(common, below_second)
+        if first_field is None or second_field is None:
+            if first_field is None and second_field is None:  # two parts of one statement or expression
+                return (below_first.lineno, below_first.col_offset) < (below_second.lineno, below_second.col_offset)
+            return first_field is None  # a header (test, iterable, subject) runs before its blocks
+        if first_field != second_field:
+            order = _STATEMENT_FIELD_ORDER.get(type(common).__name__, ())
+            if (first_field not in order or second_field not in order or order.index(first_field) >= order.index(second_field)
+                    or {first_field, second_field} in _EXCLUSIVE_FIELDS):
+                return False  # `if`/`else` branches, `match` cases, or back against the flow
+        elif first_at >= second_at or first_field in ("handlers", "cases"):
+            return False  # later in the block (a back edge away), or another handler or case
+        if undone is None:
+            return True
+        # every block `first` leaves on its way up to the common one
+        for level in range(1, index):
+            holder, child = chain[level], chain[level - 1]
+            field, at = _field_of(holder, child)
+            if field is None or not isinstance(child, ast.stmt):
+                continue
+            if any(undone(statement) for statement in getattr(holder, field)[at + 1:]) and field not in ("handlers", "cases"):
+                return False
+        if first_field == second_field and first_field is not None:
+            if any(undone(statement) for statement in getattr(common, first_field)[first_at + 1:second_at]):
+                return False
+        return True
+
     def is_run_loop(self, loop: ast.AST) -> bool:
         found = self._run_loop_memo.get(loop)
         if found is None:
@@ -1783,6 +1982,45 @@ _BUILTIN_NAMES = frozenset(dir(builtins)) - {"map", "filter"}
 _STRUCTURE_METHODS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "children",
                                 "named_children", "modules", "named_modules", "items", "keys", "values"})
 _ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "sorted", "list", "reversed", "tuple"})
+#: Module methods that iterate its submodules (torch 2.13.0 torch/nn/modules/module.py).
+_LAYER_METHODS = frozenset({"children", "modules", "named_children", "named_modules"})
+#: Statement fields in the order control flows through them (an ``else`` after a loop or a ``try``).
+_STATEMENT_FIELD_ORDER = {
+    "For": ("body", "orelse"), "AsyncFor": ("body", "orelse"), "While": ("body", "orelse"),
+    "Try": ("body", "handlers", "orelse", "finalbody"), "TryStar": ("body", "handlers", "orelse", "finalbody"),
+}
+#: Pairs of fields of which one run takes only one: an ``except`` handler or the ``try``'s ``else``.
+_EXCLUSIVE_FIELDS = ({"handlers", "orelse"},)
+
+
+def _attributes_used_as_objects(klass: ClassInfo) -> frozenset[str]:
+    """``self.x`` attributes that the class's methods call or call a method
+    of (``self.x(...)``, ``self.x.m(...)``), or iterate: what may be a module."""
+    found = set()
+    for info in klass.mro():
+        for method in info.methods.values():
+            receiver = _first_parameter(method)
+            for node in ast.walk(method):
+                target = node.func if isinstance(node, ast.Call) else node.iter if isinstance(node, (ast.For, ast.comprehension)) else None
+                while isinstance(target, ast.Attribute):
+                    if isinstance(target.value, ast.Name) and target.value.id == receiver:
+                        found.add(target.attr)
+                        break
+                    target = target.value
+    return frozenset(found)
+
+
+def _field_of(holder: ast.AST, child: ast.AST) -> tuple[str | None, int]:
+    """The statement-list field of ``holder`` that holds ``child`` and its
+    index there; (None, -1) for an expression child (a test, an iterable)."""
+    for field in ("body", "orelse", "handlers", "finalbody", "cases"):
+        items = getattr(holder, field, None)
+        if isinstance(items, list):
+            for at, item in enumerate(items):
+                if item is child:
+                    return field, at
+    return None, -1
+
 
 
 def _fixed_structure(iterable: ast.expr) -> bool:

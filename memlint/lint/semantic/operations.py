@@ -89,9 +89,29 @@ def _local_target(model, func: ast.expr):
         return None
     bindings = model.scopes.bindings_of(func.id, model.scopes.scope_for(func))
     definitions = [b for b in bindings if b.kind in (BindingKind.FUNCTION, BindingKind.CLASS)]
-    if len(definitions) != 1 or len(bindings) != len(definitions):
+    if len(definitions) != len(bindings) or not definitions:
         return None
-    return definitions[0].node
+    if len(definitions) == 1:
+        return definitions[0].node
+    return _reaching_definition(model, func, [b.node for b in definitions])
+
+
+def _reaching_definition(model, func: ast.Name, definitions: list[ast.AST]):
+    """Of several top-level ``def``/``class`` statements of one name (a
+    notebook that redefines ``step()`` cell after cell), the one a call in
+    the module's own top-level code runs: the last defined before it, the
+    statements running in order. None for a call inside a function (it runs
+    whenever it is called) or when a definition is nested in a block."""
+    module = model.module
+    if model.unit_of(func) is not module or any(model.parents.get(d) is not module for d in definitions):
+        return None
+    statement = func
+    while model.parents.get(statement) is not module:
+        statement = model.parents.get(statement)
+        if statement is None:
+            return None
+    before = [d for d in definitions if module.body.index(d) < module.body.index(statement)]
+    return before[-1] if before else None
 
 
 def _call_local_definition(model, definition: ast.AST, call: CallInfo, interpreter) -> Value:
@@ -109,6 +129,8 @@ def instantiate(model, klass, call: CallInfo, interpreter) -> Value:
         local_call(model, init, call, interpreter, receiver=instance)
     if instance.kind is Kind.MODULE and instance.framework == "torch":
         instance = instance.evolve(device=construction_device(model, call))
+        if model.parameterless_class(klass):
+            instance = instance.evolve(frozen=True)  # no parameter to record a graph for
     return instance
 
 
@@ -295,11 +317,9 @@ def _no_grad_hub_model(call: CallInfo) -> str | None:
 
 
 def parameterless(callee: Value) -> bool:
-    """A torch.nn loss module: no parameters, so its output has a graph only
-    when an input has one (torch 2.13.0 torch/nn/modules/loss.py; the class
-    weights some losses take are buffers, not parameters)."""
-    name = callee.type_name or ""
-    return name.startswith("torch.nn.") and name.endswith("Loss")
+    """A module with no parameters (a torch.nn loss, :data:`~.frameworks.PARAMETERLESS_MODULES`):
+    its output has a graph only when an input has one."""
+    return callee.type_name in fw.PARAMETERLESS_MODULES
 
 
 def _forward_device(callee: Value, arguments: list[Value]) -> Tri:
@@ -723,7 +743,7 @@ def unknown_receiver_method(model, receiver: Value, name: str, call: CallInfo, i
         return container_method(model, container(receiver.element), name, call, interpreter)
     if _mode_switch_of_moved(receiver, name, call):
         return module_method(model, as_module(receiver), name, call, interpreter)
-    if name == "step" and _is_unnamed_step(model, call):
+    if name == "step" and _is_unnamed_step(model, call, interpreter):
         interpreter.record_optimizer_step(call.node)
         return PLAIN
     if name in ("items", "values", "keys") and receiver.graph is not Tri.YES:
@@ -754,7 +774,7 @@ def _holds_tensors(value: Value) -> bool:
     return value.kind is Kind.UNKNOWN and value.element is not None and value.element.kind is Kind.TENSOR
 
 
-def _is_unnamed_step(model, call: CallInfo) -> bool:
+def _is_unnamed_step(model, call: CallInfo, interpreter) -> bool:
     """``x.step()`` on a value of unknown kind is an optimizer step when it
     takes no data argument (at most a closure), its unit runs a backward
     pass, and ``x`` is used as an optimizer there (``x.zero_grad()``,
@@ -772,9 +792,35 @@ def _is_unnamed_step(model, call: CallInfo) -> bool:
     if not model.runs_backward(unit):
         return False
     receiver = dotted_name(call.node.func.value)
+    if receiver is not None and receiver in _loss_taking_backward_receivers(model, unit, interpreter):
+        return False  # an engine that runs the backward and steps: its step clears the gradients
     usage = model.optimizer_usage(unit)
     return receiver is not None and (receiver in usage.used_as_optimizer or usage.stepped == {receiver} or (
         not usage.used_as_optimizer and receiver in usage.stepped_after_backward))
+
+
+def _loss_taking_backward_receivers(model, unit: ast.AST, interpreter) -> set[str]:
+    """Objects the unit hands a loss to (``x.backward(loss)``, syntactically)
+    that the environment does not show as a type that leaves gradients to the
+    caller: of the engines with that method (:data:`~.frameworks.BACKWARD_ENGINES`),
+    the one with a ``step()`` as well is DeepSpeed's, whose step clears the
+    gradients (:data:`~.frameworks.SELF_CLEARING_ENGINES`), so stepping the
+    same object needs no ``zero_grad``. Instances of the file's own classes
+    are read instead."""
+    found = set()
+    for node in model.own_nodes(unit, (ast.Call,)):
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "backward" and node.args):
+            continue
+        name = dotted_name(func.value)
+        if name is None:
+            continue
+        owner = interpreter.state.env.get(name)
+        if owner is not None and (owner.klass is not None or owner.kind is Kind.TENSOR or (
+                owner.type_name in fw.BACKWARD_ENGINES and owner.type_name not in fw.SELF_CLEARING_ENGINES)):
+            continue
+        found.add(name)
+    return found
 
 
 # -- library functions by qualified name -------------------------------------------------------
@@ -968,7 +1014,8 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
         device = construction_device(model, call)
         if last in ops.MODULE_CONTAINERS and arguments:
             device = _members_device(arguments)
-        return module(output=output, type_name=qualified, device=device)
+        built = module(output=output, type_name=qualified, device=device)
+        return built.evolve(frozen=True) if qualified in fw.PARAMETERLESS_MODULES else built  # no parameter to record a graph for
     if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         first = call.argument(0)
         return tensor(Tri.YES, first.device if first is not None else Tri.MAYBE, leaf=True)
@@ -1366,7 +1413,7 @@ def _add_name(names: set[str], node: ast.expr) -> None:
         names.add(name)
 
 
-def module_evidence_names(model, calls: list[ast.Call]) -> set[str]:
+def module_evidence_names(model, calls: list[ast.Call], mode_switches: bool = True) -> set[str]:
     """Names the unit uses as modules: it calls a module-only method on them
     (``model.eval()``, ``model.cuda().eval()``, ``net.parameters()``), or
     calls them on the way to a value it backpropagates (``loss =
@@ -1378,6 +1425,8 @@ def module_evidence_names(model, calls: list[ast.Call]) -> set[str]:
     for call in calls:
         func = call.func
         if not isinstance(func, ast.Attribute) or func.attr not in ops.MODULE_EVIDENCE_METHODS:
+            continue
+        if not mode_switches and func.attr in ops.MODULE_MODE_METHODS:
             continue
         receiver = func.value
         while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr in ops.MODULE_RETURNING_METHODS:

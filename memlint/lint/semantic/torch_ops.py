@@ -169,6 +169,10 @@ MODULE_OWN_METHODS = frozenset({
 })
 #: Methods only modules have (``nn.Module`` defines them, ``torch.Tensor`` does not; checked
 #: against torch in tests/lint/test_torch_facts.py): calling one on an unknown value says it is a module.
+#: ``nn.Module.train(mode)``/``eval()``: switch dropout and batch-norm behaviour. Other
+#: libraries' objects have methods of these names too (gym/baselines ``VecNormalize.eval()``
+#: stops updating observation statistics), so a switch alone does not tell a module.
+MODULE_MODE_METHODS = frozenset({"train", "eval"})
 MODULE_EVIDENCE_METHODS = frozenset({
     "parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "named_modules", "children",
     "named_children", "register_forward_hook", "register_forward_pre_hook",
