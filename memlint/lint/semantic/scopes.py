@@ -148,8 +148,11 @@ class ScopeTree:
         self._outer_memo: dict[ast.AST, frozenset[int]] = {}
         #: dotted names of this tree's chains, shared with the interpreter
         self.dotted = DottedNames()
-        for node in index.of_type(*_SCOPE_OPENERS):
-            self._open(node, _opens_scope(node), self.scope_for(node))
+        self._index = index
+        #: the scope each node of the index is evaluated in, by pre-order position
+        self._scope_at: list[Scope] = [self.module_scope] * len(index.nodes)
+        for node in index.of_type(*_SCOPE_OPENERS):  # outer openers first (pre-order)
+            self._fill(node, self._open(node, _opens_scope(node), self.scope_for(node)))
         for node in index.of_type(ast.Name):
             if not isinstance(node.ctx, ast.Load):
                 self.scope_for(node).bind(Binding(node.id, self._store_kind(node), node))
@@ -157,6 +160,28 @@ class ScopeTree:
             self._record_binding(node, self.scope_for(node))
 
     # -- construction ----------------------------------------------------------
+    def _fill(self, opener: ast.AST, inner: Scope) -> None:
+        """Record ``inner`` as the scope of the nodes under ``opener``, but
+        for its direct children that run in the enclosing scope (decorators,
+        a return annotation, bases and class keywords, a comprehension's
+        first iterable: see :meth:`_is_outer_part`); nested openers, later in
+        pre-order, overwrite their own parts. Slice assignments: no walk."""
+        index, table = self._index, self._scope_at
+        ends = index._subtree_ends()
+        start = index.position_of(opener)
+        if start is None:
+            return
+        outer = table[start]
+        table[start + 1:ends[start]] = [inner] * (ends[start] - start - 1)
+        if isinstance(opener, COMPREHENSION_TYPES):
+            parts = [opener.generators[0].iter]
+        else:
+            parts = [part for part in _outer_parts(opener) if self._parents.get(part) is opener]
+        for part in parts:
+            at = index.position_of(part)
+            if at is not None:
+                table[at:ends[at]] = [outer] * (ends[at] - at)
+
     def _open(self, node: ast.AST, kind: ScopeKind, scope: Scope) -> Scope:
         name = getattr(node, "name", None) or f"<{kind.value}>"
         if kind in (ScopeKind.FUNCTION, ScopeKind.CLASS):
@@ -210,6 +235,14 @@ class ScopeTree:
     # -- queries -----------------------------------------------------------------
     def scope_for(self, node: ast.AST) -> Scope:
         """The scope ``node`` is evaluated in (the module scope for the module itself)."""
+        position = self._index.position_of(node)
+        if position is not None:
+            return self._scope_at[position]
+        return self._scope_by_ancestors(node)
+
+    def _scope_by_ancestors(self, node: ast.AST) -> Scope:
+        """:meth:`scope_for` of a node outside the index (one the analyses
+        made, such as a lambda's body wrapped in a ``return``)."""
         found = self._scope_of.get(node)
         if found is not None:
             return found
