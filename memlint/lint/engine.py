@@ -218,6 +218,8 @@ def lint_pending(pending: Pending) -> FileResult:
 def _lint_module(pending: Pending) -> FileResult:
     result = FileResult(path=pending.path)
     tree, parsed_text = _python_tree(pending.path, pending.source, result)
+    if tree is None and pending.notebook is not None:
+        tree, parsed_text = _without_broken_cells(pending, result)
     if tree is None:
         return result
     newer_syntax = parsed_text is not pending.source
@@ -247,9 +249,9 @@ def _lint_module(pending: Pending) -> FileResult:
     kept = (d for d in ctx.diagnostics if not is_suppressed(d, table))
     if newer_syntax:
         # The fix engine re-checks a fixed file with CPython's parser, which
-        # rejects this file: no fix is offered here.
+        # rejects this file (or, in a notebook, its broken cells): no fix is offered here.
         kept = (replace(d, fix=None) if d.fix is not None else d for d in kept)
-    result.diagnostics = sorted(kept, key=Diagnostic.sort_key)
+    result.diagnostics = sorted([*result.diagnostics, *kept], key=Diagnostic.sort_key)
     result.internal_errors = errors
     result.internal_details = details
     return result
@@ -369,6 +371,35 @@ def _python_tree(path: str, source: str, result: FileResult):
         problem = 1, 1, f"cannot parse: {exc}"
     result.diagnostics.append(_syntax_error(path, *problem))
     return None, None
+
+
+def _without_broken_cells(pending: Pending, result: FileResult):
+    """A notebook whose code does not parse, parsed without the cells that
+    break it: each cell CPython rejects is blanked (its lines kept, empty)
+    and has its MEM001, until the rest parses. Jupyter compiles each cell
+    on its own, so a course notebook with exercise blanks (``model = ``)
+    runs its other cells; they are linted. (None, None) when the error is
+    not inside a cell that can be blanked."""
+    import ast
+
+    layout = pending.notebook
+    lines = pending.source.split("\n")
+    blanked: set[int] = set()
+    while True:
+        error = result.diagnostics[-1]
+        cell = layout.cell_of(error.line) if error.code == SYNTAX_ERROR_CODE else None
+        if cell is None or cell.index in blanked:
+            return None, None
+        blanked.add(cell.index)
+        for line in range(cell.start, cell.end + 1):
+            lines[line - 1] = ""
+        text = "\n".join(lines)
+        try:
+            return ast.parse(text), text
+        except SyntaxError as exc:
+            result.diagnostics.append(_syntax_error(pending.path, exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"))
+        except (RecursionError, MemoryError, ValueError):
+            return None, None
 
 
 #: Text without which :mod:`memlint.lint.newer_syntax` has nothing to

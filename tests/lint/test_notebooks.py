@@ -103,6 +103,27 @@ def test_syntax_error_is_reported_in_its_cell(tmp_path):
     assert errors and errors[0].cell == 3
 
 
+def test_cells_that_do_not_parse_leave_the_others_linted(tmp_path):
+    """A course notebook's exercise blanks (`criterion = `) break their own
+    cells only: each is a MEM001 in its cell, the other cells are linted
+    (Jupyter compiles every cell on its own), and no fix is offered on a
+    notebook CPython cannot parse whole."""
+    path = write_nb(tmp_path, "exercise.ipynb", LEAK_CELLS[0], "criterion = ", LEAK_CELLS[1], "print(total")
+    result = lint_source(str(path), path.read_bytes(), LintOptions(enabled=ALL))
+    errors = [d.cell for d in result.diagnostics if d.code == "MEM001"]
+    assert errors == [3, 5]  # notebook_from_cells puts a markdown cell first
+    mem101 = [d for d in result.diagnostics if d.code == "MEM101"]
+    assert [(d.cell, d.line) for d in mem101] == [(4, 7)]
+    assert all(d.fix is None for d in result.diagnostics)
+
+
+def test_a_whole_notebook_that_parses_keeps_its_fixes(tmp_path):
+    path = write_nb(tmp_path, "exercise.ipynb", *LEAK_CELLS)
+    result = lint_source(str(path), path.read_bytes(), LintOptions(enabled=ALL))
+    assert not [d for d in result.diagnostics if d.code == "MEM001"]
+    assert any(d.fix is not None for d in result.diagnostics if d.code == "MEM101")
+
+
 # -- bad notebooks --------------------------------------------------------------------
 @pytest.mark.parametrize(("content", "words"), [
     ("{", "bad JSON"),
