@@ -385,7 +385,7 @@ def _without_broken_cells(pending: Pending, result: FileResult):
     layout = pending.notebook
     lines = pending.source.split("\n")
     blanked: set[int] = set()
-    while True:
+    while len(blanked) < MAX_BROKEN_CELLS:
         error = result.diagnostics[-1]
         cell = layout.cell_of(error.line) if error.code == SYNTAX_ERROR_CODE else None
         if cell is None or cell.index in blanked:
@@ -400,6 +400,12 @@ def _without_broken_cells(pending: Pending, result: FileResult):
             result.diagnostics.append(_syntax_error(pending.path, exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"))
         except (RecursionError, MemoryError, ValueError):
             return None, None
+    return None, None
+
+
+#: Cells left out of a notebook before giving up on it: each try parses the
+#: whole module again, and a notebook of another Python (2) breaks in every cell.
+MAX_BROKEN_CELLS = 32
 
 
 #: Text without which :mod:`memlint.lint.newer_syntax` has nothing to
