@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from operator import attrgetter
 
 from memlint.lint.semantic.frameworks import TF_PACKAGES, TORCH_PACKAGES
 from memlint.lint.vocabulary import FOREIGN_PACKAGES, GRAPH_SOURCE_NAMES
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_ID, _ATTR = attrgetter("id"), attrgetter("attr")
 
 
 @dataclass(frozen=True)
@@ -46,8 +48,8 @@ class CodeFacts:
         (the nodes grouped by class: no further walk)."""
         found: set[str] = set()
         packages: set[str] = set()
-        found.update([node.id for node in index.of_type(ast.Name)])
-        found.update([node.attr for node in index.of_type(ast.Attribute)])
+        found.update(map(_ID, index.of_type(ast.Name)))
+        found.update(map(_ATTR, index.of_type(ast.Attribute)))
         for kind in (ast.keyword, ast.arg):
             found.update([node.arg for node in index.of_type(kind) if node.arg])
         for alias in index.of_type(ast.alias):

@@ -16,16 +16,26 @@ from __future__ import annotations
 import ast
 
 
+_NAME, _ATTRIBUTE = ast.Name, ast.Attribute
+
+
 def dotted_name(node: ast.AST) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None (calls, subscripts...)."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
+    kind = node.__class__
+    if kind is _NAME:  # most calls: a plain name
+        return node.id
+    if kind is not _ATTRIBUTE:
+        return None
+    parts = [node.attr]
+    node = node.value
+    while node.__class__ is _ATTRIBUTE:
         parts.append(node.attr)
         node = node.value
-    if not isinstance(node, ast.Name):
+    if node.__class__ is not _NAME:
         return None
     parts.append(node.id)
-    return ".".join(reversed(parts))
+    parts.reverse()
+    return ".".join(parts)
 
 
 class DottedNames:
