@@ -360,11 +360,16 @@ class NodeIndex:
         found.reverse()
         return found
 
-    def position_of(self, node: ast.AST) -> int | None:
-        """Pre-order position of ``node``; None when it is not in this module."""
+    def position_table(self) -> dict[int, int]:
+        """``id(node) -> position`` for every node (built once); a position
+        is ``node``'s only when ``nodes[position] is node`` (ids are reused)."""
         if self._positions is None:
             self._positions = dict(zip(map(id, self.nodes), range(len(self.nodes))))
-        position = self._positions.get(id(node))
+        return self._positions
+
+    def position_of(self, node: ast.AST) -> int | None:
+        """Pre-order position of ``node``; None when it is not in this module."""
+        position = (self._positions if self._positions is not None else self.position_table()).get(id(node))
         return position if position is not None and self.nodes[position] is node else None
 
     def events(self, visited, left, start: int = 0, end: int | None = None) -> list[tuple[int, bool]]:

@@ -149,6 +149,7 @@ class ScopeTree:
         #: dotted names of this tree's chains, shared with the interpreter
         self.dotted = DottedNames()
         self._index = index
+        self._positions, self._nodes = index.position_table(), index.nodes
         #: the scope each node of the index is evaluated in, by pre-order position
         self._scope_at: list[Scope] = [self.module_scope] * len(index.nodes)
         for node in index.of_type(*_SCOPE_OPENERS):  # outer openers first (pre-order)
@@ -235,8 +236,8 @@ class ScopeTree:
     # -- queries -----------------------------------------------------------------
     def scope_for(self, node: ast.AST) -> Scope:
         """The scope ``node`` is evaluated in (the module scope for the module itself)."""
-        position = self._index.position_of(node)
-        if position is not None:
+        position = self._positions.get(id(node))  # NodeIndex.position_of inlined: the model's hottest query
+        if position is not None and self._nodes[position] is node:
             return self._scope_at[position]
         return self._scope_by_ancestors(node)
 
