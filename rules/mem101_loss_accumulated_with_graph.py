@@ -6,6 +6,7 @@ from memlint.lint.diagnostic import Fix, Severity
 from memlint.lint.names import dotted_name, root_name
 from memlint.lint.patterns import method_call_plan
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.stores import accumulated_value
 from memlint.lint.semantic.values import Kind
 from memlint.lint.syntax import FUNCTION_TYPES
 from memlint.lint.walk import descendants
@@ -18,7 +19,9 @@ class LossAccumulatedWithGraph(Rule):
     """## What it does
     Reports a total kept across the iterations of a training or evaluation
     loop that adds a graph-attached tensor: `total += loss`,
-    `total = total + loss`, `acc[key] += losses[key] / n`, an exponential
+    `total = total + loss`, `acc[key] += losses[key] / n`,
+    `acc[key] = acc.get(key, 0.0) + value` (the item read back with
+    `get`/`setdefault` and written again: one finding, not also MEM102's), an exponential
     moving average `ema = 0.9 * ema + 0.1 * loss`, `self.running += loss`
     in a per-batch hook (Lightning `training_step`), or a call such as
     `meter.update(loss)` where the method (defined in the same file) adds
@@ -134,15 +137,11 @@ class LossAccumulatedWithGraph(Rule):
 
     # -- shapes ---------------------------------------------------------------------
     def _added_to(self, target: ast.expr, value: ast.expr) -> ast.expr | None:
-        """``loss`` in ``total = total + loss`` / ``total = loss + total``."""
+        """``loss`` in ``total = total + loss`` / ``total = loss + total`` /
+        ``acc[k] = acc.get(k, 0.0) + loss`` (the shared shape of :func:`accumulated_value`)."""
         if not isinstance(value, ast.BinOp) or not isinstance(value.op, _SUMS):
-            return None
-        target_code = self.ctx.code(target)
-        if self.ctx.code(value.left) == target_code:
-            return value.right
-        if self.ctx.code(value.right) == target_code and isinstance(value.op, ast.Add):
-            return value.left
-        return None
+            return None  # cheap check first
+        return accumulated_value(self.ctx.semantic, target, value)
 
     def _recurrence(self, target: ast.expr, value: ast.expr) -> bool:
         """``ema = a * loss + (1 - a) * ema``: an arithmetic value that reads the target."""

@@ -61,7 +61,10 @@ class TensorCollectedWithGraph(Rule):
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for
     `self.x`) reads and backpropagates (REINFORCE's per-episode update).
-    Containers
+    An item written as the sum of its old value and a tensor
+    (`totals[k] = totals.get(k, 0.0) + loss`, `acc[k] = acc[k] + loss`)
+    adds into a total rather than storing a new item: that is MEM101's
+    finding, and this rule stays silent on it. Containers
     passed across functions are followed only within the same file; a
     module of another file that stores what it is given is not seen.
 

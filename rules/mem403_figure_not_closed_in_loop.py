@@ -37,7 +37,9 @@ class FigureNotClosedInLoop(Rule):
     Reports a matplotlib figure created with `plt.figure()`,
     `plt.subplots()` or `plt.subplot_mosaic()` inside a loop that repeats
     with the run (over batches, a training loop over epochs, a `while`
-    loop), or in a function that such a loop, a driver or a framework hook
+    loop) or with the data on disk (over the records of a JSON or pickle
+    file, `for image in coco["images"]`, or the entries of
+    `os.listdir`/`os.walk`/`glob.glob`), or in a function that such a loop, a driver or a framework hook
     (once per batch or epoch) calls, when nothing in that loop or function
     closes it: no `plt.close(fig)`, `plt.close()`, `plt.close("all")`,
     `fig.clf()`/`plt.clf()`, and no `SummaryWriter.add_figure(...)` with its
@@ -75,7 +77,9 @@ class FigureNotClosedInLoop(Rule):
     ## Known problems
     Only loops the semantic model knows to repeat with the run count: a
     loop over a few plots (attention heads, metrics, a literal list) is not
-    reported, and neither is a loop over files that does no model work. A
+    reported, and neither is a loop that does no model work over
+    something the file does not show to come from disk (a parameter, a
+    YAML configuration's entries). A
     figure with an explicit number or label (`plt.figure(1)`,
     `plt.figure("loss")`) reuses one figure and is not reported, even when
     the number changes per iteration. A function that returns its figure
@@ -118,7 +122,7 @@ class FigureNotClosedInLoop(Rule):
             return
         semantic = self.ctx.semantic
         names = _figure_names(node, semantic.parents)
-        loops = semantic.run_loops(node)
+        loops = semantic.run_loops(node) or self._loops_over_files(node)
         if loops:
             if not self._closes(loops[0].body, names):
                 self.report(node)
@@ -133,6 +137,13 @@ class FigureNotClosedInLoop(Rule):
         function = semantic.function_of(node)
         if isinstance(function, FUNCTION_TYPES) and self._repeated_without_close(function, node, names):
             self.report(node, message="matplotlib figure created in a function that runs repeatedly is never closed: pyplot keeps every figure alive; call `plt.close(fig)`")
+
+    def _loops_over_files(self, node: ast.Call) -> list[ast.AST]:
+        """The loops around ``node`` over the records of a data file or the
+        entries of a directory (:meth:`walks_file_contents`), innermost first:
+        one figure per image or per record grows with the data on disk."""
+        semantic = self.ctx.semantic
+        return [loop for loop in semantic.enclosing_loops(node) if semantic.walks_file_contents(loop)]
 
     # -- a function that makes a figure per call ---------------------------------------
     def _repeated_without_close(self, function: ast.AST, call: ast.Call, names: frozenset[str]) -> bool:

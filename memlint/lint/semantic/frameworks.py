@@ -418,6 +418,14 @@ PYTHON_OBJECT_READERS = frozenset({
 })
 #: Methods of text files (io) and strings that return a list of lines.
 LINE_READING_METHODS = frozenset({"readlines", "splitlines"})
+#: Calls that list the entries of a directory: as many as the directory holds
+#: (Python 3.11 ``os.listdir``, ``os.scandir``, ``os.walk``; ``glob.glob``, ``glob.iglob``,
+#: Lib/glob.py, CPython 3.11.7).
+DIRECTORY_LISTINGS = frozenset({"os.listdir", "os.scandir", "os.walk", "glob.glob", "glob.iglob"})
+#: Readers of :data:`PYTHON_OBJECT_READERS` whose files hold data records (annotations,
+#: pickled samples) as often as settings; YAML files are, in training code, configuration:
+#: a few entries the author wrote, a bounded structure.
+DATA_RECORD_READERS = frozenset(name for name in PYTHON_OBJECT_READERS if not name.startswith("yaml."))
 #: DataLoader constructors and the keyword that forks worker processes
 #: (torch/utils/data/dataloader.py ``DataLoader(num_workers=0)``: 0 = in process).
 DATALOADER_WORKERS = {"torch.utils.data.DataLoader": "num_workers", "torch.utils.data.dataloader.DataLoader": "num_workers"}

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import operations
+from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.classes import ClassInfo, ClassTable
 from memlint.lint.semantic.interpreter import Analysis, CallSite, Context, Interpreter
 from memlint.lint.semantic.constants import Constants
@@ -896,7 +897,10 @@ class SemanticModel:
         two or more distinct ones (``lm.embed``, ``lm.lstm``, ``lm.linear``),
         each a ``self.x`` that the class's methods assign or one of its
         methods (its in-file bases' included), and no other class
-        of the file assigns them all. None when fewer are read, when one is
+        of the file assigns them all. The methods ``nn.Module`` itself
+        defines (``lm.to(device)``, ``lm.eval()``: :data:`torch_ops.MODULE_OWN_METHODS`)
+        fit a torch module class too, but do not count among the two.
+        None when fewer are read, when one is
         read that the class does not have, or when no class or several fit."""
         key = ("instance by attributes", id(unit), name)
         if key in self.index.memo:
@@ -905,11 +909,18 @@ class SemanticModel:
         if any(info.is_module for info in self.classes.by_node.values()):
             read = self._attributes_read_by_name(unit).get(name, set())
             if len(read) >= 2:
-                fits = [info for info in self.classes.by_node.values()
-                        if read <= self.assigned_attributes(info) | {m for c in info.mro() for m in c.methods}]
+                fits = [info for info in self.classes.by_node.values() if self._has_attributes(info, read)]
                 found = fits[0] if len(fits) == 1 and fits[0].is_module else None
         self.index.memo[key] = found
         return found
+
+    def _has_attributes(self, info: ClassInfo, read: set[str]) -> bool:
+        """Every attribute of ``read`` is one that instances of ``info`` have,
+        and two or more of them are the class's own (not ``nn.Module``'s)."""
+        own = self.assigned_attributes(info) | {m for c in info.mro() for m in c.methods}
+        if info.is_module and "keras" not in info.roles:
+            read = read - (ops.MODULE_OWN_METHODS - own)
+        return len(read) >= 2 and read <= own
 
     def _attributes_read_by_name(self, unit: Function) -> dict[str, set[str]]:
         """``{name: {attr, ...}}`` for each ``name.attr`` in ``unit``'s own body (once per unit)."""
@@ -1655,6 +1666,36 @@ class SemanticModel:
             return True
         return self.trains(loop.body)
 
+    def walks_file_contents(self, loop: ast.AST) -> bool:
+        """``loop`` is a ``for`` over what a file or a directory holds: the
+        records a reader of :data:`~.frameworks.DATA_RECORD_READERS` returns
+        (``coco = json.load(f)`` ... ``for image in coco["images"]``), an item
+        of them, or the entries of :data:`~.frameworks.DIRECTORY_LISTINGS`,
+        through ``enumerate``/``zip``/``sorted``/... and ``.items()``/``.values()``/``.keys()``
+        and names assigned them in the same scope. Its iterations come with
+        the data on disk, as many as it holds, not with the program's own
+        structure."""
+        return isinstance(loop, FOR_TYPES) and self._read_from_files(loop.iter, 0)
+
+    def _read_from_files(self, expr: ast.expr, depth: int) -> bool:
+        if depth > 4:
+            return False
+        if isinstance(expr, ast.Subscript) and not isinstance(expr.slice, ast.Slice):
+            return self._read_from_files(expr.value, depth + 1)
+        if isinstance(expr, ast.Name):
+            assigned = self.assignment_before(expr)
+            return assigned is not None and len(assigned.targets) == 1 and isinstance(assigned.targets[0], ast.Name) \
+                and self._read_from_files(assigned.value, depth + 1)
+        if not isinstance(expr, ast.Call):
+            return False
+        func = expr.func
+        if isinstance(func, ast.Name) and func.id in _ITERATION_WRAPPERS and self.scopes.binding_scope(func.id, self.scopes.scope_for(func)) is None:
+            return any(self._read_from_files(a, depth + 1) for a in expr.args)
+        if isinstance(func, ast.Attribute) and func.attr in _MAPPING_VIEWS and not expr.args and not expr.keywords:
+            return self._read_from_files(func.value, depth + 1)
+        qualified = self.qualified(func)
+        return qualified in fw.DATA_RECORD_READERS or qualified in fw.DIRECTORY_LISTINGS
+
     def walks_layers(self, loop: ast.AST) -> bool:
         """``loop`` is a ``for`` over a module's layers (``for block in
         self.blocks``, an ``nn.Sequential``/``nn.ModuleList``, or
@@ -1982,6 +2023,8 @@ _BUILTIN_NAMES = frozenset(dir(builtins)) - {"map", "filter"}
 _STRUCTURE_METHODS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "children",
                                 "named_children", "modules", "named_modules", "items", "keys", "values"})
 _ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "sorted", "list", "reversed", "tuple"})
+#: ``dict`` methods that iterate its entries.
+_MAPPING_VIEWS = frozenset({"items", "keys", "values"})
 #: Module methods that iterate its submodules (torch 2.13.0 torch/nn/modules/module.py).
 _LAYER_METHODS = frozenset({"children", "modules", "named_children", "named_modules"})
 #: Statement fields in the order control flows through them (an ``else`` after a loop or a ``try``).

@@ -27,6 +27,12 @@ STORING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft", 
 _KEYED = frozenset({"setdefault"})
 #: A comprehension of these gathers its elements into a container.
 GATHERING_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
+#: Mapping methods that read the item at a key: ``d.get(key, default)`` and
+#: ``d.setdefault(key, default)`` return ``d[key]`` when the key is there, else
+#: the default (Python 3.11 ``Objects/dictobject.c`` ``dict_get_impl`` and
+#: ``dict_setdefault_impl``, CPython 3.11.7; the same for ``collections.defaultdict``,
+#: which subclasses ``dict`` and does not override either).
+ITEM_READING_METHODS = frozenset({"get", "setdefault"})
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,52 @@ def store_of(model, node: ast.AST) -> Store | None:
         root = root_name(target)
         if root is None or not (_is_mapping(model, target.value) or _placeholder_list(model, target.value)):
             return None  # `t[i] = v` writes into a tensor (or a list slot) in place
+        if _adds_into_total(model, target, node.value):
+            return None  # `d[k] = d.get(k, 0) + v` adds into a total: an accumulation (MEM101's), not an item kept
         return Store(root, (node.value,), node)
     return None
+
+
+def accumulated_value(model, target: ast.expr, value: ast.expr) -> ast.expr | None:
+    """What ``target = value`` adds to the running total held at ``target``:
+    ``loss`` in ``total = total + loss``, ``total = loss + total``,
+    ``total = total - loss``, and, for an item of a mapping,
+    ``d[k] = d.get(k, 0.0) + loss`` or ``d[k] = loss + d.setdefault(k, 0)``
+    (:data:`ITEM_READING_METHODS`). None when ``value`` does not read the
+    total it replaces."""
+    if not isinstance(value, ast.BinOp) or not isinstance(value.op, (ast.Add, ast.Sub)):
+        return None
+    if _reads_total(model, target, value.left):
+        return value.right
+    if isinstance(value.op, ast.Add) and _reads_total(model, target, value.right):
+        return value.left
+    return None
+
+
+def _adds_into_total(model, target: ast.expr, value: ast.expr) -> bool:
+    """``target = value`` adds one value (not a list of them: ``d[k] = d.get(k, []) + [out]``
+    collects) into the total held at ``target``."""
+    added = accumulated_value(model, target, value)
+    return added is not None and not isinstance(added, _LITERAL_COLLECTIONS) and model.value(added).kind is not Kind.CONTAINER
+
+
+#: Displays and comprehensions: added to a list, they extend it.
+_LITERAL_COLLECTIONS = (ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.Dict, ast.DictComp, ast.GeneratorExp)
+
+
+def _reads_total(model, target: ast.expr, expr: ast.expr) -> bool:
+    """``expr`` reads what ``target`` holds before the assignment: the same
+    expression, or an item-reading method of the same mapping at the same key."""
+    written = ast.unparse(target)
+    if ast.unparse(expr) == written:
+        return True
+    if not (isinstance(target, ast.Subscript) and isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)):
+        return False
+    if expr.func.attr not in ITEM_READING_METHODS or not expr.args or expr.keywords or len(expr.args) > 2:
+        return False
+    return (ast.unparse(expr.func.value) == ast.unparse(target.value)
+            and ast.unparse(expr.args[0]) == ast.unparse(target.slice)
+            and _is_mapping(model, target.value))
 
 
 def _placeholder_list(model, expr: ast.expr) -> bool:
