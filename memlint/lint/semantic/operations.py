@@ -880,6 +880,8 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         return torch_call(model, qualified, call, interpreter)
     if head == "transformers" and fw.MODULE_NAMESPACE.match(qualified):
         return module(type_name=qualified)
+    if qualified in fw.NUMPY_ARRAY_FACTORIES:
+        return PLAIN.evolve(type_name=fw.NUMPY_ARRAY)
     if head in ("numpy", "math", "random", "time", "os", "json", "pickle", "logging", "sys", "re"):
         return PLAIN
     if last[:1].isupper() and head != "torch":
