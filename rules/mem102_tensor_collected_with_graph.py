@@ -61,7 +61,9 @@ class TensorCollectedWithGraph(Rule):
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for
     `self.x`) reads and backpropagates (REINFORCE's per-episode update).
-    Containers
+    A store under a key that is the same at every iteration
+    (`stats["loss"] = loss`, a key that folds to a constant) overwrites one
+    slot and is not reported: the dict holds one step. Containers
     passed across functions are followed only within the same file; a
     module of another file that stores what it is given is not seen.
 

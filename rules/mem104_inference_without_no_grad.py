@@ -37,7 +37,11 @@ class InferenceWithoutNoGrad(Rule):
     (context, decorator, or every caller in the file) disables grad, and no
     backward pass uses the output. In a function that also trains (a `fit`
     with a validation loop), the forward passes after `model.eval()` in a
-    loop without a training step are reported. A module is known by
+    loop without a training step are reported, and so are those in a
+    branch of an `if` inside the training loop that switches to evaluation
+    mode and takes no training step (`if step % 100 == 0:`, a periodic
+    evaluation), and, at a script's top level, a forward pass outside
+    every loop after `model.eval()` once training is done. A module is known by
     construction (`nn.Linear(...)`, a class deriving from `nn.Module`,
     `from_pretrained`) or by use (`.eval()`, `.parameters()`); calling a
     constructor is not a forward pass, and neither is a call of a module

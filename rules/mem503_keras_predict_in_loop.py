@@ -64,7 +64,8 @@ class KerasPredictInLoop(Rule):
     seen, and neither is a function handed to code of another module that
     calls it per item. A loop over a literal tuple, list or a small literal
     `range` runs `predict` a few times and is not reported. An `on_epoch_end`
-    hook calling `predict` once per epoch is not reported.
+    hook calling `predict` once per epoch is not reported,
+    also when it reaches `predict` through a function of the file.
 
     ## References
     - [keras.Model.predict](https://keras.io/api/models/model_training_apis/#predict-method)

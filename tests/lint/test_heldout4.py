@@ -386,3 +386,55 @@ def test_script_forward_after_training_and_eval_is_reported():
 
 def test_script_forward_after_training_under_no_grad_is_silent():
     assert_silent(SCRIPT_AFTER_TRAINING_OK, "MEM104")
+
+
+# -- MEM103: an integer index into a 0-dim tensor (`loss.data[0]`, the
+# torch <= 0.3 idiom) gives a Python number, or raises since torch 0.4: no
+# device tensor is stored. An index into a batch of outputs still keeps one.
+
+ZERO_DIM_INDEX_OK = """
+    import torch
+    from torch import nn
+
+    def fit(batches):
+        net = nn.Linear(4, 2).to("cuda")
+        crit = nn.CrossEntropyLoss()
+        opt = torch.optim.Adam(net.parameters())
+        trace = []
+        for x, y in batches:
+            x, y = x.to("cuda"), y.to("cuda")
+            loss = crit(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            trace.append(loss.data[-1])
+        return trace
+"""
+
+BATCH_ROW_BUG = """
+    import torch
+    from torch import nn
+
+    def fit(batches):
+        net = nn.Linear(4, 2).to("cuda")
+        crit = nn.CrossEntropyLoss()
+        opt = torch.optim.Adam(net.parameters())
+        firsts = []
+        for x, y in batches:
+            x, y = x.to("cuda"), y.to("cuda")
+            scores = net(x)
+            loss = crit(scores, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            firsts.append(scores.data[0])  # expect: MEM103
+        return firsts
+"""
+
+
+def test_integer_index_of_a_zero_dim_loss_is_no_device_tensor():
+    assert_silent(ZERO_DIM_INDEX_OK, "MEM103")
+
+
+def test_row_of_a_batch_of_outputs_is_still_reported():
+    assert_reported(BATCH_ROW_BUG, "MEM103")

@@ -1169,7 +1169,7 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         if attr in ops.METADATA_ATTRIBUTES:
             return PLAIN
         if attr in ops.DETACHED_ATTRIBUTES:
-            return tensor(Tri.NO, base.device)
+            return tensor(Tri.NO, base.device).evolve(scalar=base.scalar)  # the same shape
         if attr in ("T", "mT", "H", "mH", "real", "imag"):
             return base.evolve(leaf=False)
         return Value(Kind.FUNCTION, Tri.NO, Tri.NO)
