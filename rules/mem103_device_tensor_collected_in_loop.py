@@ -69,7 +69,8 @@ class DeviceTensorCollectedInLoop(Rule):
     sample) keeps each value as `append` would, and is reported. A loop must grow with the run:
     walk data or steps, or (a `while`) draw batches with `next()` or train;
     the micro-batches of one step (a list rebuilt every step) and a `while`
-    loop generating up to a length are not reported. Whether a value is on the
+    loop generating up to a length are not reported (a Lightning callback's
+    loop over `trainer.train_dataloader` walks the whole training set). Whether a value is on the
     accelerator is inferred from `.cuda()`, `.to(device)`, `device=`, model
     placement and framework hooks that receive device batches, in the same
     file; tensors that arrive on the accelerator from another module are

@@ -438,3 +438,44 @@ def test_integer_index_of_a_zero_dim_loss_is_no_device_tensor():
 
 def test_row_of_a_batch_of_outputs_is_still_reported():
     assert_reported(BATCH_ROW_BUG, "MEM103")
+
+
+# -- MEM103 (miss): a Lightning callback that walks `trainer.train_dataloader`
+# (the fit's whole training set) at each validation epoch end and keeps
+# every embedding on the module's device.
+
+BANK_ON_DEVICE_BUG = """
+    import torch
+    import lightning as L
+
+    class NeighbourProbe(L.Callback):
+        def on_validation_epoch_end(self, trainer, pl_module):
+            bank = []
+            with torch.no_grad():
+                for inputs, _ in trainer.train_dataloader:
+                    emb = pl_module(inputs.to(pl_module.device))
+                    bank.append(torch.nn.functional.normalize(emb, dim=1))  # expect: MEM103
+            self.bank = torch.cat(bank)
+"""
+
+BANK_ON_HOST_OK = """
+    import torch
+    import lightning as L
+
+    class NeighbourProbe(L.Callback):
+        def on_validation_epoch_end(self, trainer, pl_module):
+            bank = []
+            with torch.no_grad():
+                for inputs, _ in trainer.train_dataloader:
+                    emb = pl_module(inputs.to(pl_module.device))
+                    bank.append(torch.nn.functional.normalize(emb, dim=1).cpu())
+            self.bank = torch.cat(bank)
+"""
+
+
+def test_feature_bank_of_the_training_set_on_the_device_is_reported():
+    assert_reported(BANK_ON_DEVICE_BUG, "MEM103")
+
+
+def test_feature_bank_moved_to_the_host_is_silent():
+    assert_silent(BANK_ON_HOST_OK, "MEM103")

@@ -134,6 +134,18 @@ class Hook:
     returns_loss: bool = False
 
 
+#: Lightning's ``Trainer``, as annotations, imports and hook parameters spell it.
+LIGHTNING_TRAINERS = frozenset({
+    "lightning.Trainer", "lightning.pytorch.Trainer", "lightning.pytorch.trainer.trainer.Trainer",
+    "pytorch_lightning.Trainer", "pytorch_lightning.trainer.trainer.Trainer"})
+#: ``Trainer`` attributes that are the run's training data: iterating one yields a
+#: batch per step, the whole training set per pass. ``train_dataloader`` is the fit's
+#: train DataLoader(s) wrapped in a ``CombinedLoader`` (lightning
+#: ``src/lightning/pytorch/trainer/trainer.py`` ``reset_train_dataloader``: ``self.train_dataloader =
+#: CombinedLoader(loaders, ...)``, commit 000699b539781511c1638c8044bb1039bd77677c; a property returning
+#: the fit loop's combined loader in lightning 2.6.6).
+LIGHTNING_TRAINER_DATA = frozenset({"train_dataloader"})
+
 HOOKS = (
     # lightning/pytorch/loops/training_epoch_loop.py: training_step per batch, grad on;
     # batches moved with `strategy.batch_to_device` before the step.

@@ -1191,6 +1191,8 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         return Value(Kind.UNKNOWN, Tri.MAYBE, base.device)
     if base.kind is Kind.PLAIN:
         return PLAIN
+    if base.kind is Kind.OBJECT and base.type_name in fw.LIGHTNING_TRAINERS and attr in fw.LIGHTNING_TRAINER_DATA:
+        return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=DATALOADER)  # `trainer.train_dataloader`
     if base.kind is Kind.OBJECT and base.type_name in fw.DEVICE_BACKEND_MODULES:
         return library_attribute(f"{base.type_name}.{attr}")  # `device_module.empty_cache`
     if base.kind is Kind.UNKNOWN and (base.graph is Tri.YES or base.device is Tri.YES):
@@ -1282,6 +1284,8 @@ def hook_parameter(klass, function: ast.AST, name: str, index: int) -> Value | N
         return Value(Kind.UNKNOWN, Tri.NO, Tri.YES if moved else Tri.MAYBE)
     if role == "module":
         return module(device=Tri.YES)
+    if role == "trainer":
+        return obj(type_name="lightning.pytorch.Trainer")
     if role == "outputs":
         return Value(Kind.UNKNOWN, Tri.MAYBE, Tri.YES)
     if role == "index":
@@ -1315,6 +1319,7 @@ _HOOK_SIGNATURES = {
     ("lightning_callback", "on_before_backward"): ("trainer", "module", "outputs"),
     ("lightning_callback", "on_after_backward"): ("trainer", "module"),
     ("lightning_callback", "on_train_epoch_end"): ("trainer", "module"),
+    ("lightning_callback", "on_validation_epoch_end"): ("trainer", "module"),
     ("hf_trainer", "compute_loss"): ("module", "batch"),
     ("hf_trainer", "training_step"): ("module", "batch"),
     ("hf_trainer", "prediction_step"): ("module", "batch"),
