@@ -229,11 +229,15 @@ class KerasModelInLoopWithoutClearSession(Rule):
 
 def _containers_keeping(semantic, call: ast.Call, loop: ast.AST) -> list[str]:
     """The containers (``models``, ``self.members``) into which ``loop``
-    stores what ``call`` builds: ``c.append(Build())``, or ``m = Build()``
-    then ``c.append(m)`` in the loop with ``m`` not rebound in between."""
+    stores what ``call`` builds: ``c.append(Build())``, ``c[k] = Build()``, or
+    ``m = Build()`` then ``c.append(m)`` / ``c[k] = m`` in the loop, ``m``
+    bound nowhere else in it."""
     parent = semantic.parents.get(call)
     if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr in STORING_METHODS:
         name = dotted_name(parent.func.value)
+        return [name] if name else []
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Subscript):
+        name = dotted_name(parent.targets[0].value)  # `best[fold] = Build()`
         return [name] if name else []
     if not isinstance(parent, ast.Assign) or len(parent.targets) != 1 or not isinstance(parent.targets[0], ast.Name):
         return []
@@ -246,6 +250,11 @@ def _containers_keeping(semantic, call: ast.Call, loop: ast.AST) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in STORING_METHODS \
                 and any(isinstance(a, ast.Name) and a.id == built for a in node.args) and node.lineno >= parent.lineno:
             name = dotted_name(node.func.value)
+            if name:
+                found.append(name)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
+                and isinstance(node.value, ast.Name) and node.value.id == built and node.lineno >= parent.lineno:
+            name = dotted_name(node.targets[0].value)  # `best[fold] = m`
             if name:
                 found.append(name)
     return found

@@ -479,3 +479,20 @@ def test_feature_bank_of_the_training_set_on_the_device_is_reported():
 
 def test_feature_bank_moved_to_the_host_is_silent():
     assert_silent(BANK_ON_HOST_OK, "MEM103")
+
+
+BEST_PER_FOLD_OK = """
+    import tensorflow as tf
+
+    best_per_fold = {}
+    for fold in range(5):
+        net = tf.keras.Sequential([tf.keras.layers.Dense(8), tf.keras.layers.Dense(1)])
+        net.compile(optimizer="adam", loss="mse")
+        net.fit(xs[fold], ys[fold], verbose=0)
+        best_per_fold[fold] = net
+    votes = [m.predict(x_test) for m in best_per_fold.values()]
+"""
+
+
+def test_best_model_of_each_fold_kept_by_key_is_not_reported():
+    assert_silent(BEST_PER_FOLD_OK, "MEM502")
