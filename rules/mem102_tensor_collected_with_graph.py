@@ -64,7 +64,10 @@ class TensorCollectedWithGraph(Rule):
     An item written as the sum of its old value and a tensor
     (`totals[k] = totals.get(k, 0.0) + loss`, `acc[k] = acc[k] + loss`)
     adds into a total rather than storing a new item: that is MEM101's
-    finding, and this rule stays silent on it. Containers
+    finding, and this rule stays silent on it. A store under a key that is
+    the same at every iteration (`stats["loss"] = loss`, a key that folds
+    to a constant) overwrites one slot and is not reported: the dict holds
+    one step. Containers
     passed across functions are followed only within the same file; a
     module of another file that stores what it is given is not seen.
 

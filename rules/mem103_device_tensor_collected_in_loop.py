@@ -63,12 +63,14 @@ class DeviceTensorCollectedInLoop(Rule):
     buffers and `d[k] = v` with a key that does not change per iteration
     are not reported (their size is bounded); nor are one-element tensors
     (a loss, a full reduction) kept per batch of an evaluation loop, 512
-    bytes each in the caching allocator. A list of empty slots filled by
+    bytes each in the caching allocator, nor an integer index into one
+    (`loss.data[0]`: a Python number in torch <= 0.3, an `IndexError` since). A list of empty slots filled by
     index (`cache = [None] * n`, then `cache[idx] = latents[i:i + 1]` per
     sample) keeps each value as `append` would, and is reported. A loop must grow with the run:
     walk data or steps, or (a `while`) draw batches with `next()` or train;
     the micro-batches of one step (a list rebuilt every step) and a `while`
-    loop generating up to a length are not reported. Whether a value is on the
+    loop generating up to a length are not reported (a Lightning callback's
+    loop over `trainer.train_dataloader` walks the whole training set). Whether a value is on the
     accelerator is inferred from `.cuda()`, `.to(device)`, `device=`, model
     placement and framework hooks that receive device batches, in the same
     file; tensors that arrive on the accelerator from another module are

@@ -37,7 +37,11 @@ class InferenceWithoutNoGrad(Rule):
     (context, decorator, or every caller in the file) disables grad, and no
     backward pass uses the output. In a function that also trains (a `fit`
     with a validation loop), the forward passes after `model.eval()` in a
-    loop without a training step are reported. A module is known by
+    loop without a training step are reported, and so are those in a
+    branch of an `if` inside the training loop that switches to evaluation
+    mode and takes no training step (`if step % 100 == 0:`, a periodic
+    evaluation), and, at a script's top level, a forward pass outside
+    every loop after `model.eval()` once training is done. A module is known by
     construction (`nn.Linear(...)`, a class deriving from `nn.Module`,
     `from_pretrained`) or by use (`.eval()`, `.parameters()`); calling a
     constructor is not a forward pass, and neither is a call of a module
@@ -190,7 +194,8 @@ class InferenceWithoutNoGrad(Rule):
         if trains:
             if not eval_calls:
                 return
-            forward = [call for call in forward if self._in_evaluation_loop(call, eval_calls)]
+            forward = [call for call in forward
+                       if self._in_evaluation_loop(call, eval_calls) or self._script_evaluation(call, unit, eval_calls)]
         else:
             if not named:
                 forward = [call for call in forward if self._after_eval(eval_calls, call) and self._repeated_or_script(call, unit)]
@@ -282,7 +287,34 @@ class InferenceWithoutNoGrad(Rule):
         and its innermost loop has no training step."""
         semantic = self.ctx.semantic
         loops = semantic.enclosing_loops(call)
-        return bool(loops) and self._after_eval(eval_calls, call) and not semantic.trains(loops[0].body)
+        if not loops or not self._after_eval(eval_calls, call):
+            return False
+        return not semantic.trains(loops[0].body) or self._evaluation_branch(call, eval_calls, loops[0])
+
+    def _script_evaluation(self, call: ast.Call, unit: ast.AST, eval_calls: list[ast.Call]) -> bool:
+        """In a script's top level that also trains: ``call`` runs outside every
+        loop, after a module was switched to evaluation mode (once training is
+        done, ``model.eval()`` then ``preds = model(test_x)``), and no backward
+        pass uses its output."""
+        return isinstance(unit, ast.Module) and not self.ctx.semantic.enclosing_loops(call) \
+            and self._after_eval(eval_calls, call) and not self.ctx.semantic.result_backpropagated(call)
+
+    def _evaluation_branch(self, call: ast.Call, eval_calls: list[ast.Call], loop: ast.AST) -> bool:
+        """``call`` runs in a branch of an ``if`` inside the training loop
+        (``if step % 100 == 0:``) that switches a module to evaluation mode
+        before it and takes no training step itself: a periodic evaluation
+        within the loop, whose forward passes no backward pass uses."""
+        semantic = self.ctx.semantic
+        child: ast.AST = call
+        for ancestor in semantic.ancestors(call):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, ast.If) and child is not ancestor.test:
+                branch = ancestor.body if child in ancestor.body else ancestor.orelse
+                if any(_within(eval_call, branch) and eval_call.lineno <= call.lineno for eval_call in eval_calls):
+                    return not semantic.trains(branch) and not semantic.result_backpropagated(call)
+            child = ancestor
+        return False
 
     def _after_eval(self, eval_calls: list[ast.Call], call: ast.Call) -> bool:
         """``call`` can run after one of ``eval_calls`` with the module still in
@@ -340,6 +372,12 @@ def _eval_calls(semantic, unit: ast.AST) -> list[ast.Call]:
     that switch (an environment wrapper's or an agent object's ``eval()`` is
     not a module's)."""
     return [call for call in _mode_switches(semantic, unit, "eval") if semantic.module_apart_from_mode(call.func.value)]
+
+
+def _within(node: ast.AST, statements: list[ast.stmt]) -> bool:
+    """``node`` lies in one of ``statements``, by source position."""
+    start = (node.lineno, node.col_offset)
+    return any((s.lineno, s.col_offset) <= start <= (s.end_lineno, s.end_col_offset) for s in statements)
 
 
 def _switches_back(statement: ast.stmt, receiver: str | None) -> bool:

@@ -88,7 +88,9 @@ class HiddenStateNotDetached(Rule):
     ## Known problems
     The state is considered cut when it is detached (`.detach()`,
     `.detach_()`), passed to a helper whose name contains "repackage" or
-    "detach" or to a local function that calls `.detach()`, or re-assigned
+    "detach" or to a local function that calls `.detach()` or first rebinds
+    the parameter it receives to a value without a graph
+    (`h = tuple(s.data for s in h)`), or re-assigned
     a fresh value anywhere in the loop (even conditionally). A loop over
     time steps inside a module's forward pass is backpropagation through
     the sequence on purpose and is not reported, nor is a loop over a fixed
@@ -381,7 +383,8 @@ class _CutFinder(Visitor):
             return
         local = self.semantic.callee(node)
         if local is not None:
-            if _contains_detach(local.body if hasattr(local, "body") else local):
+            if _contains_detach(local.body if hasattr(local, "body") else local) or \
+                    _callee_cuts(self.semantic, node, local, self.carried):
                 self.found = True
             return
         callee = dotted_name(node.func)
@@ -404,6 +407,49 @@ class _CutFinder(Visitor):
             return
         if self.semantic.value(node.value).graph is not Tri.YES or _contains_detach(node.value):
             self.found = True
+
+
+def _callee_cuts(semantic, call: ast.Call, function: ast.AST, carried: set[str]) -> bool:
+    """The function of the file that ``call`` runs rebinds the parameter
+    that receives a carried name to a value that holds no graph
+    (``state = tuple(s.data for s in state)``, ``h = None``) before anything
+    else reads it: what the call feeds forward is cut there."""
+    if not isinstance(function, FUNCTION_TYPES):
+        return False
+    received = {parameter for parameter, argument in _parameters_bound(call, function).items()
+                if _bare_names(argument) & carried}
+    for statement in function.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id in received:
+            if semantic.value(statement.value).graph is Tri.NO:
+                return True
+            received.discard(statement.targets[0].id)
+        elif received & names_in(statement):
+            return False  # read (or handed on) before any rebinding
+        if not received:
+            return False
+    return False
+
+
+def _parameters_bound(call: ast.Call, function: ast.AST) -> dict[str, ast.expr]:
+    """The parameters of ``function`` that the arguments of ``call`` bind,
+    by position and keyword (``self`` skipped for a method called on an
+    object); a starred argument stops the positional match."""
+    arguments = function.args
+    positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+    if isinstance(call.func, ast.Attribute) and positional and positional[0] in ("self", "cls") \
+            and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
+        positional = positional[1:]
+    bound: dict[str, ast.expr] = {}
+    for name, argument in zip(positional, call.args):
+        if isinstance(argument, ast.Starred):
+            break
+        bound[name] = argument
+    names = set(positional) | {a.arg for a in arguments.kwonlyargs}
+    for keyword in call.keywords:
+        if keyword.arg in names:
+            bound[keyword.arg] = keyword.value
+    return bound
 
 
 def _mentions(node: ast.AST, carried: set[str]) -> bool:

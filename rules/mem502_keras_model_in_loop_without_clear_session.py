@@ -3,6 +3,7 @@
 import ast
 import re
 
+from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.semantic.scopes import BindingKind
@@ -82,7 +83,10 @@ class KerasModelInLoopWithoutClearSession(Rule):
     that assembles one model is not reported: in a Keras layer's or model's
     own method (sub-layers made in `__init__`/`build`), or keeping what it
     builds in a list or attribute without compiling, fitting, evaluating or
-    predicting with it.
+    predicting with it. A loop that keeps every model it trains in a
+    container made before the loop and read after it (a deep ensemble, the
+    best model of each fold) is not reported: the models are the program's
+    own state, and `clear_session()` would free none of them.
 
     ## References
     - [tf.keras.backend.clear_session](https://www.tensorflow.org/api_docs/python/tf/keras/backend/clear_session)
@@ -125,7 +129,7 @@ class KerasModelInLoopWithoutClearSession(Rule):
             return
         if loops and self._in_enclosing_builder(node):
             return  # reported where the builder is called in a loop
-        if loops and self._builds_parts(node, loops[-1]):
+        if loops and (self._builds_parts(node, loops[-1]) or self._ensemble(node, loops[-1])):
             return
         bodies = [loop.body for loop in loops] + ([function.body] if repeated else [])
         if any(_clears_session(body, self.ctx) for body in bodies):
@@ -161,6 +165,20 @@ class KerasModelInLoopWithoutClearSession(Rule):
         if klass is not None and "keras" in klass.roles and "module" in klass.roles:
             return True
         return self._kept(call, loop) and not _trains_a_model(loop)
+
+    def _ensemble(self, call: ast.Call, loop: ast.AST) -> bool:
+        """Every model the loop builds is kept on purpose: stored
+        (``models.append(m)``) into a container that lives outside the
+        outermost loop and is read after it (a deep ensemble, the best model
+        of each fold). The container holds the models, so `clear_session()`
+        would free nothing of theirs, and no model is dropped to leak."""
+        semantic = self.ctx.semantic
+        for container in _containers_keeping(semantic, call, loop):
+            if not semantic.outside(container, loop):
+                continue
+            if "." in container or _read_after(semantic, container, loop):
+                return True
+        return False
 
     def _kept(self, call: ast.Call, loop: ast.AST) -> bool:
         """What ``call`` builds is stored: appended, put in a list, set as an attribute or item."""
@@ -207,6 +225,47 @@ class KerasModelInLoopWithoutClearSession(Rule):
         finder = _Calls()
         walk_visit(function.body, finder)
         return any(self._builds_model(inner, depth + 1, seen) for inner in finder.calls)
+
+
+def _containers_keeping(semantic, call: ast.Call, loop: ast.AST) -> list[str]:
+    """The containers (``models``, ``self.members``) into which ``loop``
+    stores what ``call`` builds: ``c.append(Build())``, ``c[k] = Build()``, or
+    ``m = Build()`` then ``c.append(m)`` / ``c[k] = m`` in the loop, ``m``
+    bound nowhere else in it."""
+    parent = semantic.parents.get(call)
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr in STORING_METHODS:
+        name = dotted_name(parent.func.value)
+        return [name] if name else []
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Subscript):
+        name = dotted_name(parent.targets[0].value)  # `best[fold] = Build()`
+        return [name] if name else []
+    if not isinstance(parent, ast.Assign) or len(parent.targets) != 1 or not isinstance(parent.targets[0], ast.Name):
+        return []
+    built = parent.targets[0].id
+    rebinds = [n for n in ast.walk(loop) if isinstance(n, ast.Name) and n.id == built and isinstance(n.ctx, ast.Store)]
+    if len(rebinds) != 1:
+        return []  # the name is bound to something else as well: not the built model for sure
+    found = []
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in STORING_METHODS \
+                and any(isinstance(a, ast.Name) and a.id == built for a in node.args) and node.lineno >= parent.lineno:
+            name = dotted_name(node.func.value)
+            if name:
+                found.append(name)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
+                and isinstance(node.value, ast.Name) and node.value.id == built and node.lineno >= parent.lineno:
+            name = dotted_name(node.targets[0].value)  # `best[fold] = m`
+            if name:
+                found.append(name)
+    return found
+
+
+def _read_after(semantic, name: str, loop: ast.AST) -> bool:
+    """``name`` is read after ``loop`` ends, in the unit that runs the loop."""
+    unit = semantic.unit_of(loop)
+    end = (loop.end_lineno or loop.lineno, loop.end_col_offset or 0)
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               and (n.lineno, n.col_offset) > end and semantic.unit_of(n) is unit for n in ast.walk(unit))
 
 
 def _visible_import(semantic, loop: ast.AST, modules: tuple[str, ...]) -> str | None:

@@ -64,7 +64,8 @@ class KerasPredictInLoop(Rule):
     seen, and neither is a function handed to code of another module that
     calls it per item. A loop over a literal tuple, list or a small literal
     `range` runs `predict` a few times and is not reported. An `on_epoch_end`
-    hook calling `predict` once per epoch is not reported.
+    hook calling `predict` once per epoch is not reported,
+    also when it reaches `predict` through a function of the file.
 
     ## References
     - [keras.Model.predict](https://keras.io/api/models/model_training_apis/#predict-method)
@@ -133,8 +134,28 @@ class KerasPredictInLoop(Rule):
         function = semantic.function_of(node)
         if not isinstance(function, FUNCTION_TYPES):
             return False
+        return self._repeats_per_item(function, set()) or semantic.called_repeatedly(function)
+
+    def _repeats_per_item(self, function, seen: set) -> bool:
+        """``function`` runs per item: a framework hook run per batch, a
+        driver, a training step, or a call of the file from a run loop or
+        from a function that itself runs per item. A framework hook repeats
+        per batch or per epoch (frameworks.HOOKS): one predict per epoch is
+        not reported, also when the hook reaches it through the file's own
+        calls (``on_epoch_end`` calling ``show_samples()``)."""
+        semantic = self.ctx.semantic
         repetition = semantic.repetition(function)
-        # a framework hook repeats per batch or per epoch (frameworks.HOOKS); one predict per epoch is not reported
-        if repetition is not None and (repetition.reason != "hook" or "batch" in function.name):
+        if repetition is None or function in seen:
+            return False
+        seen.add(function)
+        if repetition.reason == "hook":
+            return "batch" in function.name
+        if repetition.reason != "caller":
             return True
-        return semantic.called_repeatedly(function)
+        for site in semantic.sites_of(function):
+            if semantic.run_loops(site.call):
+                return True
+            caller = semantic.unit_of(site.call)
+            if isinstance(caller, FUNCTION_TYPES) and caller is not function and self._repeats_per_item(caller, seen):
+                return True
+        return False

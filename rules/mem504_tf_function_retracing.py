@@ -64,7 +64,8 @@ class TfFunctionRetracing(Rule):
     a Python value (a number, a string), and to change in a loop around the
     call (its loop variable, or a name assigned in it). A value that only
     changes between calls of the enclosing function is not seen. Booleans
-    (at most two traces) are not reported, and neither is a function whose
+    (at most two traces) are not reported, nor a new numpy array per call
+    (`np.array([[x, y]])`: traced by shape and dtype, like a tensor), and neither is a function whose
     `input_signature` is given or that follows type hints
     (`experimental_follow_type_hints=True`). Loops over a literal
     tuple/list or a small literal `range` are not reported.
@@ -166,7 +167,8 @@ class TfFunctionRetracing(Rule):
                 continue
             if not any(isinstance(n, ast.Name) and n.id in changing for n in ast.walk(argument)):
                 continue
-            if semantic.value(argument).kind is Kind.PLAIN:
+            value = semantic.value(argument)
+            if value.kind is Kind.PLAIN and value.type_name not in fw.TF_TRACED_BY_SPEC:
                 return self.ctx.code(argument)
         return None
 

@@ -134,6 +134,18 @@ class Hook:
     returns_loss: bool = False
 
 
+#: Lightning's ``Trainer``, as annotations, imports and hook parameters spell it.
+LIGHTNING_TRAINERS = frozenset({
+    "lightning.Trainer", "lightning.pytorch.Trainer", "lightning.pytorch.trainer.trainer.Trainer",
+    "pytorch_lightning.Trainer", "pytorch_lightning.trainer.trainer.Trainer"})
+#: ``Trainer`` attributes that are the run's training data: iterating one yields a
+#: batch per step, the whole training set per pass. ``train_dataloader`` is the fit's
+#: train DataLoader(s) wrapped in a ``CombinedLoader`` (lightning
+#: ``src/lightning/pytorch/trainer/trainer.py`` ``reset_train_dataloader``: ``self.train_dataloader =
+#: CombinedLoader(loaders, ...)``, commit 000699b539781511c1638c8044bb1039bd77677c; a property returning
+#: the fit loop's combined loader in lightning 2.6.6).
+LIGHTNING_TRAINER_DATA = frozenset({"train_dataloader"})
+
 HOOKS = (
     # lightning/pytorch/loops/training_epoch_loop.py: training_step per batch, grad on;
     # batches moved with `strategy.batch_to_device` before the step.
@@ -506,6 +518,16 @@ NO_GRAD_MODULE_METHODS = frozenset({"generate"})
 HOST_VALUE_NAMESPACES = frozenset({
     "os", "re", "json", "pathlib", "glob", "string", "time", "datetime", "logging", "math", "random",
     "argparse", "subprocess", "shutil", "inspect", "textwrap", "csv", "numpy"})
+#: Type name of a ``numpy.ndarray`` value (a PLAIN value: host memory, no graph).
+NUMPY_ARRAY = "numpy.ndarray"
+#: numpy callables that return a new ``numpy.ndarray`` whatever array-like they are
+#: given (numpy 2.x reference: "Array creation routines" -- ``array``, ``asarray``,
+#: ``zeros``/``ones``/``empty``/``full`` and their ``_like`` forms, ``arange``,
+#: ``linspace``; "Array manipulation routines" -- ``stack``, ``concatenate``,
+#: ``vstack``, ``hstack``, ``expand_dims``, ``reshape``: each documents "Returns: ndarray").
+NUMPY_ARRAY_FACTORIES = frozenset(f"numpy.{name}" for name in (
+    "array", "asarray", "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
+    "arange", "linspace", "stack", "concatenate", "vstack", "hstack", "expand_dims", "reshape"))
 #: torch callables that build metadata objects, not tensors (torch 2.13.0).
 HOST_VALUE_CALLABLES = frozenset({"torch.device", "torch.Size", "torch.finfo", "torch.iinfo", "torch.dtype"})
 #: Namespaces whose callables never run a model's forward pass (the standard
@@ -546,6 +568,14 @@ TF_FUNCTION_SIGNATURE = "input_signature"
 #: Type names of ``tf.function(f)`` values: without and with an ``input_signature``.
 TF_FUNCTION = "tensorflow.function"
 TF_FUNCTION_SIGNED = "tensorflow.function[input_signature]"
+#: Argument types a ``tf.function`` traces by shape and dtype, never by value: a
+#: ``numpy.ndarray`` gets the trace type of a tensor of its shape and dtype
+#: (tensorflow ``tensorflow/core/function/trace_type/trace_type_builder.py``
+#: ``from_value``: ``util.is_np_ndarray(value)`` -> ``default_types.TENSOR(ndarray.shape,
+#: ndarray.dtype)``, commit 03db37846ab721f0f9581e323ec721b0b96dcc79; before the trace-type
+#: rewrite, ``function.py`` ``_convert_numpy_inputs`` turned every ndarray into a tensor).
+#: A new array of the same shape and dtype per call reuses the trace.
+TF_TRACED_BY_SPEC = frozenset({NUMPY_ARRAY})
 #: TF1 graph-mode sessions (``tf.Session`` of TF 1.x, ``tf.compat.v1.Session`` in 2.x,
 #: ``tensorflow/python/client/session.py``; ``MonitoredTrainingSession`` in
 #: ``tensorflow/python/training/monitored_session.py``).

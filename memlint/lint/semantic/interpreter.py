@@ -24,6 +24,7 @@ import ast
 from dataclasses import dataclass, field
 
 from memlint.lint.names import dotted_name
+from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.values import (
     PLAIN,
     UNKNOWN,
@@ -529,6 +530,8 @@ class Interpreter:
         if base.kind is Kind.MODULE:
             return module(base.framework or "torch", device=base.device)
         if base.kind is Kind.TENSOR:
+            if base.scalar and ops.ZERO_DIM_INTEGER_INDEX_IS_NO_TENSOR and _integer_index(node.slice):
+                return PLAIN  # `loss.data[0]`: a number in torch <= 0.3, an IndexError since 0.4
             return self._computed(base.evolve(leaf=False))
         if base.kind is Kind.PLAIN:
             return PLAIN
@@ -701,6 +704,13 @@ def _sums_into(statement: ast.AST, name: str) -> bool:
     value = statement.value if isinstance(statement, ast.Assign) else None
     return (isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub))
             and any(dotted_name(operand) == name for operand in (value.left, value.right)))
+
+
+def _integer_index(index: ast.expr) -> bool:
+    """``x[0]``, ``x[-1]``: a subscript by an integer literal."""
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        index = index.operand
+    return isinstance(index, ast.Constant) and type(index.value) is int
 
 
 def _keyed_by_name(index: ast.expr) -> bool:

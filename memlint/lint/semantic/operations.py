@@ -880,6 +880,8 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         return torch_call(model, qualified, call, interpreter)
     if head == "transformers" and fw.MODULE_NAMESPACE.match(qualified):
         return module(type_name=qualified)
+    if qualified in fw.NUMPY_ARRAY_FACTORIES:
+        return PLAIN.evolve(type_name=fw.NUMPY_ARRAY)
     if head in ("numpy", "math", "random", "time", "os", "json", "pickle", "logging", "sys", "re"):
         return PLAIN
     if last[:1].isupper() and head != "torch":
@@ -1167,7 +1169,7 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         if attr in ops.METADATA_ATTRIBUTES:
             return PLAIN
         if attr in ops.DETACHED_ATTRIBUTES:
-            return tensor(Tri.NO, base.device)
+            return tensor(Tri.NO, base.device).evolve(scalar=base.scalar)  # the same shape
         if attr in ("T", "mT", "H", "mH", "real", "imag"):
             return base.evolve(leaf=False)
         return Value(Kind.FUNCTION, Tri.NO, Tri.NO)
@@ -1189,6 +1191,8 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         return Value(Kind.UNKNOWN, Tri.MAYBE, base.device)
     if base.kind is Kind.PLAIN:
         return PLAIN
+    if base.kind is Kind.OBJECT and base.type_name in fw.LIGHTNING_TRAINERS and attr in fw.LIGHTNING_TRAINER_DATA:
+        return container(Value(Kind.UNKNOWN, Tri.NO, Tri.MAYBE), stream=Tri.YES, type_name=DATALOADER)  # `trainer.train_dataloader`
     if base.kind is Kind.OBJECT and base.type_name in fw.DEVICE_BACKEND_MODULES:
         return library_attribute(f"{base.type_name}.{attr}")  # `device_module.empty_cache`
     if base.kind is Kind.UNKNOWN and (base.graph is Tri.YES or base.device is Tri.YES):
@@ -1280,6 +1284,8 @@ def hook_parameter(klass, function: ast.AST, name: str, index: int) -> Value | N
         return Value(Kind.UNKNOWN, Tri.NO, Tri.YES if moved else Tri.MAYBE)
     if role == "module":
         return module(device=Tri.YES)
+    if role == "trainer":
+        return obj(type_name="lightning.pytorch.Trainer")
     if role == "outputs":
         return Value(Kind.UNKNOWN, Tri.MAYBE, Tri.YES)
     if role == "index":
@@ -1313,6 +1319,7 @@ _HOOK_SIGNATURES = {
     ("lightning_callback", "on_before_backward"): ("trainer", "module", "outputs"),
     ("lightning_callback", "on_after_backward"): ("trainer", "module"),
     ("lightning_callback", "on_train_epoch_end"): ("trainer", "module"),
+    ("lightning_callback", "on_validation_epoch_end"): ("trainer", "module"),
     ("hf_trainer", "compute_loss"): ("module", "batch"),
     ("hf_trainer", "training_step"): ("module", "batch"),
     ("hf_trainer", "prediction_step"): ("module", "batch"),

@@ -6,7 +6,9 @@ look at what a loop or a per-batch hook keeps.
 A store is ``c.append(v)``, ``c.extend(vs)``, ``c.insert(i, v)``,
 ``c.add(v)``, ``c.appendleft(v)``, ``c.put(v)``, ``c.update({...})``,
 ``c.setdefault(k, v)``, ``c[k].append(v)`` (a dict of lists), ``c += [v]``,
-``d[k] = v`` into a dict or into a list of empty slots (``c = [None] * n``), a call of a method of the file that stores its
+``d[k] = v`` into a dict or into a list of empty slots (``c = [None] * n``)
+with a key that may change between runs (``d["loss"] = v`` overwrites one
+slot and is no store), a call of a method of the file that stores its
 argument into its object's state (``buffer.add(logits)`` where ``add``
 appends to ``self.items``), or a list/set/dict comprehension that gathers
 values while iterating a stream of batches.
@@ -18,6 +20,7 @@ import ast
 from dataclasses import dataclass
 
 from memlint.lint.names import root_name
+from memlint.lint.semantic.constants import UNKNOWN as UNFOLDED
 from memlint.lint.semantic.values import Kind, Tri, Value
 from memlint.lint.syntax import call_arguments
 
@@ -64,6 +67,8 @@ def store_of(model, node: ast.AST) -> Store | None:
             return None  # `t[i] = v` writes into a tensor (or a list slot) in place
         if _adds_into_total(model, target, node.value):
             return None  # `d[k] = d.get(k, 0) + v` adds into a total: an accumulation (MEM101's), not an item kept
+        if _fixed_key(model, target.slice):
+            return None  # `d["loss"] = v`: each store replaces the last, the container holds one value
         return Store(root, (node.value,), node)
     return None
 
@@ -108,6 +113,17 @@ def _reads_total(model, target: ast.expr, expr: ast.expr) -> bool:
     return (ast.unparse(expr.func.value) == ast.unparse(target.value)
             and ast.unparse(expr.args[0]) == ast.unparse(target.slice)
             and _is_mapping(model, target.value))
+
+
+def _fixed_key(model, key: ast.expr) -> bool:
+    """The key of ``d[key] = v`` is the same value at every run of the store
+    (a literal, or a name that provably folds to one where it stands, see
+    :mod:`memlint.lint.semantic.constants`): the store overwrites one slot
+    and nothing grows. A key that may change per iteration (a loop
+    variable, a counter, ``len(d)``) does not fold."""
+    if isinstance(key, ast.Slice):
+        return False
+    return model.constants.value(key) is not UNFOLDED
 
 
 def _placeholder_list(model, expr: ast.expr) -> bool:

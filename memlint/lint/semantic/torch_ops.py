@@ -89,6 +89,12 @@ METADATA_ATTRIBUTES = frozenset({
 })
 #: Tensor attributes that are the same tensor's data without its history.
 DETACHED_ATTRIBUTES = frozenset({"data", "grad"})
+#: Indexing a 0-dim tensor (a loss, a full reduction) with an integer never
+#: gives a tensor: torch >= 0.4 raises "invalid index of a 0-dim tensor. Use
+#: `tensor.item()` in Python ..." (torch 2.13.0 ``include/ATen/TensorIndexing.h`` ``applySelect``:
+#: ``TORCH_CHECK_INDEX`` on a 0-dim ``self``, then the size check for any other index), and torch <= 0.3, where a loss was
+#: a one-element tensor of a Variable, gave a Python number for ``loss.data[0]``.
+ZERO_DIM_INTEGER_INDEX_IS_NO_TENSOR = True
 #: Methods that exist on tensors and not on Python containers: called on a
 #: value of unknown kind, they say it is a tensor.
 TENSOR_ONLY_METHODS = frozenset({
