@@ -31,6 +31,9 @@ class FileContext:
         """Drop the per-file analyses (the semantic model refers back to this
         context), so the tree is freed at once rather than by the cyclic
         garbage collector."""
+        semantic = self.__dict__.get("semantic")
+        if semantic is not None:
+            semantic.close()
         for name in ("index", "semantic", "imports", "_lines", "_line_offsets"):
             self.__dict__.pop(name, None)
 

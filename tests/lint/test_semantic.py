@@ -543,3 +543,25 @@ def test_arithmetic_on_python_numbers_is_a_python_number():
     call = node_at(module, 4)
     assert model.value(call.args[0]).kind is Kind.PLAIN
     assert model.value(call.args[1]).kind is not Kind.PLAIN  # `t` is unknown: it may be a tensor
+
+
+# -- size of values -----------------------------------------------------------------------
+def _nesting(value) -> int:
+    """How many levels of element/items ``value`` holds."""
+    inner = [v for v in (value.element, *(value.items or ())) if v is not None]
+    return 1 + max((_nesting(v) for v in inner), default=0)
+
+
+def test_values_nest_at_most_max_depth():
+    """`t = (t, t)` in a loop doubled the abstract value per statement (and
+    the time to compare it: a file of 16 such lines took 48 s); containers
+    keep MAX_DEPTH levels, with the graph of all they hold."""
+    from memlint.lint.semantic.values import MAX_DEPTH
+
+    pairs = "\n".join("    t = (t, t)" for _ in range(30))
+    source = f"import torch\nmodel = torch.nn.Linear(2, 2)\nt = None\nfor x in range(10):\n    t = model(x)\n{pairs}\n    print(t)\n"
+    model, module = model_of(source)
+    printed = node_at(module, 36, ast.Call).args[0]
+    value = model.value(printed)
+    assert value.kind is Kind.CONTAINER and value.graph is Tri.YES
+    assert _nesting(value) <= MAX_DEPTH + 1

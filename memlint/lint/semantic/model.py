@@ -104,6 +104,13 @@ class Repetition:
 class SemanticModel:
     """The shared analysis of one file (see the module docstring)."""
 
+    def close(self) -> None:
+        """Drop every analysis and table: their objects refer back to the
+        model (the constant folder, interpreters' call sites), and a cycle
+        would leave the whole tree to the cyclic garbage collector instead
+        of reference counting. The model is unusable afterwards."""
+        self.__dict__.clear()
+
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.module = ctx.module

@@ -294,12 +294,31 @@ def tensor(graph: Tri = Tri.MAYBE, device: Tri = Tri.MAYBE, sources: frozenset[s
 
 def container(element: Value | None, items: tuple[Value, ...] | None = None, stream: Tri = Tri.NO,
               type_name: str | None = None) -> Value:
-    """A container whose elements join to ``element`` (graph and device from them)."""
+    """A container whose elements join to ``element`` (graph and device from them),
+    nested at most :data:`MAX_DEPTH` levels (``t = (t, t)`` in a loop would
+    otherwise double the value, and the time to compare it, per iteration)."""
     parts = list(items) if items is not None else ([] if element is None else [element])
     if items is not None and element is None:
         element = join_all(items)
     summary = combine(parts, Kind.CONTAINER) if parts else Value(Kind.CONTAINER, Tri.NO, Tri.NO)
-    return summary.evolve(element=element, items=items, stream=stream, type_name=type_name)
+    if items is not None:
+        items = tuple(_truncated(item, MAX_DEPTH - 1) for item in items)
+    return summary.evolve(element=_truncated(element, MAX_DEPTH - 1), items=items, stream=stream, type_name=type_name)
+
+
+def _truncated(value: Value | None, depth: int) -> Value | None:
+    """``value`` with what it holds below ``depth`` more levels forgotten
+    (an element or items of unknown kind: the container's own graph,
+    device and sources, computed from all of them, stay)."""
+    if value is None or (value.element is None and value.items is None):
+        return value
+    if depth <= 0:
+        return value.evolve(element=None, items=None)
+    element = _truncated(value.element, depth - 1)
+    items = None if value.items is None else tuple(_truncated(item, depth - 1) for item in value.items)
+    if element is value.element and (items is None or all(a is b for a, b in zip(items, value.items))):
+        return value
+    return value.evolve(element=element, items=items)
 
 
 def module(framework: str = "torch", output: Kind | None = None, type_name: str | None = None,
