@@ -217,9 +217,10 @@ def lint_pending(pending: Pending) -> FileResult:
 
 def _lint_module(pending: Pending) -> FileResult:
     result = FileResult(path=pending.path)
-    tree, parsed_text = _python_tree(pending.path, pending.source, result)
-    if tree is None and pending.notebook is not None:
-        tree, parsed_text = _without_broken_cells(pending, result)
+    if pending.notebook is not None:
+        tree, parsed_text = _notebook_tree(pending, result)
+    else:
+        tree, parsed_text = _python_tree(pending.path, pending.source, result)
     if tree is None:
         return result
     newer_syntax = parsed_text is not pending.source
@@ -373,39 +374,59 @@ def _python_tree(path: str, source: str, result: FileResult):
     return None, None
 
 
-def _without_broken_cells(pending: Pending, result: FileResult):
-    """A notebook whose code does not parse, parsed without the cells that
-    break it: each cell CPython rejects is blanked (its lines kept, empty)
-    and has its MEM001, until the rest parses. Jupyter compiles each cell
-    on its own, so a course notebook with exercise blanks (``model = ``)
-    runs its other cells; they are linted. (None, None) when the error is
-    not inside a cell that can be blanked."""
+def _notebook_tree(pending: Pending, result: FileResult):
+    """:func:`_python_tree` of a notebook's module, without the code cells
+    that do not compile on their own: Jupyter compiles each cell by itself,
+    so a cell with an exercise blank (``model = ``), a header with only a
+    comment for its body, or half of a string or decorator split across
+    cells fails alone and the other cells still run. Each such cell gets its
+    MEM001 at its own position (the message's line numbers are the cell's)
+    and is blanked (its lines kept, empty); the rest is parsed and linted.
+    A cell with syntax newer than the running Python is left to
+    :func:`_python_tree`, which down-levels it."""
     import ast
 
     layout = pending.notebook
     lines = pending.source.split("\n")
-    blanked: set[int] = set()
-    while len(blanked) < MAX_BROKEN_CELLS:
-        error = result.diagnostics[-1]
-        cell = layout.cell_of(error.line) if error.code == SYNTAX_ERROR_CODE else None
-        if cell is None or cell.index in blanked:
-            return None, None
-        blanked.add(cell.index)
-        for line in range(cell.start, cell.end + 1):
-            lines[line - 1] = ""
-        text = "\n".join(lines)
-        try:
-            return ast.parse(text), text
-        except SyntaxError as exc:
-            result.diagnostics.append(_syntax_error(pending.path, exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"))
-        except (RecursionError, MemoryError, ValueError):
-            return None, None
+    broken = []
+    for cell in layout.cells:
+        if cell.lines:
+            problem = _cell_problem("\n".join(lines[cell.start - 1:cell.end]) + "\n", cell.lines)
+            if problem is not None:
+                broken.append((cell, problem))
+    if not broken:
+        return _python_tree(pending.path, pending.source, result)
+    for cell, (line, col, message) in broken:
+        result.diagnostics.append(_syntax_error(pending.path, cell.start + line - 1, col, message))
+        lines[cell.start - 1:cell.end] = [""] * cell.lines
+    text = "\n".join(lines)
+    try:
+        return ast.parse(text), text
+    except SyntaxError as exc:  # cells that compile alone but not as one module (a late `from __future__`)
+        result.diagnostics.append(_syntax_error(pending.path, exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}"))
+    except (RecursionError, MemoryError, ValueError):
+        pass
     return None, None
 
 
-#: Cells left out of a notebook before giving up on it: each try parses the
-#: whole module again, and a notebook of another Python (2) breaks in every cell.
-MAX_BROKEN_CELLS = 32
+def _cell_problem(text: str, lines: int) -> tuple[int, int, str] | None:
+    """Why one cell's code does not compile alone, as (line in the cell,
+    column, message); None when it does, or when its error is at syntax
+    newer than the running Python."""
+    import ast
+
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        line = min(max(exc.lineno or 1, 1), lines)
+        if _at_newer_syntax(text, line):
+            return None
+        return line, exc.offset or 1, f"syntax error: {exc.msg}"
+    except (RecursionError, MemoryError):
+        return 1, 1, "too deeply nested to parse"
+    except ValueError as exc:  # a NUL character
+        return 1, 1, f"cannot parse: {exc}"
+    return None
 
 
 #: Text without which :mod:`memlint.lint.newer_syntax` has nothing to

@@ -117,6 +117,33 @@ def test_cells_that_do_not_parse_leave_the_others_linted(tmp_path):
     assert all(d.fix is None for d in result.diagnostics)
 
 
+@pytest.mark.parametrize(("broken", "words"), [
+    ("for x in loader:\n    # YOUR CODE HERE", "expected an indented block after 'for' statement on line 1"),
+    ('notes = """start of a string', "unterminated triple-quoted string"),
+    ("@torch.no_grad()", "invalid syntax"),
+    ("x = \\", "unexpected EOF"),
+    ("y = " + "(" * 300 + "1" + ")" * 300, "too many nested parentheses"),
+    ("z = 1\x00", "null bytes"),
+])
+def test_a_cell_is_broken_when_it_does_not_compile_alone(tmp_path, broken, words):
+    """Jupyter compiles each cell by itself: the cell that fails alone is
+    the one reported (not the next cell, where CPython's error on the whole
+    module would land), with line numbers of its own, and the cells after
+    it are linted."""
+    path = write_nb(tmp_path, "exercise.ipynb", LEAK_CELLS[0], broken, LEAK_CELLS[1])
+    result = lint_source(str(path), path.read_bytes(), LintOptions(enabled=ALL))
+    errors = [d for d in result.diagnostics if d.code == "MEM001"]
+    assert [d.cell for d in errors] == [3] and words in errors[0].message
+    assert [d.cell for d in result.diagnostics if d.code == "MEM101"] == [4]
+
+
+def test_a_string_split_across_cells_breaks_both_halves(tmp_path):
+    path = write_nb(tmp_path, "split.ipynb", LEAK_CELLS[0], '"""opened here', LEAK_CELLS[1], 'closed here"""')
+    result = lint_source(str(path), path.read_bytes(), LintOptions(enabled=ALL))
+    assert [d.cell for d in result.diagnostics if d.code == "MEM001"] == [3, 5]
+    assert [d.cell for d in result.diagnostics if d.code == "MEM101"] == [4]
+
+
 def test_a_whole_notebook_that_parses_keeps_its_fixes(tmp_path):
     path = write_nb(tmp_path, "exercise.ipynb", *LEAK_CELLS)
     result = lint_source(str(path), path.read_bytes(), LintOptions(enabled=ALL))
