@@ -105,6 +105,9 @@ class Pending:
     #: a notebook's :class:`~memlint.lint.notebook.NotebookLayout` (``source``
     #: is the module of its code cells); None for a Python file
     notebook: object = None
+    #: MEM001 is selected: a file that does not parse is reported (else it
+    #: only gets a note that it was not linted)
+    syntax_check: bool = True
 
 
 def lint_source(path: str, data: bytes, options: LintOptions) -> FileResult:
@@ -201,7 +204,7 @@ def pending_for(path: str, source: str, options: LintOptions, notebook=None) -> 
         return Pending(path, source, tuple(codes), notebook)
     triggered = tuple(code for code in codes
                       if index[code].triggers is None or any(token in source for token in index[code].triggers))
-    return Pending(path, source, triggered, notebook) if triggered else None
+    return Pending(path, source, triggered, notebook, syntax_check=False) if triggered else None
 
 
 def lint_pending(pending: Pending) -> FileResult:
@@ -221,6 +224,10 @@ def _lint_module(pending: Pending) -> FileResult:
         tree, parsed_text = _notebook_tree(pending, result)
     else:
         tree, parsed_text = _python_tree(pending.path, pending.source, result)
+    if not pending.syntax_check and any(d.code == SYNTAX_ERROR_CODE for d in result.diagnostics):
+        result.diagnostics = [d for d in result.diagnostics if d.code != SYNTAX_ERROR_CODE]
+        what = "its code does not parse" if tree is None else "some of its cells do not parse"
+        result.note = result.note or f"{pending.path}: {'not linted' if tree is None else 'partly linted'}: {what} (MEM001 is not selected)"
     if tree is None:
         return result
     newer_syntax = parsed_text is not pending.source

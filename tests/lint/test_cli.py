@@ -190,3 +190,16 @@ def test_check_does_not_import_the_cli_module():
     probe = "import sys, memlint.check, memlint.integrate; print('memlint.cli' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "False"
+
+
+def test_deselected_syntax_check_reports_no_mem001_whatever_the_text(tmp_path):
+    """With MEM001 deselected, a file that does not parse gives a note, not
+    a MEM001 (before, it depended on whether a rule's trigger token was in
+    the text); with it selected, both files are reported."""
+    (tmp_path / "a.py").write_text("import torch\nx = (\n")
+    (tmp_path / "b.py").write_text("y = 1 +\n")
+    deselected = run_memlint("check", "--no-cache", "--ignore", "MEM001", str(tmp_path / "a.py"), str(tmp_path / "b.py"))
+    assert "MEM001" not in deselected.stdout and deselected.returncode == 0
+    assert "a.py: not linted: its code does not parse (MEM001 is not selected)" in deselected.stderr
+    selected = run_memlint("check", "--no-cache", str(tmp_path / "a.py"), str(tmp_path / "b.py"))
+    assert selected.stdout.count("MEM001") == 2 and selected.returncode == 2

@@ -565,3 +565,47 @@ def test_values_nest_at_most_max_depth():
     value = model.value(printed)
     assert value.kind is Kind.CONTAINER and value.graph is Tri.YES
     assert _nesting(value) <= MAX_DEPTH + 1
+
+
+def test_defaults_annotations_and_decorators_resolve_in_the_enclosing_scope():
+    """Python evaluates a function's defaults, annotations and decorators
+    where the function is defined, not in its own scope: a parameter
+    named `torch` does not hide the module in its own default."""
+    source = (
+        "import torch\n"
+        "def f(torch=None, state=torch.load('a.pt')) -> torch.Tensor:\n"
+        "    return torch\n"
+        "def g():\n"
+        "    torch = object()\n"
+        "    def h(x=torch.load('b.pt')):\n"
+        "        return x\n"
+        "    return h\n"
+    )
+    model, module = model_of(source)
+    default_f = node_at(module, 2, ast.Call).func
+    annotation = module.body[1].returns
+    default_h = node_at(module, 6, ast.Call).func
+    assert model.qualified(default_f) == "torch.load"
+    assert model.qualified(annotation) == "torch.Tensor"
+    assert model.qualified(default_h) is None  # g's local `torch`
+
+
+def test_global_nonlocal_and_comprehension_walrus_bind_where_python_binds():
+    """A store to a `global` name binds in the module, to a `nonlocal` one
+    in the enclosing function, and an assignment expression in a
+    comprehension in the enclosing scope (PEP 572): each rebinds the
+    alias `load = torch.load`, which is then no alias."""
+    rebinders = {
+        "global": "def reset():\n    global load\n    load = print\n",
+        "walrus": "names = [(load := print) for _ in range(2)]\n",
+    }
+    for how, rebinding in rebinders.items():
+        source = f"import torch\nload = torch.load\n{rebinding}state = load('a.pt')\n"
+        model, module = model_of(source)
+        call = [n for n in ast.walk(module) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "load"][-1]
+        assert model.qualified(call.func) is None, how
+    model, module = model_of("import torch\nload = torch.load\nstate = load('a.pt')\n")
+    assert model.qualified(node_at(module, 3).func) == "torch.load"
+    source = "import torch\ndef outer():\n    load = torch.load\n    def inner():\n        nonlocal load\n        load = print\n    inner()\n    return load('a.pt')\n"
+    model, module = model_of(source)
+    assert model.qualified(node_at(module, 8).func) is None

@@ -105,16 +105,6 @@ def _opens_scope(node: ast.AST) -> ScopeKind | None:
 _SCOPE_OPENERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, *COMPREHENSION_TYPES)
 
 
-def _is_outer_part(opener: ast.AST, child: ast.AST, below: ast.AST | None) -> bool:
-    """``child`` of a scope-opening node (reached from its child ``below``)
-    is evaluated in the enclosing scope: decorators, defaults, annotations,
-    bases, and a comprehension's first iterable."""
-    if isinstance(opener, COMPREHENSION_TYPES):
-        first = opener.generators[0]
-        return child is first and below is first.iter
-    return any(part is child for part in _outer_parts(opener))
-
-
 def _outer_parts(node: ast.AST) -> list[ast.AST]:
     """The children of a scope-opening node that run in the enclosing scope."""
     if isinstance(node, FUNCTION_TYPES):
@@ -143,9 +133,7 @@ class ScopeTree:
         self.module_scope = Scope(module, ScopeKind.MODULE, None, "")
         #: scope-opening node -> its own scope
         self.scopes: dict[ast.AST, Scope] = {module: self.module_scope}
-        self._scope_of: dict[ast.AST, Scope] = {}
         self._qualified_memo: dict[ast.AST, str | None] = {}
-        self._outer_memo: dict[ast.AST, frozenset[int]] = {}
         #: dotted names of this tree's chains, shared with the interpreter
         self.dotted = DottedNames()
         self._index = index
@@ -154,19 +142,21 @@ class ScopeTree:
         self._scope_at: list[Scope] = [self.module_scope] * len(index.nodes)
         for node in index.of_type(*_SCOPE_OPENERS):  # outer openers first (pre-order)
             self._fill(node, self._open(node, _opens_scope(node), self.scope_for(node)))
+        for node in index.of_type(ast.Global, ast.Nonlocal):  # first: they decide where a store binds
+            self._record_binding(node, self.scope_for(node))
         for node in index.of_type(ast.Name):
             if not isinstance(node.ctx, ast.Load):
-                self.scope_for(node).bind(Binding(node.id, self._store_kind(node), node))
-        for node in index.of_type(ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ExceptHandler, ast.MatchAs):
+                self._binding_scope_of_store(node).bind(Binding(node.id, self._store_kind(node), node))
+        for node in index.of_type(ast.Import, ast.ImportFrom, ast.ExceptHandler, ast.MatchAs):
             self._record_binding(node, self.scope_for(node))
 
     # -- construction ----------------------------------------------------------
     def _fill(self, opener: ast.AST, inner: Scope) -> None:
         """Record ``inner`` as the scope of the nodes under ``opener``, but
-        for its direct children that run in the enclosing scope (decorators,
-        a return annotation, bases and class keywords, a comprehension's
-        first iterable: see :meth:`_is_outer_part`); nested openers, later in
-        pre-order, overwrite their own parts. Slice assignments: no walk."""
+        for its parts that Python evaluates in the enclosing scope
+        (:func:`_outer_parts`: decorators, defaults, annotations, bases and
+        class keywords, a comprehension's first iterable); nested openers,
+        later in pre-order, overwrite their own parts. Slice assignments: no walk."""
         index, table = self._index, self._scope_at
         ends = index._subtree_ends()
         start = index.position_of(opener)
@@ -174,11 +164,7 @@ class ScopeTree:
             return
         outer = table[start]
         table[start + 1:ends[start]] = [inner] * (ends[start] - start - 1)
-        if isinstance(opener, COMPREHENSION_TYPES):
-            parts = [opener.generators[0].iter]
-        else:
-            parts = [part for part in _outer_parts(opener) if self._parents.get(part) is opener]
-        for part in parts:
+        for part in _outer_parts(opener):
             at = index.position_of(part)
             if at is not None:
                 table[at:ends[at]] = [outer] * (ends[at] - at)
@@ -198,6 +184,25 @@ class ScopeTree:
                              *(x for x in (arguments.vararg, arguments.kwarg) if x)):
                 inner.bind(Binding(argument.arg, BindingKind.PARAMETER, argument))
         return inner
+
+    def _binding_scope_of_store(self, name: ast.Name) -> Scope:
+        """The scope a store to ``name`` binds in: its own, but for a
+        ``global`` name (the module's), a ``nonlocal`` one (the enclosing
+        function's that binds it) and an assignment expression in a
+        comprehension (the enclosing non-comprehension scope, PEP 572)."""
+        scope = self.scope_for(name)
+        if isinstance(self._parents.get(name), ast.NamedExpr):
+            while scope.kind is ScopeKind.COMPREHENSION and scope.parent is not None:
+                scope = scope.parent
+        if name.id in scope.global_names:
+            return self.module_scope
+        if name.id in scope.nonlocal_names:
+            outer = scope.parent
+            while outer is not None and not (outer.kind in (ScopeKind.FUNCTION, ScopeKind.LAMBDA)
+                                             and name.id in outer.bindings and name.id not in outer.nonlocal_names):
+                outer = outer.parent
+            return outer if outer is not None else scope
+        return scope
 
     def _store_kind(self, name: ast.Name) -> BindingKind:
         child: ast.AST = name
@@ -239,39 +244,7 @@ class ScopeTree:
         position = self._positions.get(id(node))  # NodeIndex.position_of inlined: the model's hottest query
         if position is not None and self._nodes[position] is node:
             return self._scope_at[position]
-        return self._scope_by_ancestors(node)
-
-    def _scope_by_ancestors(self, node: ast.AST) -> Scope:
-        """:meth:`scope_for` of a node outside the index (one the analyses
-        made, such as a lambda's body wrapped in a ``return``)."""
-        found = self._scope_of.get(node)
-        if found is not None:
-            return found
-        path = []
-        below, child, parent = None, node, self._parents.get(node)
-        scope = self.module_scope
-        while parent is not None:
-            known = self._scope_of.get(child) if child is not node else None
-            if known is not None:
-                scope = known
-                break
-            path.append(child)
-            if parent in self.scopes and not self._is_outer_part(parent, child, below):
-                scope = self.scopes[parent]
-                break
-            below, child, parent = child, parent, self._parents.get(parent)
-        for visited in path:
-            self._scope_of[visited] = scope
-        return scope
-
-    def _is_outer_part(self, opener: ast.AST, child: ast.AST, below: ast.AST | None) -> bool:
-        """:func:`_is_outer_part`, with each opener's outer parts listed once."""
-        if isinstance(opener, COMPREHENSION_TYPES) or opener is self.module:
-            return _is_outer_part(opener, child, below)
-        parts = self._outer_memo.get(opener)
-        if parts is None:
-            parts = self._outer_memo[opener] = frozenset(map(id, _outer_parts(opener)))
-        return id(child) in parts
+        return self.module_scope  # a node the analyses made (a lambda's body wrapped in a `return`): no scope of its own
 
     def own_scope(self, node: ast.AST) -> Scope | None:
         """The scope a function/lambda/class/comprehension node opens."""
