@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from memlint.lint.diagnostic import Applicability, Diagnostic
+from memlint.lint.notebook import split_lines
 from memlint.report.text import is_terminal, printable, printable_name
 
 SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -41,7 +42,8 @@ def source_lines(path: str, stdin: bytes | None = None) -> list[str] | None:
                 data = handle.read()
         except OSError:
             return None
-    return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd").splitlines()
+    text = data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+    return split_lines(text)  # the line breaks CPython counts, not also \x0c, \x1c or \u2028 as str.splitlines
 
 
 def notebook_lines(path: str, stdin: bytes | None = None) -> dict[int, list[str]] | None:

@@ -15,6 +15,7 @@ from memlint.lint.diagnostic import Applicability, Diagnostic, Edit, FileResult,
 from memlint.report import full, github, json_format, sarif
 
 from .expectations import lint_text
+from .helpers import run_memlint
 
 REPO = Path(__file__).resolve().parents[2]
 BUGGY = "import torch; torch.cuda.init()\n\ndef resume(path):\n    state = torch.load(path)\n    return state.cuda()\n"
@@ -321,3 +322,12 @@ def test_json_schema_is_documented():
     assert "schemas/memlint-json-v1.schema.json" in text
     for key in _json_schema()["properties"]:
         assert f"`{key}`" in text, key
+
+
+def test_full_snippet_counts_lines_as_python_does(tmp_path):
+    """A form feed or U+2028 inside a string is no line break for CPython,
+    so the snippet under a finding is the finding's own line."""
+    path = tmp_path / "sep.py"
+    path.write_text('import torch\nnote = "a\x0cb\u2028c"\nstate = torch.load("x.pt")\nstate["w"].cuda()\n', encoding="utf-8")
+    out = run_memlint("check", "--no-cache", "--format", "full", str(path)).stdout
+    assert '3 | state = torch.load("x.pt")' in out
