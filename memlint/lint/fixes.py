@@ -226,6 +226,17 @@ def _apply_fixes_that_parse(text: str, candidates: list[Diagnostic], rejected: s
     return current, len(accepted)
 
 
+def _with_line_ends_of(original: str, fixed: str) -> str:
+    """``fixed`` with the line ends of the cell it replaces: the fixes write
+    ``\n``, and a cell saved with ``\r\n`` (or ``\r``) alone keeps them,
+    so the lines a fix adds do not mix styles."""
+    if "\r\n" in original and "\n" not in original.replace("\r\n", ""):
+        return fixed.replace("\r\n", "\n").replace("\n", "\r\n")
+    if "\r" in original and "\n" not in original:
+        return fixed.replace("\r\n", "\n").replace("\n", "\r")
+    return fixed
+
+
 def _parse_problem(text: str) -> str | None:
     """Why the fixed ``text`` is not valid Python (CPython's parser decides,
     as it does for MEM001); None when it is."""
@@ -631,7 +642,8 @@ def fix_notebook(path: str, data: bytes, options: LintOptions, unsafe: bool,
         current = trial
         fixed_count += applied
         remaining = lint_notebook(current, options).diagnostics
-    changed = {index: source for index, source in current.sources.items() if source != original_sources[index]}
+    changed = {index: _with_line_ends_of(original_sources[index], source)
+               for index, source in current.sources.items() if source != original_sources[index]}
     outcome = NotebookFixes(path, text, text, 0, list(diagnostics), digest=_digest(data), skipped=skipped)
     if not changed:
         return outcome, None

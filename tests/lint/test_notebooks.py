@@ -446,3 +446,20 @@ def test_cells_without_ids_print_no_nbformat_warning(tmp_path, option):
         assert "Would fix 1 problem" in done.stderr and "map_location" in done.stdout
     else:  # the fix or the noqa was written
         assert path.read_text() != json.dumps(document)
+
+
+def test_fix_keeps_a_cells_crlf_line_ends(tmp_path):
+    """The line a fix adds to a cell saved with CRLF ends in CRLF too."""
+    cells = [
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+         "source": "import torch\r\nmodel = torch.nn.Linear(4, 2).cuda()\r\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\r\n"},
+        {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+         "source": "def train(loader):\r\n    for x in loader:\r\n        loss = model(x.cuda()).sum()\r\n"
+                   "        loss.backward()\r\n        opt.step()\r\n"},
+    ]
+    path = tmp_path / "crlf.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+                                "nbformat": 4, "nbformat_minor": 5}), encoding="utf-8")
+    run_memlint("check", "--no-cache", "--fix", "--unsafe-fixes", str(path))
+    fixed = json.loads(path.read_text(encoding="utf-8"))["cells"][1]["source"]
+    assert "zero_grad()" in fixed and "\n" not in fixed.replace("\r\n", "")
