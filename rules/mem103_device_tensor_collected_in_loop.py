@@ -87,8 +87,9 @@ class DeviceTensorCollectedInLoop(Rule):
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Move the stored tensor to the CPU with `.cpu()`"
     FIX_APPLICABILITY = Applicability.UNSAFE
-    #: Lightning's step hooks get their batch on the device without any of the other words in the file
-    TRIGGERS = ("cuda", ".to(", "device", "training_step", "validation_step", "test_step", "predict_step")
+    #: Lightning's step hooks get their batch on the device without any of the other words in the file;
+    #: so do the models and loaders an engine prepares (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`)
+    TRIGGERS = ("cuda", ".to(", "device", "training_step", "validation_step", "test_step", "predict_step", ".prepare(", ".setup(", ".setup_dataloaders(")
     NEEDS_NAMES = ("cuda", "to", "device", "prepare", "training_step", "validation_step", "test_step", "predict_step",
                    "compute_loss", "prediction_step", "setup", "setup_dataloaders")  # how the model puts values on the accelerator
     FRAMEWORK = "torch"

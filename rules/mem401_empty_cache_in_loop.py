@@ -79,6 +79,10 @@ class EmptyCacheInLoop(Rule):
     (`if torch.cuda.memory_reserved() > limit:`), or inside an `except`
     handler (out-of-memory recovery), is not reported; neither is a loop
     over epochs, models, checkpoints, folds or files (a few flushes per run).
+    A periodic condition that also runs the optimizer step
+    (`if (i + 1) % grad_accum == 0: optimizer.step()`) is the
+    gradient-accumulation boundary, not an occasional flush: a flush under
+    it runs once per training step and is reported.
 
     ## Known problems
     A loop is recognised as a step loop when it iterates a stream of
@@ -113,6 +117,7 @@ class EmptyCacheInLoop(Rule):
         "import torch\ndef bench(names, x):\n    for name in names:\n        model = load(name).cuda()\n        model(x)\n        del model\n        torch.cuda.empty_cache()\n",
         "import torch\ndef run(model, loader):\n    for batch in loader:\n        try:\n            model(batch)\n        except torch.cuda.OutOfMemoryError:\n            torch.cuda.empty_cache()\n",
         "import mylib\ndef run(model, loader):\n    for batch in loader:\n        mylib.empty_cache()\n",
+        "import torch\ndef train(model, loader, opt, accum):\n    for i, batch in enumerate(loader):\n        model(batch).loss.backward()\n        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n            if (i + 1) % (accum * 500) == 0:\n                torch.cuda.empty_cache()\n",
     )
     INVALID = (
         "import torch\ndef train(model, loader, opt):\n    for batch in loader:\n        model(batch).backward()\n        opt.step()\n        torch.cuda.empty_cache()  # expect: MEM401\n",
@@ -121,6 +126,7 @@ class EmptyCacheInLoop(Rule):
         "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def training_step(self, batch, idx):\n        loss = self.model(batch)\n        torch.cuda.empty_cache()  # expect: MEM401\n        return loss\n",
         "import torch\ndef train(model, loader, opt, device='cuda'):\n    backend = getattr(torch, device, torch.cuda)\n    for batch in loader:\n        opt.zero_grad()\n        model(batch).sum().backward()\n        opt.step()\n        backend.empty_cache()  # expect: MEM401\n",
         "from accelerate.utils import clear_device_cache\ndef train(model, loader, opt):\n    for step, batch in enumerate(loader):\n        model(batch).loss.backward()\n        opt.step()\n        clear_device_cache(garbage_collection=True)  # expect: MEM401\n",
+        "import torch\ndef train(model, loader, opt, accum):\n    for i, batch in enumerate(loader):\n        (model(batch).loss / accum).backward()\n        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n            torch.cuda.empty_cache()  # expect: MEM401\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -161,9 +167,25 @@ class EmptyCacheInLoop(Rule):
         if isinstance(ancestor, ast.ExceptHandler):
             return True
         if isinstance(ancestor, (ast.If, ast.IfExp, ast.While)):
-            if has_modulo(ancestor.test) or _MEMORY_GUARD.search(self.ctx.code(ancestor.test)):
+            if _MEMORY_GUARD.search(self.ctx.code(ancestor.test)):
+                return True
+            if has_modulo(ancestor.test) and not self._steps_optimizer(ancestor):
                 return True
         return None
+
+    def _steps_optimizer(self, guard: ast.AST) -> bool:
+        """The periodic ``if`` runs an optimizer step in one of its branches
+        (``if (i + 1) % accum == 0: optimizer.step()``): its period is the
+        gradient-accumulation boundary, so a flush under it runs once per
+        training step, not occasionally. A step inside a loop nested in the
+        ``if`` does not count."""
+        if not isinstance(guard, ast.If):
+            return False
+        semantic = self.ctx.semantic
+        for node in walk([*guard.body, *guard.orelse]):
+            if isinstance(node, ast.Call) and is_optimizer_step(node, semantic) and not self._in_nested_loop(node, guard):
+                return True
+        return False
 
     def _step_loop(self, loop: ast.For | ast.AsyncFor | ast.While) -> bool:
         """A loop whose iterations are training or inference steps: a run loop

@@ -482,7 +482,9 @@ def _runs_layers(receiver: Value, name: str, call: CallInfo) -> bool:
         return False
     if receiver.type_name and receiver.type_name.startswith("transformers."):
         return False  # PreTrainedModel's own API (save_pretrained, resize_token_embeddings, ...)
-    return any(a.kind in (Kind.TENSOR, Kind.CONTAINER) or a.kind is Kind.UNKNOWN and a.device is Tri.YES for a in call.positional)
+    # positional or keyword: `model.sample(cond=batch)` hands the model the same data as `model.sample(batch)`
+    return any(a.kind in (Kind.TENSOR, Kind.CONTAINER) or a.kind is Kind.UNKNOWN and a.device is Tri.YES
+               for a in (*call.positional, *call.keywords.values()))
 
 
 def _named(method: str, element: Value) -> Value:
@@ -576,12 +578,19 @@ def as_module(value: Value) -> Value:
 
 def _prepared(call: CallInfo) -> Value:
     """``accelerator.prepare(model, optimizer, loader)``: each argument, on
-    the device (a loader yields device batches)."""
+    the device (a loader yields device batches). An argument the file does
+    not explain (a parameter: a model, an optimizer, a scheduler or a loader)
+    yields device batches when it is iterated: of what ``prepare`` takes, only
+    a ``DataLoader`` is iterable, and its prepared copy moves each batch to
+    the device (accelerate 1.15.0 ``accelerator.py`` ``_prepare_one`` -> ``_prepare_data_loader`` ->
+    ``data_loader.py`` ``prepare_data_loader(..., put_on_device=device_placement)``,
+    ``device_placement=True`` by default; lightning 2.6.6 ``fabric.py``
+    ``setup_dataloaders(..., move_to_device=True)``)."""
     prepared = []
     for value in call.positional:
         if value.kind is Kind.MODULE:
             prepared.append(value.evolve(device=Tri.YES))
-        elif value.stream is Tri.YES:
+        elif value.stream is Tri.YES or value.kind is Kind.UNKNOWN and value.stream is Tri.MAYBE:
             element = value.element or UNKNOWN
             prepared.append(value.evolve(element=element.evolve(device=Tri.YES)))
         else:
@@ -1210,7 +1219,7 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
 
 def element_of(value: Value) -> Value:
     """What iterating or unpacking ``value`` gives."""
-    if value.kind is Kind.CONTAINER or (value.kind is Kind.OBJECT and value.element is not None):
+    if value.kind is Kind.CONTAINER or (value.kind in (Kind.OBJECT, Kind.UNKNOWN) and value.element is not None):
         return value.element if value.element is not None else UNKNOWN
     if value.kind is Kind.TENSOR:
         return value.evolve(leaf=False, stream=Tri.NO)
