@@ -47,8 +47,11 @@ class DottedNames:
         self._memo: dict[ast.AST, str | None] = {}
 
     def of(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
+        kind = node.__class__
+        if kind is _NAME:
             return node.id
+        if kind is not _ATTRIBUTE:
+            return None  # a call, subscript, constant...: no dotted name (as below, without the memo)
         memo = self._memo
         found = memo.get(node, memo)
         if found is not memo:

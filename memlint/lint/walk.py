@@ -318,14 +318,16 @@ class NodeIndex:
         self.memo: dict[Hashable, object] = {}
         nodes, parent_positions, parents, by_type = self.nodes, self.parent_positions, self.parents, self._positions_by_type
         stack: list[tuple[ast.AST, int]] = [(root, -1)]
+        pop, push, add_node, add_parent, group_of = stack.pop, stack.extend, nodes.append, parent_positions.append, by_type.get
         children_of = _CHILDREN_OF
+        position = -1
         while stack:
-            node, parent_position = stack.pop()
-            position = len(nodes)
-            nodes.append(node)
-            parent_positions.append(parent_position)
+            node, parent_position = pop()
+            position += 1
+            add_node(node)
+            add_parent(parent_position)
             kind = node.__class__
-            group = by_type.get(kind)
+            group = group_of(kind)
             if group is None:
                 by_type[kind] = [position]
             else:
@@ -338,7 +340,7 @@ class NodeIndex:
             kids = function(node)
             if kids:
                 kids.reverse()
-                stack.extend(zip(kids, repeat(position)))
+                push(zip(kids, repeat(position)))
         # in C, not per child in the loop above
         self.parents.update(zip(islice(nodes, 1, None), map(nodes.__getitem__, islice(parent_positions, 1, None))))
 
