@@ -11,6 +11,11 @@ from memlint.lint.semantic.values import Kind, Tri
 DEEPCOPY = frozenset({"copy.deepcopy"})
 #: Methods that take the copy to the host at once (``deepcopy(m).cpu()``).
 _TO_HOST = frozenset({"cpu", "numpy", "tolist"})
+#: ``nn.Module`` methods that return the module itself, so that a chain
+#: ``deepcopy(m).eval().requires_grad_(False).cpu()`` still ends on the same
+#: copy (torch 2.13.0 torch/nn/modules/module.py: train, eval,
+#: requires_grad_, float, half, double, bfloat16, type, apply each ``return self``).
+_RETURNS_SELF = frozenset({"train", "eval", "requires_grad_", "float", "half", "double", "bfloat16", "apply"})
 #: How many of the file's callers are followed back to a run loop (the semantic
 #: model's own calling contexts go two callers deep, docs/semantic-model.md).
 _MAX_CALLER_DEPTH = 2
@@ -59,7 +64,8 @@ class ModelCopyOnDevice(Rule):
     (`.cuda()`, `.to(device)`, `device=`, a framework hook's module); a
     module that arrives from another file is not known to be there, and the
     rule stays silent. A copy that is moved to the host in the same
-    expression (`copy.deepcopy(model).cpu()`) is not reported, although the
+    expression (`copy.deepcopy(model).cpu()`, also after methods that return
+    the module, `copy.deepcopy(model).eval().requires_grad_(False).cpu()`) is not reported, although the
     copy exists on the device for a moment. One copy made before the loop
     (an EMA model, a frozen teacher) is the intended pattern and is not
     reported; nor is a copy in a test function, in a module's forward pass
@@ -128,11 +134,19 @@ class ModelCopyOnDevice(Rule):
         return False
 
     def _taken_to_host(self, node: ast.Call) -> bool:
-        """``copy.deepcopy(m).cpu()`` / ``.to("cpu")``: the copy leaves the device at once."""
-        parent = self.ctx.semantic.parents.get(node)
-        call = self.ctx.semantic.parents.get(parent) if isinstance(parent, ast.Attribute) else None
-        if not isinstance(call, ast.Call) or call.func is not parent:
-            return False
+        """``copy.deepcopy(m).cpu()`` / ``.to("cpu")``, also at the end of a
+        chain of methods that return the module itself
+        (``deepcopy(m).eval().requires_grad_(False).cpu()``): the copy leaves
+        the device at once."""
+        parents = self.ctx.semantic.parents
+        while True:
+            parent = parents.get(node)
+            call = parents.get(parent) if isinstance(parent, ast.Attribute) else None
+            if not isinstance(call, ast.Call) or call.func is not parent:
+                return False
+            if parent.attr not in _RETURNS_SELF:
+                break
+            node = call
         if parent.attr in _TO_HOST:
             return True
         if parent.attr == "to" and call.args:

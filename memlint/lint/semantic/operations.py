@@ -1021,6 +1021,11 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
     if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         first = call.argument(0)
         return tensor(Tri.YES, first.device if first is not None else Tri.MAYBE, leaf=True)
+    if qualified in fw.LEGACY_VARIABLE and call.argument(0) is not None:
+        first = call.argument(0)
+        if literal_flag(call.argument_node(1, "requires_grad")) is Tri.YES:
+            return tensor(Tri.YES, first.device, leaf=True)
+        return tensor(Tri.NO, first.device)
     if qualified in ("torch.device",):
         node, value = call.argument_node(0, "type"), call.argument(0, "type")
         device = device_of_value(node, value) if node is not None and value is not None else Tri.MAYBE
