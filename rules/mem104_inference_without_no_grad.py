@@ -155,6 +155,8 @@ class InferenceWithoutNoGrad(Rule):
         semantic = self.ctx.semantic
         named = bool(EVAL_FUNCTION.search(node.name))
         if not named and not _mode_switches(semantic, node, "eval"):
+            if self._evaluates_a_stream(node):
+                self._check_unit(node, True, [])
             return  # not an evaluation context: the rest interprets the function
         if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
             return
@@ -178,6 +180,34 @@ class InferenceWithoutNoGrad(Rule):
         eval_calls = _eval_calls(semantic, node)
         if eval_calls:
             self._check_unit(node, False, eval_calls)
+
+    def _evaluates_a_stream(self, function: ast.AST) -> bool:
+        """What ``function`` does makes it an evaluation: it loops over a
+        stream of batches (a loader, a dataset) calling a module in the loop,
+        and neither it nor anything it calls takes a training step or runs a
+        backward pass, while the file calls it (a script's ``test()`` after
+        its ``train()``) and trains elsewhere. A forward pass over every batch
+        with nothing to differentiate it is inference."""
+        semantic = self.ctx.semantic
+        if semantic.is_module_method(function) or semantic.is_test_function(function) or semantic.is_test_file:
+            return False
+        if semantic.hook_of(function) is not None or not semantic.sites_of(function):
+            return False
+        if semantic.decorator_grad(function) is Tri.NO or not semantic.may_run_forward(function):
+            return False
+        analysis = semantic.canonical(function)
+        if analysis.trains or analysis.backward_calls:
+            return False
+        streamed = False
+        for loop in semantic.own_nodes(function, (ast.For, ast.AsyncFor)):
+            if semantic.value(loop.iter).stream is Tri.YES and any(
+                    semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)):
+                streamed = True
+                break
+        if not streamed:
+            return False
+        return semantic.runs_backward(semantic.module) or any(
+            semantic.runs_backward(other) for other in semantic.functions if other is not function)
 
     def _check_unit(self, unit: ast.AST, named: bool, eval_calls: list[ast.Call], in_loops_only: bool = False) -> None:
         semantic = self.ctx.semantic
