@@ -125,7 +125,8 @@ class InferenceWithoutNoGrad(Rule):
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Run the evaluation under `torch.no_grad()`"
     FIX_APPLICABILITY = Applicability.UNSAFE
-    TRIGGERS = ("eval", "valid", "predict", "infer", "test_step", "test_epoch", "run_test", "val_", "sampl", "generat", "rollout")
+    TRIGGERS = ("eval", "valid", "predict", "infer", "test_step", "test_epoch", "run_test", "val_", "sampl", "generat", "rollout",
+                "backward")  # a file that trains: its functions that only forward over a stream are evaluations
     NEEDS_GRAPH_SOURCE = True  # a forward pass needs a module
     FRAMEWORK = "torch"
     VALID = (
