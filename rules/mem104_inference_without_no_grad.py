@@ -190,7 +190,11 @@ class InferenceWithoutNoGrad(Rule):
         its ``train()``) and trains elsewhere. A forward pass over every batch
         with nothing to differentiate it is inference."""
         semantic = self.ctx.semantic
-        if semantic.is_module_method(function) or semantic.is_test_function(function) or semantic.is_test_file:
+        loops = [loop for loop in semantic.own_nodes(function, (ast.For, ast.AsyncFor))
+                 if any(isinstance(node, ast.Call) for statement in loop.body for node in ast.walk(statement))]
+        if not loops or semantic.is_test_file:
+            return False  # cheap, syntactic checks first: the rest interprets the function
+        if semantic.is_module_method(function) or semantic.is_test_function(function):
             return False
         if semantic.hook_of(function) is not None or not semantic.sites_of(function):
             return False
@@ -199,13 +203,8 @@ class InferenceWithoutNoGrad(Rule):
         analysis = semantic.canonical(function)
         if analysis.trains or analysis.backward_calls:
             return False
-        streamed = False
-        for loop in semantic.own_nodes(function, (ast.For, ast.AsyncFor)):
-            if semantic.value(loop.iter).stream is Tri.YES and any(
-                    semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)):
-                streamed = True
-                break
-        if not streamed:
+        if not any(semantic.value(loop.iter).stream is Tri.YES and any(
+                semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)) for loop in loops):
             return False
         return semantic.runs_backward(semantic.module) or any(
             semantic.runs_backward(other) for other in semantic.functions if other is not function)
