@@ -66,7 +66,10 @@ class DeviceTensorCollectedInLoop(Rule):
     bytes each in the caching allocator, nor an integer index into one
     (`loss.data[0]`: a Python number in torch <= 0.3, an `IndexError` since). A list of empty slots filled by
     index (`cache = [None] * n`, then `cache[idx] = latents[i:i + 1]` per
-    sample) keeps each value as `append` would, and is reported. A loop must grow with the run:
+    sample) keeps each value as `append` would, and is reported. A local
+    list that gathers the rows of one tensor (`for row in batch`) and after
+    the loop is only joined by `torch.cat`/`torch.stack` holds one batch for
+    one call and is not reported. A loop must grow with the run:
     walk data or steps, or (a `while`) draw batches with `next()` or train;
     the micro-batches of one step (a list rebuilt every step) and a `while`
     loop generating up to a length are not reported (a Lightning callback's

@@ -53,7 +53,14 @@ class InferenceWithoutNoGrad(Rule):
     file's agent object's `eval()` is not one. "After" follows the flow of
     control: not from the other branch of an `if`, not only around a
     loop's back edge, and not past a `model.train()` that always runs in
-    between. Callers beyond the depth the model follows are taken to run
+    between. A function without such a name or switch is an evaluation too
+    when what it does makes it one: the file calls it and trains elsewhere,
+    and it forwards a module in a loop over a stream of batches (a loader)
+    while neither it nor what it calls takes a training step or a backward
+    pass (a script's `test()` after its `train()`). A module frozen with
+    `requires_grad_(False)` stays frozen through `copy.deepcopy`, `.eval()`
+    and `.to()`, also when the model learns only at `.eval()` that the
+    value is a module. Callers beyond the depth the model follows are taken to run
     with grad on when nothing in the file can turn it off.
 
     A module whose forward disables autograd itself is not reported: an in-file `forward` decorated

@@ -94,7 +94,12 @@ class HiddenStateNotDetached(Rule):
     a fresh value anywhere in the loop (even conditionally). A loop over
     time steps inside a module's forward pass is backpropagation through
     the sequence on purpose and is not reported, nor is a loop over a fixed
-    structure. For a `self.` attribute outside a loop,
+    structure, nor one unroll of a single sequence: a loop over the time
+    steps of one tensor (or a `range`) that takes no training step, whose
+    state is bound just before it from values made in the same function or
+    outer iteration (`h = model.init_hidden()`), and whose outputs are
+    backpropagated after the loop or returned as a tensor for the caller's
+    loss (the graph lives for one sequence and the backward frees it). For a `self.` attribute outside a loop,
     assigning it anywhere else in the class than `__init__` counts as a
     reset.
 

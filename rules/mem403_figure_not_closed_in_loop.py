@@ -43,7 +43,9 @@ class FigureNotClosedInLoop(Rule):
     (once per batch or epoch) calls, when nothing in that loop or function
     closes it: no `plt.close(fig)`, `plt.close()`, `plt.close("all")`,
     `fig.clf()`/`plt.clf()`, and no `SummaryWriter.add_figure(...)` with its
-    default `close=True`.
+    default `close=True`. A bare `plt.close()`/`plt.clf()` acts on the
+    current figure only: after `plt.figure()` then `plt.subplots()`, it
+    closes the second and the first stays open.
 
     ## Why is this bad?
     pyplot keeps a reference to every figure it creates until it is closed,
