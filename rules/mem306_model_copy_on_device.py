@@ -6,16 +6,12 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.torch_ops import MODULE_RETURNING_METHODS
 from memlint.lint.semantic.values import Kind, Tri
 
 DEEPCOPY = frozenset({"copy.deepcopy"})
 #: Methods that take the copy to the host at once (``deepcopy(m).cpu()``).
 _TO_HOST = frozenset({"cpu", "numpy", "tolist"})
-#: ``nn.Module`` methods that return the module itself, so that a chain
-#: ``deepcopy(m).eval().requires_grad_(False).cpu()`` still ends on the same
-#: copy (torch 2.13.0 torch/nn/modules/module.py: train, eval,
-#: requires_grad_, float, half, double, bfloat16, type, apply each ``return self``).
-_RETURNS_SELF = frozenset({"train", "eval", "requires_grad_", "float", "half", "double", "bfloat16", "apply"})
 #: How many of the file's callers are followed back to a run loop (the semantic
 #: model's own calling contexts go two callers deep, docs/semantic-model.md).
 _MAX_CALLER_DEPTH = 2
@@ -144,15 +140,13 @@ class ModelCopyOnDevice(Rule):
             call = parents.get(parent) if isinstance(parent, ast.Attribute) else None
             if not isinstance(call, ast.Call) or call.func is not parent:
                 return False
-            if parent.attr not in _RETURNS_SELF:
-                break
-            node = call
-        if parent.attr in _TO_HOST:
-            return True
-        if parent.attr == "to" and call.args:
-            target = call.args[0]
-            return isinstance(target, ast.Constant) and target.value == "cpu"
-        return False
+            if parent.attr in _TO_HOST:
+                return True
+            if parent.attr == "to" and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == "cpu":
+                return True
+            if parent.attr not in MODULE_RETURNING_METHODS:
+                return False
+            node = call  # `.eval()`, `.requires_grad_(False)`, `.half()`: the same module, go on
 
     def _repeats(self, node: ast.Call) -> bool:
         """The copy is made again and again: in a run loop, or in a function
