@@ -127,24 +127,27 @@ def top_level_names(nodes) -> list[ast.Name]:
     return found
 
 
-def names_held(ctx, nodes) -> dict[str, ast.Name]:
+def names_held(ctx, nodes, device_only: bool = False) -> dict[str, ast.Name]:
     """The top-level names that ``nodes`` leave holding tensor memory: for
     each name bound there, its last binding or ``del`` decides; the
-    ``Name`` node of the binding that holds it."""
-    semantic = ctx.semantic
+    ``Name`` node of the binding that holds it. ``device_only``: only
+    tensors known to be on the accelerator count (a CPU tensor's graph
+    holds no accelerator memory)."""
     held: dict[str, ast.Name] = {}
     for name in top_level_names(nodes):
-        if isinstance(name.ctx, ast.Del) or not _binds_tensor_memory(ctx, name):
+        if isinstance(name.ctx, ast.Del) or not _binds_tensor_memory(ctx, name, device_only):
             held.pop(name.id, None)
         else:
             held[name.id] = name
     return held
 
 
-def _binds_tensor_memory(ctx, name: ast.Name) -> bool:
+def _binds_tensor_memory(ctx, name: ast.Name, device_only: bool = False) -> bool:
     """The binding ``name`` holds tensor memory (a method result of unknown
-    structure assigned to it directly does not count: :func:`method_result_known`)."""
-    if not holds_tensor_memory(ctx.semantic.value(name)):
+    structure assigned to it directly does not count: :func:`method_result_known`);
+    with ``device_only``, memory known to be on the accelerator."""
+    value = ctx.semantic.value(name)
+    if not holds_tensor_memory(value) or device_only and not value.on_accelerator:
         return False
     statement = ctx.semantic.parents.get(name)
     if isinstance(statement, ast.Assign) and name in statement.targets:
@@ -152,15 +155,15 @@ def _binds_tensor_memory(ctx, name: ast.Name) -> bool:
     return True
 
 
-def released_after(ctx, names: set[str], statements: list[ast.stmt]) -> set[str]:
+def released_after(ctx, names: set[str], statements: list[ast.stmt], device_only: bool = False) -> set[str]:
     """The ``names`` that ``statements`` delete or rebind to a value holding
-    no tensor memory (``del loss``, ``loss = None``)."""
-    semantic = ctx.semantic
+    no tensor memory (``del loss``, ``loss = None``; with ``device_only``, no
+    accelerator memory)."""
     released: set[str] = set()
     for name in top_level_names(statements):
         if name.id not in names:
             continue
-        if isinstance(name.ctx, ast.Del) or not _binds_tensor_memory(ctx, name):
+        if isinstance(name.ctx, ast.Del) or not _binds_tensor_memory(ctx, name, device_only):
             released.add(name.id)
         else:
             released.discard(name.id)

@@ -8,7 +8,7 @@ from memlint.lint.patterns import method_call_plan, names_in
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import STORING_METHODS, leaf_values, store_of
 from memlint.lint.semantic.values import Kind, Tri
-from memlint.lint.syntax import FOR_TYPES, LOOP_TYPES
+from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES
 from memlint.lint.walk import Visitor, visit as walk_visit
 
 #: Keyed stores (``d.setdefault(k, v)``, ``d.update(...)``) overwrite per key: not growth by themselves.
@@ -66,7 +66,10 @@ class DeviceTensorCollectedInLoop(Rule):
     bytes each in the caching allocator, nor an integer index into one
     (`loss.data[0]`: a Python number in torch <= 0.3, an `IndexError` since). A list of empty slots filled by
     index (`cache = [None] * n`, then `cache[idx] = latents[i:i + 1]` per
-    sample) keeps each value as `append` would, and is reported. A loop must grow with the run:
+    sample) keeps each value as `append` would, and is reported. A local
+    list that gathers the rows of one tensor (`for row in batch`) and after
+    the loop is only joined by `torch.cat`/`torch.stack` holds one batch for
+    one call and is not reported. A loop must grow with the run:
     walk data or steps, or (a `while`) draw batches with `next()` or train;
     the micro-batches of one step (a list rebuilt every step) and a `while`
     loop generating up to a length are not reported (a Lightning callback's
@@ -128,6 +131,8 @@ class DeviceTensorCollectedInLoop(Rule):
         keeper = semantic.keeper(store.root, node) if store is not None else None
         if keeper is None or keeper.why == "loop" and not self._grows_with_the_run(keeper.loop):
             return
+        if keeper.why == "loop" and self._builds_one_batch(keeper.loop, store.root):
+            return
         if any(semantic.value(value).graph is Tri.YES and not semantic.value(value).leaf for value in store.values):
             return  # attached: MEM102's finding
         evaluation = self._evaluation_loop(node)
@@ -141,6 +146,38 @@ class DeviceTensorCollectedInLoop(Rule):
         """The loop's iterations come with the data or the steps (see
         :meth:`SemanticModel.walks_data`)."""
         return self.ctx.semantic.walks_data(loop)
+
+    def _builds_one_batch(self, loop: ast.AST, container: str) -> bool:
+        """``loop`` walks the rows of one tensor (``for row in batch``) into a
+        local list bound just before it, and after the loop the list is only
+        joined back into one tensor (``torch.cat(rows)``, ``torch.stack``):
+        it holds at most one batch, for one call, and no memory outlives it."""
+        semantic = self.ctx.semantic
+        if not isinstance(loop, FOR_TYPES) or "." in container:
+            return False
+        walked = semantic.value(loop.iter)
+        if walked.kind is not Kind.TENSOR or walked.stream is Tri.YES:
+            return False
+        unit = semantic.unit_of(loop)
+        if not isinstance(unit, FUNCTION_TYPES) or container not in semantic.bound_before(loop):
+            return False
+        scope = semantic.scopes.own_scope(unit)
+        if scope is None or container not in scope.bindings:
+            return False  # a global or a free variable lives on
+        after = False
+        for node in ast.walk(unit):
+            if not isinstance(node, ast.Name) or node.id != container or not isinstance(node.ctx, ast.Load):
+                continue
+            if node.lineno <= loop.end_lineno and node.lineno >= loop.lineno:
+                continue
+            if node.lineno < loop.lineno:
+                return False  # read before the loop: not a list made for it
+            call = semantic.parents.get(node)
+            if not (isinstance(call, ast.Call) and call.args and call.args[0] is node
+                    and self.ctx.qualified(call.func) in _JOINS):
+                return False
+            after = True
+        return after
 
     def _evaluation_loop(self, node: ast.AST) -> bool:
         """The innermost run loop around ``node`` does no training step: per-batch
@@ -188,6 +225,10 @@ class DeviceTensorCollectedInLoop(Rule):
         on_host = method_call_plan(self, leaves[0], "cpu")
         return None if on_host is None else self.fix(on_host)
 
+
+#: Functions that join a list of tensors into one new tensor (torch 2.13.0
+#: ``torch/_torch_docs.py``: ``concat`` and ``concatenate`` are aliases of ``cat``).
+_JOINS = frozenset({"torch.cat", "torch.stack", "torch.concat", "torch.concatenate"})
 
 #: Tensor methods that move a tensor to a device the program names.
 _MOVES = frozenset({"to", "cuda"})

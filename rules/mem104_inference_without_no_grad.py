@@ -53,7 +53,14 @@ class InferenceWithoutNoGrad(Rule):
     file's agent object's `eval()` is not one. "After" follows the flow of
     control: not from the other branch of an `if`, not only around a
     loop's back edge, and not past a `model.train()` that always runs in
-    between. Callers beyond the depth the model follows are taken to run
+    between. A function without such a name or switch is an evaluation too
+    when what it does makes it one: the file calls it and trains elsewhere,
+    and it forwards a module in a loop over a stream of batches (a loader)
+    while neither it nor what it calls takes a training step or a backward
+    pass (a script's `test()` after its `train()`). A module frozen with
+    `requires_grad_(False)` stays frozen through `copy.deepcopy`, `.eval()`
+    and `.to()`, also when the model learns only at `.eval()` that the
+    value is a module. Callers beyond the depth the model follows are taken to run
     with grad on when nothing in the file can turn it off.
 
     A module whose forward disables autograd itself is not reported: an in-file `forward` decorated
@@ -125,7 +132,8 @@ class InferenceWithoutNoGrad(Rule):
     SEVERITY = Severity.WARNING
     FIX_TITLE = "Run the evaluation under `torch.no_grad()`"
     FIX_APPLICABILITY = Applicability.UNSAFE
-    TRIGGERS = ("eval", "valid", "predict", "infer", "test_step", "test_epoch", "run_test", "val_", "sampl", "generat", "rollout")
+    TRIGGERS = ("eval", "valid", "predict", "infer", "test_step", "test_epoch", "run_test", "val_", "sampl", "generat", "rollout",
+                "backward")  # a file that trains: its functions that only forward over a stream are evaluations
     NEEDS_GRAPH_SOURCE = True  # a forward pass needs a module
     FRAMEWORK = "torch"
     VALID = (
@@ -155,6 +163,8 @@ class InferenceWithoutNoGrad(Rule):
         semantic = self.ctx.semantic
         named = bool(EVAL_FUNCTION.search(node.name))
         if not named and not _mode_switches(semantic, node, "eval"):
+            if self._evaluates_a_stream(node):
+                self._check_unit(node, True, [])
             return  # not an evaluation context: the rest interprets the function
         if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
             return
@@ -178,6 +188,33 @@ class InferenceWithoutNoGrad(Rule):
         eval_calls = _eval_calls(semantic, node)
         if eval_calls:
             self._check_unit(node, False, eval_calls)
+
+    def _evaluates_a_stream(self, function: ast.AST) -> bool:
+        """What ``function`` does makes it an evaluation: it loops over a
+        stream of batches (a loader, a dataset) calling a module in the loop,
+        and neither it nor anything it calls takes a training step or runs a
+        backward pass, while the file calls it (a script's ``test()`` after
+        its ``train()``) and trains elsewhere. A forward pass over every batch
+        with nothing to differentiate it is inference."""
+        semantic = self.ctx.semantic
+        loops = [loop for loop in semantic.own_nodes(function, (ast.For, ast.AsyncFor))
+                 if any(isinstance(node, ast.Call) for statement in loop.body for node in ast.walk(statement))]
+        if not loops or semantic.is_test_file:
+            return False  # cheap, syntactic checks first: the rest interprets the function
+        if semantic.is_module_method(function) or semantic.is_test_function(function):
+            return False
+        if semantic.hook_of(function) is not None or not semantic.sites_of(function):
+            return False
+        if semantic.decorator_grad(function) is Tri.NO or not semantic.may_run_forward(function):
+            return False
+        analysis = semantic.canonical(function)
+        if analysis.trains or analysis.backward_calls:
+            return False
+        if not any(semantic.value(loop.iter).stream is Tri.YES and any(
+                semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)) for loop in loops):
+            return False
+        return semantic.runs_backward(semantic.module) or any(
+            semantic.runs_backward(other) for other in semantic.functions if other is not function)
 
     def _check_unit(self, unit: ast.AST, named: bool, eval_calls: list[ast.Call], in_loops_only: bool = False) -> None:
         semantic = self.ctx.semantic

@@ -94,7 +94,12 @@ class HiddenStateNotDetached(Rule):
     a fresh value anywhere in the loop (even conditionally). A loop over
     time steps inside a module's forward pass is backpropagation through
     the sequence on purpose and is not reported, nor is a loop over a fixed
-    structure. For a `self.` attribute outside a loop,
+    structure, nor one unroll of a single sequence: a loop over the time
+    steps of one tensor (or a `range`) that takes no training step, whose
+    state is bound just before it from values made in the same function or
+    outer iteration (`h = model.init_hidden()`), and whose outputs are
+    backpropagated after the loop or returned as a tensor for the caller's
+    loss (the graph lives for one sequence and the backward frees it). For a `self.` attribute outside a loop,
     assigning it anywhere else in the class than `__init__` counts as a
     reset.
 
@@ -184,7 +189,8 @@ class HiddenStateNotDetached(Rule):
             return False  # a module re-wrapped in a loop (`model = wrap(model)`) is not recurrent state
         loop = self._carrying_loop(carried, binding) if not indirect else self._loop_around_start(carried, binding)
         if loop is not None:
-            if semantic.is_run_loop(loop) and not _module_internal(semantic, node) and not self._cut_in(loop, carried, binding):
+            if semantic.is_run_loop(loop) and not _module_internal(semantic, node) and not self._cut_in(loop, carried, binding) \
+                    and not self._one_unroll(loop, carried):
                 self._report(node, carried, None if indirect else loop)
                 return True
         elif across_calls and not semantic.enclosing_loops(node):
@@ -267,6 +273,54 @@ class HiddenStateNotDetached(Rule):
                 return loop
         return None
 
+    def _one_unroll(self, loop: ast.AST, carried: list[str]) -> bool:
+        """``loop`` unrolls one sequence on purpose (backpropagation through
+        it): it walks no stream of batches and takes no training step
+        itself; every carried name is bound, from values made in the same
+        body, by a statement just before the loop in the body that holds it
+        (a function's, an outer loop's iteration), so each call or outer
+        iteration starts a fresh state; and after the loop that body
+        backpropagates or returns a tensor that keeps the graph. The graph
+        lives for one sequence and the backward frees it."""
+        semantic = self.ctx.semantic
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not _one_sequence(semantic, loop.iter):
+            return False
+        if semantic.trains(loop.body):
+            return False
+        body = _statements_holding(semantic, loop)
+        if body is None:
+            return False
+        index = next(i for i, statement in enumerate(body) if statement is loop)
+        before, after = body[:index], body[index + 1:]
+        bound_here: set[str] = set()
+        fresh: set[str] = set()
+        entry = _entry_names(semantic, loop)
+        for statement in before:
+            if isinstance(statement, ast.Assign):
+                names = {name for target in statement.targets for name in targets_of(target)}
+                made = semantic.value(statement.value)
+                if all(source in bound_here or source in entry or source.startswith("self.") for source in made.sources):
+                    fresh |= names
+                else:
+                    fresh -= names
+                bound_here |= names
+            else:
+                for inner in ast.walk(statement):
+                    if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Store):
+                        fresh.discard(inner.id)
+                        bound_here.add(inner.id)
+        if not all(name in fresh for name in carried):
+            return False
+        if semantic.trains(after):
+            return True
+        made_in_loop = {node.id for node in ast.walk(loop) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+        for statement in after:
+            if isinstance(statement, ast.Return) and statement.value is not None:
+                returned = semantic.value(statement.value)
+                if returned.kind is Kind.TENSOR and returned.graph is not Tri.NO and returned.sources & made_in_loop:
+                    return True  # the unrolled outputs go to the caller's loss
+        return False
+
     def _cut_in(self, loop: ast.For | ast.AsyncFor | ast.While, carried: list[str], recurrent: ast.Assign) -> bool:
         """The loop detaches, repackages or re-initialises one of the carried names."""
         finder = _CutFinder(set(carried), recurrent, self.ctx.semantic)
@@ -281,6 +335,46 @@ class HiddenStateNotDetached(Rule):
         finder = _CutFinder(set(carried), recurrent, self.ctx.semantic, skip_init=True)
         walk_visit(klass.body, finder)
         return finder.found
+
+
+def _statements_holding(semantic, statement: ast.stmt) -> list[ast.stmt] | None:
+    """The statement list (a function's, a loop's, a module's body) that holds ``statement``."""
+    parent = semantic.parents.get(statement)
+    if parent is None:
+        parent = semantic.module
+    for field in ("body", "orelse", "finalbody"):
+        statements = getattr(parent, field, None)
+        if isinstance(statements, list) and any(s is statement for s in statements):
+            return statements
+    return None
+
+
+#: Builtins that walk what they are given, item by item.
+_PAIRING = frozenset({"zip", "enumerate", "reversed"})
+
+
+def _one_sequence(semantic, iterable: ast.expr) -> bool:
+    """``iterable`` walks one sequence of a known, bounded length: the rows
+    (time steps) of a tensor, a ``range``, or ``zip``/``enumerate``/``reversed``
+    of those -- not a loader or another stream of batches."""
+    if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.func.id in _PAIRING \
+            and iterable.args and not iterable.keywords:
+        return all(_one_sequence(semantic, argument) for argument in iterable.args)
+    walked = semantic.value(iterable)
+    if walked.stream is Tri.YES:
+        return False
+    return walked.kind is Kind.TENSOR or walked.type_name == "range"
+
+
+def _entry_names(semantic, loop: ast.AST) -> set[str]:
+    """The parameters of the function that holds ``loop``: what a call
+    hands in afresh (a state carried across calls and backpropagated twice
+    would fail at the second backward, not grow)."""
+    unit = semantic.unit_of(loop)
+    if not isinstance(unit, FUNCTION_TYPES):
+        return set()
+    arguments = unit.args
+    return {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
 
 
 def _module_internal(semantic, node: ast.AST) -> bool:

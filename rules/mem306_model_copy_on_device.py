@@ -6,6 +6,7 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.torch_ops import MODULE_RETURNING_METHODS
 from memlint.lint.semantic.values import Kind, Tri
 
 DEEPCOPY = frozenset({"copy.deepcopy"})
@@ -59,7 +60,8 @@ class ModelCopyOnDevice(Rule):
     (`.cuda()`, `.to(device)`, `device=`, a framework hook's module); a
     module that arrives from another file is not known to be there, and the
     rule stays silent. A copy that is moved to the host in the same
-    expression (`copy.deepcopy(model).cpu()`) is not reported, although the
+    expression (`copy.deepcopy(model).cpu()`, also after methods that return
+    the module, `copy.deepcopy(model).eval().requires_grad_(False).cpu()`) is not reported, although the
     copy exists on the device for a moment. One copy made before the loop
     (an EMA model, a frozen teacher) is the intended pattern and is not
     reported; nor is a copy in a test function, in a module's forward pass
@@ -128,17 +130,23 @@ class ModelCopyOnDevice(Rule):
         return False
 
     def _taken_to_host(self, node: ast.Call) -> bool:
-        """``copy.deepcopy(m).cpu()`` / ``.to("cpu")``: the copy leaves the device at once."""
-        parent = self.ctx.semantic.parents.get(node)
-        call = self.ctx.semantic.parents.get(parent) if isinstance(parent, ast.Attribute) else None
-        if not isinstance(call, ast.Call) or call.func is not parent:
-            return False
-        if parent.attr in _TO_HOST:
-            return True
-        if parent.attr == "to" and call.args:
-            target = call.args[0]
-            return isinstance(target, ast.Constant) and target.value == "cpu"
-        return False
+        """``copy.deepcopy(m).cpu()`` / ``.to("cpu")``, also at the end of a
+        chain of methods that return the module itself
+        (``deepcopy(m).eval().requires_grad_(False).cpu()``): the copy leaves
+        the device at once."""
+        parents = self.ctx.semantic.parents
+        while True:
+            parent = parents.get(node)
+            call = parents.get(parent) if isinstance(parent, ast.Attribute) else None
+            if not isinstance(call, ast.Call) or call.func is not parent:
+                return False
+            if parent.attr in _TO_HOST:
+                return True
+            if parent.attr == "to" and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == "cpu":
+                return True
+            if parent.attr not in MODULE_RETURNING_METHODS:
+                return False
+            node = call  # `.eval()`, `.requires_grad_(False)`, `.half()`: the same module, go on
 
     def _repeats(self, node: ast.Call) -> bool:
         """The copy is made again and again: in a run loop, or in a function

@@ -43,7 +43,9 @@ class FigureNotClosedInLoop(Rule):
     (once per batch or epoch) calls, when nothing in that loop or function
     closes it: no `plt.close(fig)`, `plt.close()`, `plt.close("all")`,
     `fig.clf()`/`plt.clf()`, and no `SummaryWriter.add_figure(...)` with its
-    default `close=True`.
+    default `close=True`. A bare `plt.close()`/`plt.clf()` acts on the
+    current figure only: after `plt.figure()` then `plt.subplots()`, it
+    closes the second and the first stays open.
 
     ## Why is this bad?
     pyplot keeps a reference to every figure it creates until it is closed,
@@ -124,7 +126,7 @@ class FigureNotClosedInLoop(Rule):
         names = _figure_names(node, semantic.parents)
         loops = semantic.run_loops(node) or self._loops_over_files(node)
         if loops:
-            if not self._closes(loops[0].body, names):
+            if not self._closes(loops[0].body, names, created=node):
                 self.report(node)
             return
         if semantic.enclosing_loops(node):
@@ -147,7 +149,7 @@ class FigureNotClosedInLoop(Rule):
 
     # -- a function that makes a figure per call ---------------------------------------
     def _repeated_without_close(self, function: ast.AST, call: ast.Call, names: frozenset[str]) -> bool:
-        if self._closes(function.body, names) or _returns_figure(function, call, names):
+        if self._closes(function.body, names, created=call) or _returns_figure(function, call, names):
             return False
         semantic = self.ctx.semantic
         repetition = semantic.repetition(function)
@@ -163,8 +165,23 @@ class FigureNotClosedInLoop(Rule):
         return False
 
     # -- what closes the figure ------------------------------------------------------------
-    def _closes(self, body: list[ast.stmt], names: frozenset[str], depth: int = 0) -> bool:
-        """Something in ``body`` closes or clears the figure (or may: it is handed to code this file cannot see)."""
+    def _current_is_another(self, created: ast.Call | None, close: ast.Call, qualified: str) -> bool:
+        """``plt.close()``/``plt.clf()`` without a figure closes pyplot's current
+        figure (matplotlib 3.x ``pyplot.close``: ``None`` closes ``gcf()``): when
+        another figure was created after ``created`` (``plt.figure()`` then
+        ``plt.subplots()``), that later one is current and ``created`` stays open."""
+        if created is None or close.args or close.keywords or qualified == "matplotlib.pyplot.show":
+            return False
+        semantic = self.ctx.semantic
+        unit = semantic.unit_of(created)
+        if semantic.unit_of(close) is not unit:
+            return False
+        return _creates_between(self, unit, created, close)
+
+    def _closes(self, body: list[ast.stmt], names: frozenset[str], depth: int = 0, created: ast.Call | None = None) -> bool:
+        """Something in ``body`` closes or clears the figure (or may: it is handed to code this file cannot see).
+        A bare ``plt.close()``/``plt.clf()`` acts on the current figure: not on the one ``created``
+        made when another figure was created after it, before the close."""
         semantic = self.ctx.semantic
         for statement in body:
             for node in ast.walk(statement):
@@ -172,7 +189,7 @@ class FigureNotClosedInLoop(Rule):
                     continue
                 qualified = self.ctx.qualified(node.func)
                 if qualified in CLOSERS:
-                    if _closes_another(node, names):
+                    if _closes_another(node, names) or self._current_is_another(created, node, qualified):
                         continue
                     return True
                 method = node.func.attr if isinstance(node.func, ast.Attribute) else None
@@ -193,6 +210,19 @@ class FigureNotClosedInLoop(Rule):
                     continue
                 return True  # handed to code this file does not show: it may close the figure
         return False
+
+
+def _creates_between(rule, unit: ast.AST, first: ast.Call, last: ast.Call) -> bool:
+    """A pyplot call of ``unit`` after ``first`` and before ``last`` (in the
+    same straight-line order of lines) creates a new figure."""
+    start, end = (first.lineno, first.col_offset), (last.lineno, last.col_offset)
+    for node in rule.ctx.semantic.own_nodes(unit, (ast.Call,)):
+        if node is first or not start < (node.lineno, node.col_offset) < end:
+            continue
+        qualified = rule.ctx.qualified(node.func)
+        if qualified in CREATORS and not _numbered(node, qualified):
+            return True
+    return False
 
 
 def _numbered(call: ast.Call, qualified: str) -> bool:

@@ -18,8 +18,9 @@ class EmptyCacheWithLiveReferences(Rule):
     Reports, in a notebook, `torch.cuda.empty_cache()` (any import spelling)
     at a cell's top level while top-level names bound in earlier cells still
     hold what it is meant to free: model outputs, losses, batches (tensors
-    that the semantic model knows to keep an autograd graph or to be on the
-    GPU). A name deleted (`del out`) or rebound to a value without tensor
+    that the semantic model knows to be on the GPU: `.cuda()`, `.to(device)`,
+    the output of a module moved there). A tensor on the CPU, even one that
+    keeps an autograd graph, holds no GPU memory and is not named. A name deleted (`del out`) or rebound to a value without tensor
     memory (`out = None`) before the call does not count. The message names
     the names that are still live.
 
@@ -72,8 +73,8 @@ class EmptyCacheWithLiveReferences(Rule):
     INVALID = (
         "# %%\nimport torch\nimport torch.nn as nn\nmodel = nn.Linear(8, 2).cuda()\nout = model(torch.randn(4, 8).cuda())\n"
         "loss = out.mean()\n# %%\ntorch.cuda.empty_cache()  # expect: MEM404\n",
-        "# %%\nfrom torch.cuda import empty_cache\nimport torch\nimport torch.nn as nn\nnet = nn.Linear(8, 2)\n"
-        "# %%\npred = net(torch.randn(4, 8))\n# %%\nimport gc\ngc.collect()\nempty_cache()  # expect: MEM404\n",
+        "# %%\nfrom torch.cuda import empty_cache\nimport torch\nimport torch.nn as nn\nnet = nn.Linear(8, 2).cuda()\n"
+        "# %%\npred = net(torch.randn(4, 8).cuda())\n# %%\nimport gc\ngc.collect()\nempty_cache()  # expect: MEM404\n",
         "# %%\nimport torch as T\nbatch = T.randn(64, 3, 32, 32).cuda()\n# %%\ndel_me = 1\n# %%\nT.cuda.empty_cache()  # expect: MEM404\n",
     )
     VALID = (
@@ -85,6 +86,7 @@ class EmptyCacheWithLiveReferences(Rule):
         "# %%\nimport torch\nimport torch.nn as nn\nmodel = nn.Linear(8, 2).cuda()\nout = model(torch.randn(4, 8).cuda())\n"
         "# %%\ndef free():\n    torch.cuda.empty_cache()\n",
         "# %%\nimport torch\nwith torch.no_grad():\n    x = torch.randn(4, 8)\n# %%\ntorch.cuda.empty_cache()\n",
+        "# %%\nimport torch\nimport torch.nn as nn\nnet = nn.Linear(8, 2)\npred = net(torch.randn(4, 8))\n# %%\ntorch.cuda.empty_cache()\n",
     )
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -99,11 +101,11 @@ class EmptyCacheWithLiveReferences(Rule):
             return
         statements = ctx.module.body
         earlier = [s for s in statements if s.end_lineno < cell.start]
-        held = names_held(ctx, earlier)
+        held = names_held(ctx, earlier, device_only=True)
         if not held:
             return
         before = [s for s in statements if cell.start <= s.lineno and s.end_lineno < node.lineno]
-        live = set(held) - released_after(ctx, set(held), before)
+        live = set(held) - released_after(ctx, set(held), before, device_only=True)
         if not live:
             return
         cells = sorted({ctx.notebook.cell_of(held[name].lineno).number for name in live})

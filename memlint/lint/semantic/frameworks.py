@@ -597,3 +597,12 @@ SESSION = "tensorflow.Session"
 TF_TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"})
 GRADIENT_TAPE = "tensorflow.GradientTape"
 
+
+
+#: ``torch.autograd.Variable(t)``: since the Tensor/Variable merge it returns a
+#: new tensor that shares ``t``'s storage and has no history (``grad_fn`` None,
+#: even for a ``t`` with one), requiring grad only with ``requires_grad=True``.
+#: torch 2.13.0 ``torch/autograd/variable.py`` (``class Variable(torch._C._LegacyVariableBase)``);
+#: measured on the installed torch 2.13.0: ``Variable(a * 2).grad_fn is None``, its
+#: ``data_ptr()`` equals ``(a * 2).data_ptr()``, ``Variable(t, requires_grad=True).requires_grad``.
+LEGACY_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})

@@ -573,7 +573,8 @@ _KNOWN_OBJECT_TYPES = frozenset({"torch.amp.GradScaler", "optuna.study.Study", _
 
 def as_module(value: Value) -> Value:
     """``value``, now known to be a module."""
-    return module(value.framework or "torch", type_name=value.type_name, device=value.device)
+    known = module(value.framework or "torch", type_name=value.type_name, device=value.device)
+    return known.evolve(frozen=True) if value.frozen else known
 
 
 def _prepared(call: CallInfo) -> Value:
@@ -747,7 +748,13 @@ def unknown_receiver_method(model, receiver: Value, name: str, call: CallInfo, i
         return tensor_method(receiver.evolve(kind=Kind.TENSOR), name, call, interpreter)
     if name in ops.SHARED_TENSOR_MODULE_METHODS:
         moved = tensor_method(receiver.evolve(kind=Kind.TENSOR), name, call, interpreter)
-        return moved.evolve(kind=receiver.kind, type_name=receiver.type_name)
+        if name == "requires_grad_":
+            # a tensor that requires no grad, or a module all of whose parameters do not
+            # (torch 2.13.0 torch/nn/modules/module.py Module.requires_grad_): carried as
+            # ``frozen`` for when the value turns out to be a module (``.eval()``)
+            frozen = literal_flag(call.argument_node(0, "requires_grad")) is Tri.NO
+            return moved.evolve(kind=receiver.kind, type_name=receiver.type_name, frozen=frozen)
+        return moved.evolve(kind=receiver.kind, type_name=receiver.type_name, frozen=receiver.frozen)
     if name in ("append", "extend", "insert", "appendleft"):
         return container_method(model, container(receiver.element), name, call, interpreter)
     if _mode_switch_of_moved(receiver, name, call):
@@ -1030,6 +1037,11 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
     if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
         first = call.argument(0)
         return tensor(Tri.YES, first.device if first is not None else Tri.MAYBE, leaf=True)
+    if qualified in fw.LEGACY_VARIABLE and call.argument(0) is not None:
+        first = call.argument(0)
+        if literal_flag(call.argument_node(1, "requires_grad")) is Tri.YES:
+            return tensor(Tri.YES, first.device, leaf=True)
+        return tensor(Tri.NO, first.device)
     if qualified in ("torch.device",):
         node, value = call.argument_node(0, "type"), call.argument(0, "type")
         device = device_of_value(node, value) if node is not None and value is not None else Tri.MAYBE
