@@ -10,7 +10,6 @@ from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import WITH_TYPES, is_constant, keyword_arg, string_value
-from memlint.lint.walk import walk as walk_all
 from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, method_name, walk
 
 GRAD_SCALERS = frozenset({
@@ -53,17 +52,29 @@ def _literals_bound_to(semantic, name: str) -> list[str]:
     return found
 
 
-def identifiers(nodes: list[ast.AST]) -> set[str]:
-    """The identifiers spelled by ``nodes`` (the dotted module of an import as one)."""
-    found = set()
-    for node in nodes:
-        for field in _IDENTIFIER_FIELDS:
-            value = getattr(node, field, None)
-            if isinstance(value, str):
-                found.add(value)
-            elif isinstance(value, list):
-                found.update(item for item in value if isinstance(item, str))
+def identifiers(index) -> set[str]:
+    """The identifiers the module spells (the dotted module of an import as
+    one), read from its node index's groups: each node class's own
+    identifier fields (:data:`_IDENTIFIER_FIELDS`)."""
+    found: set[str] = set()
+    for kind, fields in _IDENTIFIER_FIELDS_OF.items():
+        for node in index.of_type(kind):
+            for field in fields:
+                value = getattr(node, field)
+                if isinstance(value, str):
+                    found.add(value)
+                elif isinstance(value, list):
+                    found.update(item for item in value if isinstance(item, str))
     return found
+
+
+#: The node classes with fields in :data:`_IDENTIFIER_FIELDS`, and those
+#: fields (Python 3.11's ``ast``).
+_IDENTIFIER_FIELDS_OF = {
+    kind: tuple(field for field in kind._fields if field in _IDENTIFIER_FIELDS)
+    for kind in vars(ast).values()
+    if isinstance(kind, type) and issubclass(kind, ast.AST) and any(f in _IDENTIFIER_FIELDS for f in kind._fields)
+}
 
 
 class GradScalerMisuse(Rule):
@@ -151,14 +162,14 @@ class GradScalerMisuse(Rule):
     )
 
     def visit_Module(self, node: ast.Module) -> None:
-        everything = list(walk_all(node))  # module level, classes and every function, once
+        everything = self.ctx.index.nodes  # module level, classes and every function: the node index, pre-order
         calls = [n for n in everything if isinstance(n, ast.Call)]
         scalers = [c for c in calls if self.ctx.qualified(c.func) in GRAD_SCALERS]
         if scalers and not self._autocast_anywhere(everything) and self._scaler_used(calls):
             for call in scalers:
                 if not self._disabled(call):
                     self.report(call)
-        spelled = " ".join(identifiers(everything))
+        spelled = " ".join(identifiers(self.ctx.index))
         if not any(word in spelled for word in _SCALING_WORDS):
             self._check_unscaled(node)
 

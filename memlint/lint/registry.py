@@ -101,19 +101,32 @@ def rule_index() -> dict[str, RuleInfo]:
 
 def rule_classes(codes) -> dict[str, type]:
     """The rule classes of ``codes`` (unknown codes are skipped), importing
-    only the modules that define them."""
+    only the modules that define them (each class found once per process:
+    the engine asks for every file)."""
     index = rule_index()
     classes: dict[str, type] = {}
     for code in sorted(codes):
-        info = index.get(code)
-        if info is None:
-            continue
-        module = importlib.import_module(info.module)
-        for value in vars(module).values():
-            if isinstance(value, type) and getattr(value, "CODE", None) == code and value.__module__ == info.module:
-                classes[code] = value
-                break
+        found = _CLASSES.get(code)
+        if found is None:
+            info = index.get(code)
+            if info is None:
+                continue
+            found = _CLASSES[code] = _class_of(code, info.module)
+        if found is not None:
+            classes[code] = found
     return classes
+
+
+#: code -> its rule class, as :func:`rule_classes` found it
+_CLASSES: dict[str, type | None] = {}
+
+
+def _class_of(code: str, module_name: str) -> type | None:
+    module = importlib.import_module(module_name)
+    for value in vars(module).values():
+        if isinstance(value, type) and getattr(value, "CODE", None) == code and value.__module__ == module_name:
+            return value
+    return None
 
 
 def _package_dir() -> str:

@@ -13,9 +13,13 @@ expensive part and finish together; results are put back in job order.
 
 from __future__ import annotations
 
+import gc
 import os
+import platform
 import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from memlint.config import Config
@@ -34,6 +38,32 @@ PARALLEL_THRESHOLD = 24
 #: Chunks per worker: several, so that one slow file cannot leave a core idle
 #: at the end, few enough that the per-chunk IPC is negligible.
 CHUNKS_PER_WORKER = 8
+
+#: Collector thresholds while linting: a collection every 200,000 net
+#: allocations instead of 700. Linting allocates a tree and the semantic
+#: model's values per file and frees them by reference counting (the model
+#: breaks its own cycles, :meth:`SemanticModel.close`), so the default
+#: thresholds only make the collector walk live trees again and again.
+#: mypy runs its builds with the same setting (python/mypy, mypy/build.py:
+#: "Run gc less frequently, as otherwise we can spend a large fraction of
+#: cpu in gc"). Measured on the real-code corpus (every 5th file, one
+#: process, docs/performance.md): 8% less lint time, the same peak memory.
+LINT_GC_THRESHOLDS = (200_000, 30, 30)
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Run the block with :data:`LINT_GC_THRESHOLDS` (CPython only), then
+    restore the caller's thresholds."""
+    if platform.python_implementation() != "CPython":
+        yield
+        return
+    previous = gc.get_threshold()
+    gc.set_threshold(*LINT_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*previous)
 
 
 @dataclass(frozen=True)
@@ -171,7 +201,8 @@ def _balanced_chunks(ordered: list[Pending], count: int) -> list[list[Pending]]:
 
 
 def _lint_chunk(chunk: list[Pending]) -> list[FileResult]:
-    return [lint_pending(item) for item in chunk]
+    with fewer_collections():
+        return [lint_pending(item) for item in chunk]
 
 
 def _run_chunks(chunks: list[list[Pending]], workers: int) -> list[list[FileResult] | None]:
