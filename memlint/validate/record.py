@@ -34,11 +34,25 @@ def environment(device: str) -> dict:
            "cuda_version": torch.version.cuda, "python_version": platform.python_version(),
            "device": device, "gpu_name": None, "total_memory": None, "compute_capability": None,
            "driver_version": None, "host": platform.machine()}
+    if device == "cpu":
+        env["cpu_kernels"] = cpu_kernels()
     if device == "cuda":
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         env.update(gpu_name=props.name, total_memory=int(props.total_memory),
                    compute_capability=[props.major, props.minor], driver_version=_driver_version())
     return env
+
+
+def cpu_kernels() -> str:
+    """The kernel set oneDNN picks on this CPU: torch's CPU capability
+    (``"AVX512"``, ``"AVX2"``, ...) and ``"+AMX"`` when AMX tiles are
+    supported (bf16 convolutions then run on AMX kernels, whose scratch
+    differs: measured 2.4-5.7% on the amp-bf16 CNN records, 2026-12-01)."""
+    import torch  # noqa: PLC0415
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    return capability + ("+AMX" if amx else "")
 
 
 def _driver_version() -> str | None:
