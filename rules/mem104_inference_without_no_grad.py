@@ -183,8 +183,6 @@ class InferenceWithoutNoGrad(Rule):
         semantic = self.ctx.semantic
         if semantic.is_test_file:
             return
-        if not _mode_switches(semantic, node, "eval"):
-            return
         eval_calls = _eval_calls(semantic, node)
         if eval_calls:
             self._check_unit(node, False, eval_calls)
@@ -389,19 +387,20 @@ class InferenceWithoutNoGrad(Rule):
         return any(semantic.result_backpropagated(call) for call in semantic.call_sites_of(unit))
 
 
+def _is_mode_switch(call: ast.Call, mode: str) -> bool:
+    """``call`` is ``x.eval()`` (no arguments: a module's) for ``mode``
+    "eval", ``x.train()``/``x.train(True)`` for "train"."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr != mode or call.keywords:
+        return False
+    if not call.args:
+        return True
+    return mode == "train" and len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and call.args[0].value is True
+
+
 def _mode_switches(semantic, unit: ast.AST, mode: str) -> list[ast.Call]:
-    """Cheap, syntactic: the ``x.eval()`` (no arguments: a module's) or
-    ``x.train()``/``x.train(True)`` calls in the unit's own body."""
-    found = []
-    for call in semantic.own_nodes(unit, (ast.Call,)):
-        func = call.func
-        if not isinstance(func, ast.Attribute) or func.attr != mode or call.keywords:
-            continue
-        if mode == "eval" and not call.args:
-            found.append(call)
-        elif mode == "train" and (not call.args or (len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and call.args[0].value is True)):
-            found.append(call)
-    return found
+    """Cheap, syntactic: the unit's own ``mode`` switches (:func:`_is_mode_switch`)."""
+    return [call for call in semantic.own_nodes(unit, (ast.Call,)) if _is_mode_switch(call, mode)]
 
 
 def _eval_calls(semantic, unit: ast.AST) -> list[ast.Call]:
@@ -422,7 +421,4 @@ def _switches_back(statement: ast.stmt, receiver: str | None) -> bool:
     if receiver is None or not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
         return False
     call = statement.value
-    func = call.func
-    if not isinstance(func, ast.Attribute) or func.attr != "train" or call.keywords or dotted_name(func.value) != receiver:
-        return False
-    return not call.args or (len(call.args) == 1 and isinstance(call.args[0], ast.Constant) and call.args[0].value is True)
+    return _is_mode_switch(call, "train") and dotted_name(call.func.value) == receiver
