@@ -7,6 +7,7 @@ from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
+from memlint.lint.signatures import arguments_bound, first_parameter, parameter_names
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES, call_arguments
 from memlint.lint.walk import Visitor, descendants, visit as walk_visit
@@ -371,10 +372,7 @@ def _entry_names(semantic, loop: ast.AST) -> set[str]:
     hands in afresh (a state carried across calls and backpropagated twice
     would fail at the second backward, not grow)."""
     unit = semantic.unit_of(loop)
-    if not isinstance(unit, FUNCTION_TYPES):
-        return set()
-    arguments = unit.args
-    return {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}
+    return parameter_names(unit) if isinstance(unit, FUNCTION_TYPES) else set()
 
 
 def _module_internal(semantic, node: ast.AST) -> bool:
@@ -415,10 +413,8 @@ def _target_path(target: ast.expr, name: str, path: tuple[int, ...] = ()) -> tup
 
 def _may_be_none(name: str, unit: ast.AST) -> bool:
     """``name`` is a parameter of ``unit`` or is assigned None in it (``h = c = None``)."""
-    if isinstance(unit, FUNCTION_TYPES):
-        arguments = unit.args
-        if name in {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}:
-            return True
+    if isinstance(unit, FUNCTION_TYPES) and name in parameter_names(unit):
+        return True
     for node in ast.walk(unit):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is None:
             if any(dotted_name(target) == name for target in node.targets):
@@ -526,24 +522,11 @@ def _callee_cuts(semantic, call: ast.Call, function: ast.AST, carried: set[str])
 
 
 def _parameters_bound(call: ast.Call, function: ast.AST) -> dict[str, ast.expr]:
-    """The parameters of ``function`` that the arguments of ``call`` bind,
-    by position and keyword (``self`` skipped for a method called on an
-    object); a starred argument stops the positional match."""
-    arguments = function.args
-    positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
-    if isinstance(call.func, ast.Attribute) and positional and positional[0] in ("self", "cls") \
-            and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
-        positional = positional[1:]
-    bound: dict[str, ast.expr] = {}
-    for name, argument in zip(positional, call.args):
-        if isinstance(argument, ast.Starred):
-            break
-        bound[name] = argument
-    names = set(positional) | {a.arg for a in arguments.kwonlyargs}
-    for keyword in call.keywords:
-        if keyword.arg in names:
-            bound[keyword.arg] = keyword.value
-    return bound
+    """The parameters of ``function`` that the arguments of ``call`` bind
+    (``self`` skipped for a method called on an object)."""
+    on_object = isinstance(call.func, ast.Attribute) and first_parameter(function) in ("self", "cls") \
+        and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
+    return arguments_bound(call, function, skip_receiver=on_object)
 
 
 def _mentions(node: ast.AST, carried: set[str]) -> bool:

@@ -9,6 +9,7 @@ from memlint.lint.names import dotted_name, root_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import STORING_METHODS, leaf_values
 from memlint.lint.syntax import call_arguments
+from memlint.lint.signatures import first_parameter
 
 #: Storing methods that make a container longer with every call.
 GROWING_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add", "put"})
@@ -147,8 +148,7 @@ class ModuleStoresForwardOutput(Rule):
         base = node
         while isinstance(base, ast.Attribute):
             base = base.value
-        receiver = function.args.posonlyargs[0].arg if function.args.posonlyargs else (
-            function.args.args[0].arg if function.args.args else None)
+        receiver = first_parameter(function)
         if isinstance(base, ast.Name):
             if base.id == receiver:
                 return True

@@ -10,6 +10,7 @@ from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import leaf_values
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
+from memlint.lint.signatures import first_parameter, positional_parameters
 
 #: Module hook registrations (torch 2.13 torch/nn/modules/module.py): the
 #: positions of the hook's parameters that hold activations or gradients,
@@ -171,9 +172,8 @@ class HookStoresActivation(Rule):
 
     # -- the hook's signature --------------------------------------------------------
     def _activation_parameters(self, hook: ast.AST, bound: int, kind: str, registration: ast.Call) -> frozenset[str]:
-        arguments = hook.args
-        positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)][bound:]
-        if arguments.vararg is not None or not positional:
+        positional = [a.arg for a in positional_parameters(hook)][bound:]
+        if hook.args.vararg is not None or not positional:
             return frozenset()
         if kind == "register_hook":
             return frozenset(positional[:1])
@@ -202,7 +202,7 @@ class HookStoresActivation(Rule):
         if receiver is not None:
             owners[receiver] = False
         if kind != "register_hook":
-            positional = [a.arg for a in (*hook.args.posonlyargs, *hook.args.args)][bound:]
+            positional = [a.arg for a in positional_parameters(hook)][bound:]
             if positional:
                 owners[positional[0]] = True
         return owners
@@ -351,8 +351,7 @@ def _receiver_of(semantic, hook: ast.AST) -> str | None:
         if isinstance(function, FUNCTION_TYPES) and semantic.class_of_method(function) is not None:
             if _is_static(function):
                 return None
-            positional = [*function.args.posonlyargs, *function.args.args]
-            return positional[0].arg if positional else None
+            return first_parameter(function)
         function = semantic.unit_of(function) if function is not semantic.module else None
         if function is semantic.module:
             return None

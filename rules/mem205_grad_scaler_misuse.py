@@ -11,6 +11,7 @@ from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import WITH_TYPES, is_constant, keyword_arg, string_value
 from memlint.rules._training import backward_loss, calls_in, is_delegated_backward, method_name, walk
+from memlint.lint.signatures import parameter_defaults
 
 GRAD_SCALERS = frozenset({
     "torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler",
@@ -44,9 +45,7 @@ def _literals_bound_to(semantic, name: str) -> list[str]:
         if any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
             found.extend(n.value for n in ast.walk(statement.value) if isinstance(n, ast.Constant) and isinstance(n.value, str))
     for argument in semantic.index.of_type(ast.arguments):
-        positional = [*argument.posonlyargs, *argument.args]
-        defaults = dict(zip([a.arg for a in positional[len(positional) - len(argument.defaults):]], argument.defaults))
-        defaults.update((a.arg, d) for a, d in zip(argument.kwonlyargs, argument.kw_defaults) if d is not None)
+        defaults = dict(parameter_defaults(argument))
         if isinstance(string_value(defaults.get(name)), str):
             found.append(string_value(defaults[name]))
     return found

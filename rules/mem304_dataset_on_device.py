@@ -10,6 +10,7 @@ from memlint.lint.rule import Rule
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, call_arguments, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit
+from memlint.lint.signatures import first_parameter, parameter_names
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
@@ -216,11 +217,10 @@ def _returned_parts(value: ast.expr) -> list[tuple[int | None, ast.expr]]:
 
 def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str) -> bool:
     """``method`` reads ``self.<attribute>[...]`` with an index that uses one of its parameters."""
-    arguments = method.args
-    names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
-    if len(names) < 2:
+    receiver = first_parameter(method)
+    parameters = parameter_names(method) - {receiver}
+    if receiver is None or not parameters:
         return False
-    receiver, parameters = names[0], set(names[1:])
     for node in ast.walk(method):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name) and node.value.attr == attribute:
             if node.value.value.id == receiver and names_in(node.slice) & parameters:

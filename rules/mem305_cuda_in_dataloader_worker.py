@@ -9,6 +9,7 @@ from memlint.lint.semantic.operations import device_of_value
 from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, is_constant, keyword_arg, string_value
 from memlint.lint.walk import Visitor, visit as walk_visit
+from memlint.lint.signatures import parameter_defaults
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 WORKER_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})
@@ -412,19 +413,10 @@ def _bindings(owner: ast.AST, function, name: str) -> list[ast.expr]:
         walk_visit(owner, finder)
         return finder.values
     if isinstance(function, FUNCTION_TYPES):
-        finder.values.extend(default for parameter, default in _parameter_defaults(function.args) if parameter == name)
+        finder.values.extend(default for parameter, default in parameter_defaults(function.args) if parameter == name)
         walk_visit(function.body, finder)
     walk_visit([statement for statement in owner.body if isinstance(statement, (ast.Assign, ast.AnnAssign))], finder)
     return finder.values
-
-
-def _parameter_defaults(arguments: ast.arguments) -> list[tuple[str, ast.expr]]:
-    """``(parameter name, default value)`` of the parameters that have a default (not ``*args``/``**kwargs``)."""
-    positional = [*arguments.posonlyargs, *arguments.args]
-    with_default = positional[len(positional) - len(arguments.defaults):]
-    pairs = [(parameter.arg, default) for parameter, default in zip(with_default, arguments.defaults)]
-    pairs.extend((parameter.arg, default) for parameter, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is not None)
-    return pairs
 
 
 class _Bindings(Visitor):

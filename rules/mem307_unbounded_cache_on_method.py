@@ -7,6 +7,7 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.lint.signatures import positional_parameters
 
 UNBOUNDED = frozenset({"functools.cache"})
 LRU = frozenset({"functools.lru_cache"})
@@ -102,8 +103,7 @@ class UnboundedCacheOnMethod(Rule):
             return
         if any(base in _ENUMS for info in klass.mro() for base in info.library_bases):
             return
-        positional = [*node.args.posonlyargs, *node.args.args]
-        if not positional:
+        if not positional_parameters(node):
             return
         if node.name == "__getitem__" and "dataset" in klass.roles:
             message = "an unbounded cache on `Dataset.__getitem__` keeps every sample (and the dataset) alive, once per DataLoader worker"

@@ -8,6 +8,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.syntax import COMPREHENSION_TYPES, FUNCTION_TYPES
+from memlint.lint.signatures import first_parameter
 
 #: Builtins that keep a Python collection of what they are given (``list(f)``).
 _LIST_BUILTINS = frozenset({"sorted", "list", "tuple", "set", "dict"})
@@ -112,13 +113,13 @@ class DataloaderWorkerCopyOnRead(Rule):
             return frozenset()
         semantic = self.ctx.semantic
         derived = semantic.input_derived(getitem)
-        receiver = ([*getitem.args.posonlyargs, *getitem.args.args] or [None])[0]
+        receiver = first_parameter(getitem)
         if receiver is None:
             return frozenset()
         found = set()
         for node in semantic.own_nodes(getitem, (ast.Subscript,)):
             base = node.value
-            if (isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == receiver.arg
+            if (isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == receiver
                     and {n.id for n in ast.walk(node.slice) if isinstance(n, ast.Name)} & derived):
                 found.add(base.attr)
         return frozenset(found)
@@ -136,7 +137,7 @@ class DataloaderWorkerCopyOnRead(Rule):
 
     def _check_method(self, method: ast.AST, indexed: frozenset[str]) -> None:
         semantic = self.ctx.semantic
-        receiver = ([*method.args.posonlyargs, *method.args.args] or [None])[0]
+        receiver = first_parameter(method)
         if receiver is None:
             return
         locals_once = _single_assignments(semantic, method)
@@ -144,12 +145,12 @@ class DataloaderWorkerCopyOnRead(Rule):
             target, value = _target_and_value(statement)
             if target is None:
                 continue
-            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver.arg):
+            if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == receiver):
                 continue
             if target.attr not in indexed:
                 continue
             value = _through_local(value, locals_once)
-            if self._object_collection(value, 0) and not self._converted_later(method, target.attr, receiver.arg, statement):
+            if self._object_collection(value, 0) and not self._converted_later(method, target.attr, receiver, statement):
                 self.report(statement)
 
     def _object_collection(self, value: ast.expr, depth: int) -> bool:

@@ -31,6 +31,7 @@ import operator
 
 from memlint.lint.semantic.scopes import BindingKind, ScopeKind
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES
+from memlint.lint.signatures import default_of, positional_parameters
 
 #: The answer when a value does not fold.
 UNKNOWN = object()
@@ -343,8 +344,7 @@ class Constants:
         return calls
 
     def _argument_of(self, call: ast.Call, function: ast.AST, argument: ast.arg, depth: int) -> object:
-        arguments = function.args
-        positional = [*arguments.posonlyargs, *arguments.args]
+        positional = positional_parameters(function)
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
             return UNKNOWN
         if argument in positional:
@@ -354,7 +354,7 @@ class Constants:
         passed = next((k.value for k in call.keywords if k.arg == argument.arg), None)
         if passed is not None:
             return self.value(passed, depth)
-        default = _default_of(arguments, argument)
+        default = default_of(function, argument.arg)
         return UNKNOWN if default is None else self.value(default, depth)
 
     # -- dicts that the file changes ---------------------------------------------
@@ -408,7 +408,7 @@ class Constants:
         callee = self.model.callee(call) if hops > 0 else None
         if not isinstance(callee, FUNCTION_TYPES):
             return False
-        positional = [*callee.args.posonlyargs, *callee.args.args]
+        positional = positional_parameters(callee)
         parameter = None
         if node in call.args and call.args.index(node) < len(positional):
             parameter = positional[call.args.index(node)]
@@ -451,14 +451,3 @@ def _in_loop_around(model, use: ast.AST, statement: ast.stmt, scope_node: ast.AS
         if ancestor in around:
             return True
     return False
-
-
-def _default_of(arguments: ast.arguments, argument: ast.arg) -> ast.expr | None:
-    positional = [*arguments.posonlyargs, *arguments.args]
-    if argument in positional:
-        offset = len(positional) - len(arguments.defaults)
-        index = positional.index(argument)
-        return arguments.defaults[index - offset] if index >= offset else None
-    if argument in arguments.kwonlyargs:
-        return arguments.kw_defaults[arguments.kwonlyargs.index(argument)]
-    return None

@@ -39,6 +39,7 @@ from memlint.lint.semantic.values import (
     tensor,
 )
 from memlint.lint.syntax import FUNCTION_TYPES, is_constant, string_value
+from memlint.lint.signatures import positional_parameters
 
 #: Passes over a unit before its loops' back edges are taken as settled.
 #: Values only grow (NO < MAYBE < YES, kinds towards UNKNOWN); three passes
@@ -227,7 +228,7 @@ class Interpreter:
         unit = self.unit
         if isinstance(unit, (*FUNCTION_TYPES, ast.Lambda)):
             arguments = unit.args
-            names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+            names = [a.arg for a in (*positional_parameters(arguments), *arguments.kwonlyargs)]
             for index, name in enumerate(names):
                 given = self.context.param(name)
                 default = self.model.parameter_default(unit, name, index)

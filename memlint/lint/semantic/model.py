@@ -42,9 +42,10 @@ from memlint.lint.semantic.classes import ClassInfo, ClassTable
 from memlint.lint.semantic.interpreter import Analysis, CallSite, Context, Interpreter
 from memlint.lint.semantic.constants import Constants
 from memlint.lint.semantic.scopes import BindingKind, ScopeKind, ScopeTree
-from memlint.lint.semantic.values import PLAIN, UNKNOWN, Kind, Tri, Value, container, join_all, module, obj
+from memlint.lint.semantic.values import PLAIN, UNKNOWN, Kind, Tri, Value, container, join_all, join_call_arguments, module, obj
 from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES, call_arguments
 from memlint.lint.walk import descendants
+from memlint.lint.signatures import default_of, first_parameter, parameter_names, positional_parameters
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 UNIT_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -56,8 +57,14 @@ WORK_BUDGET = 6
 #: summary is followed, one more level down is unknown. Two levels follow
 #: ``train -> train_step -> compute_loss``; deeper helpers rarely decide a finding.
 MAX_SUMMARY_DEPTH = 2
-#: How far up the callers a context is taken from (``main -> train -> step``).
+#: How far up the callers a context is taken from (``main -> train -> step``)
+#: when the callers' own analyses are not settled yet (:meth:`SemanticModel._settle_callers`).
 MAX_CONTEXT_DEPTH = 2
+#: How long a chain of callers is settled before a unit's own analysis
+#: (``main -> fit -> train_epoch -> train_step -> ...``). Deeper chains fall
+#: back to MAX_CONTEXT_DEPTH. A bound on Python's stack, not a tuning knob:
+#: each level costs a few dozen frames of the 20,000 the engine allows.
+MAX_SETTLE_DEPTH = 64
 
 
 #: Loop statements, for own_nodes queries.
@@ -126,6 +133,7 @@ class SemanticModel:
         self._canonical: dict[ast.AST, Analysis] = {}
         self._site_memo: dict[ast.AST, list[CallSite]] = {}
         self._contexting: set[ast.AST] = set()
+        self._settling: set[ast.AST] = set()
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self._local_names: frozenset[str] | None = None
         self._summary_depth = 0
@@ -537,6 +545,8 @@ class SemanticModel:
                     complete = complete and site is not None
                 else:
                     site = self.canonical(caller).call_sites.get(call)
+                    # a caller analysed under a context cut short is no final word on this call
+                    complete = complete and caller in self._canonical
                 if site is not None and site.callee is unit:
                     sites.append(site)
         finally:
@@ -671,12 +681,12 @@ class SemanticModel:
         if isinstance(unit, ast.Module):
             return Context((), Tri.YES), True
         sites, complete = self._sites(unit)
-        receiver = _first_parameter(unit) if self.class_of_method(unit) is not None else None
+        receiver = first_parameter(unit) if self.class_of_method(unit) is not None else None
         params: dict[str, Value] = {}
         for site in sites or ():
             for name, value in site.bound:
                 if name != receiver:
-                    params[name] = value if name not in params else params[name].join(value)
+                    params[name] = value if name not in params else join_call_arguments(params[name], value)
         grad = self.entry_grad(unit, sites if complete else None)
         return Context(tuple(sorted(params.items())), grad), complete
 
@@ -803,6 +813,11 @@ class SemanticModel:
         nested = bool(self._contexting)
         if nested and unit in self._provisional:
             return self._provisional[unit]
+        if not nested:
+            self._settle_callers(unit)
+            found = self._canonical.get(unit)
+            if found is not None:  # reached through a cycle of calls while its callers settled
+                return found
         context, complete = self._context(unit)
         found = self.analyse(unit, context)
         if complete or not nested:
@@ -812,6 +827,25 @@ class SemanticModel:
             # good enough for that work, not for a rule's question, which asks again from the top
             self._provisional[unit] = found
         return found
+
+    def _settle_callers(self, unit: ast.AST) -> None:
+        """Give each in-file caller of ``unit`` its canonical analysis before
+        ``unit``'s context is read from them, callers before callees: the
+        context is then taken from final analyses, whatever a rule asked
+        first. Callers already settling (a cycle of calls), being
+        interpreted, or past MAX_SETTLE_DEPTH are left to the provisional
+        path of :meth:`_sites`."""
+        if len(self._settling) >= MAX_SETTLE_DEPTH or unit in self._settling:
+            return
+        self._settling.add(unit)
+        try:
+            for call in self._candidate_calls(unit):
+                caller = self.unit_of(call)
+                if caller is unit or caller in self._canonical or caller in self._settling or caller in self._active:
+                    continue
+                self.canonical(caller)
+        finally:
+            self._settling.discard(unit)
 
     def live_env(self, unit: ast.AST) -> dict[str, Value] | None:
         """The environment of ``unit`` as it stands now: the running
@@ -883,7 +917,7 @@ class SemanticModel:
             hooked = operations.hook_parameter(klass, unit, name, index)
             if hooked is not None:
                 return hooked
-        default = _default_of(unit, name)
+        default = default_of(unit, name)
         if default is not None and isinstance(default, ast.Constant):
             from memlint.lint.semantic.interpreter import constant_value
 
@@ -950,7 +984,7 @@ class SemanticModel:
 
     def _annotation_value(self, unit: Function, name: str) -> Value | None:
         arguments = unit.args
-        for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+        for argument in (*positional_parameters(arguments), *arguments.kwonlyargs):
             if argument.arg == name and argument.annotation is not None:
                 return operations.annotation_value(self, argument.annotation)
         return None
@@ -1020,7 +1054,7 @@ class SemanticModel:
             found = {}
             for info in klass.mro():
                 for method in info.methods.values():
-                    receiver = _first_parameter(method)
+                    receiver = first_parameter(method)
                     if receiver is None:
                         continue
                     for target in self._attribute_targets_in(method, receiver):
@@ -1050,7 +1084,7 @@ class SemanticModel:
                 break
             node = node.value
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            receiver = _first_parameter(unit) if isinstance(unit, FUNCTION_TYPES) else None
+            receiver = first_parameter(unit) if isinstance(unit, FUNCTION_TYPES) else None
             if receiver is not None and node.value.id == receiver and self.class_of_method(unit) is not None:
                 return f"self.{node.attr}"
             node = node.value
@@ -1140,8 +1174,8 @@ class SemanticModel:
             return False
         used = _attributes_used_as_objects(klass)
         for method in klass.methods.values():
-            receiver = _first_parameter(method)
-            parameters = {a.arg for a in (*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs)}
+            receiver = first_parameter(method)
+            parameters = parameter_names(method)
             for node in ast.walk(method):
                 if isinstance(node, ast.Call):
                     qualified = self.qualified(node.func)
@@ -1315,7 +1349,7 @@ class SemanticModel:
             names: set[str] = set()
             for info in klass.mro():
                 for method in info.methods.values():
-                    receiver = _first_parameter(method)
+                    receiver = first_parameter(method)
                     for name in self.module_evidence(method):
                         head, _, rest = name.partition(".")
                         if receiver is not None and head == receiver and rest and "." not in rest:
@@ -1332,12 +1366,12 @@ class SemanticModel:
         init = klass.method("__init__")
         if init is None:
             return set()
-        parameters = {a.arg for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)}
+        parameters = parameter_names(init)
         given = {target.attr for target, value in self._self_assignments(init)
                  if isinstance(value, ast.Name) and value.id in parameters}
         called = set()
         for method in klass.methods.values():
-            receiver = _first_parameter(method)
+            receiver = first_parameter(method)
             for call in self.own_nodes(method, (ast.Call,)):
                 func = call.func
                 if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver
@@ -1346,7 +1380,7 @@ class SemanticModel:
         return called
 
     def _self_assignments(self, method: Function) -> list[tuple[ast.Attribute, ast.expr]]:
-        receiver = _first_parameter(method)
+        receiver = first_parameter(method)
         found = []
         for node in self.own_nodes(method, (ast.Assign,)):
             for target in node.targets:
@@ -1512,7 +1546,7 @@ class SemanticModel:
             if method in methods or self.hook_of(method) is not None:
                 continue
             methods.append(method)
-            receiver = _first_parameter(method)
+            receiver = first_parameter(method)
             for call in self._calls_of_unit(method):
                 func = call.func
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver:
@@ -1552,7 +1586,7 @@ class SemanticModel:
         if found is not None:
             return found
         arguments = function.args
-        positional = [*arguments.posonlyargs, *arguments.args]
+        positional = positional_parameters(arguments)
         if self.class_of_method(function) is not None and not any(
                 isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
             positional = positional[1:]
@@ -1602,7 +1636,7 @@ class SemanticModel:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
             unit = self.function_of(expr)
             klass = self.class_of_method(unit) if unit is not None else None
-            if klass is not None and expr.value.id == _first_parameter(unit):
+            if klass is not None and expr.value.id == first_parameter(unit):
                 method = klass.method(expr.attr)
                 if method is not None:  # a static method is the plain function: nothing bound
                     return method, 0 if _is_static(method) else 1
@@ -1904,7 +1938,7 @@ class SemanticModel:
         if receiver is None:
             return None
         unit = self.unit_of(call)
-        own = _first_parameter(unit) if isinstance(unit, FUNCTION_TYPES) else None
+        own = first_parameter(unit) if isinstance(unit, FUNCTION_TYPES) else None
         if isinstance(receiver, ast.Name) and receiver.id == own and self.class_of_method(unit) is not None:
             return effect.target
         from memlint.lint.names import root_name
@@ -1913,7 +1947,7 @@ class SemanticModel:
         if holder is not None:
             return holder  # the object lives in a container: it keeps what its method writes as long as that does
         root = root_name(receiver)
-        if root is not None and isinstance(unit, FUNCTION_TYPES) and root in _parameter_names(unit):
+        if root is not None and isinstance(unit, FUNCTION_TYPES) and root in parameter_names(unit):
             # `pool.push(x)` on an object the caller passed in: its attribute outlives this call
             return root + effect.target[len("self"):]
         return root
@@ -1995,11 +2029,6 @@ def _slices_batches(loop: ast.For | ast.AsyncFor) -> bool:
     return False
 
 
-def _parameter_names(function: Function) -> set[str]:
-    arguments = function.args
-    return {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
-
-
 def _is_loop_header(child: ast.AST, loop: ast.AST) -> bool:
     if isinstance(loop, FOR_TYPES):
         return child is loop.target or child is loop.iter
@@ -2049,7 +2078,7 @@ def _attributes_used_as_objects(klass: ClassInfo) -> frozenset[str]:
     found = set()
     for info in klass.mro():
         for method in info.methods.values():
-            receiver = _first_parameter(method)
+            receiver = first_parameter(method)
             for node in ast.walk(method):
                 target = node.func if isinstance(node, ast.Call) else node.iter if isinstance(node, (ast.For, ast.comprehension)) else None
                 while isinstance(target, ast.Attribute):
@@ -2097,33 +2126,12 @@ def _is_super_call(expr: ast.expr) -> bool:
     return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
 
 
-def _first_parameter(function: ast.AST) -> str | None:
-    arguments = getattr(function, "args", None)
-    if arguments is None:
-        return None
-    positional = [*arguments.posonlyargs, *arguments.args]
-    return positional[0].arg if positional else None
-
-
 def _flatten_targets(target: ast.expr) -> list[ast.expr]:
     if isinstance(target, (ast.Tuple, ast.List)):
         return [leaf for element in target.elts for leaf in _flatten_targets(element)]
     if isinstance(target, ast.Starred):
         return _flatten_targets(target.value)
     return [target]
-
-
-def _default_of(function: Function, name: str) -> ast.expr | None:
-    arguments = function.args
-    positional = [*arguments.posonlyargs, *arguments.args]
-    offset = len(positional) - len(arguments.defaults)
-    for index, argument in enumerate(positional):
-        if argument.arg == name and index >= offset:
-            return arguments.defaults[index - offset]
-    for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
-        if argument.arg == name:
-            return default
-    return None
 
 
 _ = (WITH_TYPES, container)

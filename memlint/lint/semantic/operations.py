@@ -43,6 +43,7 @@ from memlint.lint.semantic.values import (
 )
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, is_constant
 from memlint.lint.walk import descendants, file_memo
+from memlint.lint.signatures import first_parameter, parameter_names, positional_parameters
 
 #: A ``range`` over at most this many steps is a fixed structure (layers,
 #: heads, a few augmentations), not a stream that grows with the run.
@@ -191,7 +192,7 @@ def _exported_effects(model, function: ast.AST, summary) -> tuple[Effect, ...]:
     """The callee's writes into persistent state, its own and those of the
     calls it makes on itself (``self._add(v)``)."""
     effects = list(summary.effects)
-    receiver = _first_parameter_name(function)
+    receiver = first_parameter(function)
     for inner, inner_effects in summary.call_effects.items():
         target = inner.func.value if isinstance(inner.func, ast.Attribute) else None
         if receiver is not None and isinstance(target, ast.Name) and target.id == receiver:
@@ -199,12 +200,6 @@ def _exported_effects(model, function: ast.AST, summary) -> tuple[Effect, ...]:
         elif isinstance(inner.func, ast.Name):
             effects.extend(e for e in inner_effects if not e.target.startswith("self."))
     return tuple(effects)
-
-
-def _first_parameter_name(function: ast.AST) -> str | None:
-    arguments = getattr(function, "args", None)
-    positional = [*arguments.posonlyargs, *arguments.args] if arguments is not None else []
-    return positional[0].arg if positional else None
 
 
 def _map_sources(names: frozenset[str], originals: dict[str, Value]) -> frozenset[str]:
@@ -221,7 +216,7 @@ def bind_arguments(function: ast.AST, call: CallInfo, receiver: Value | None):
     value)`` pairs with the caller's sources stripped, and the original
     argument values by parameter name."""
     arguments = function.args
-    positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+    positional = [a.arg for a in positional_parameters(arguments)]
     bound: dict[str, Value] = {}
     if receiver is not None and positional:
         bound[positional[0]] = receiver
@@ -398,9 +393,7 @@ def _takes_these_keywords(method: ast.AST, call: CallInfo) -> bool:
     ``set.add``/``list.append`` take none."""
     if not call.keywords or not isinstance(method, FUNCTION_TYPES):
         return False
-    arguments = method.args
-    accepted = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
-    return arguments.kwarg is not None or set(call.keywords) <= accepted
+    return method.args.kwarg is not None or set(call.keywords) <= parameter_names(method)
 
 
 def _is_classmethod(model, method: ast.AST) -> bool:
@@ -1319,8 +1312,7 @@ def _iterates_itself(klass) -> bool:
     if "lightning_module" not in klass.roles:
         return False
     for method in klass.methods.values():
-        arguments = method.args
-        if any(a.arg == fw.LIGHTNING_ITERATOR_PARAMETER for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)):
+        if fw.LIGHTNING_ITERATOR_PARAMETER in parameter_names(method):
             return True
     return False
 

@@ -214,20 +214,27 @@ def _join_kind(left: Kind, right: Kind) -> Kind:
     return Kind.UNKNOWN
 
 
-def _join_optional(left: Value | None, right: Value | None, depth: int) -> Value | None:
+def _join_optional(left: Value | None, right: Value | None, depth: int, placement) -> Value | None:
     if left is None or right is None:
         return left if right is None else right
-    return _join(left, right, depth - 1) if depth > 0 else None
+    return _join(left, right, depth - 1, placement) if depth > 0 else None
 
 
-def _join(left: Value, right: Value, depth: int) -> Value:
+def _agreeing_join(left: Tri, right: Tri) -> Tri:
+    """YES or NO only when both say so; a YES against a NO is MAYBE."""
+    if left is right:
+        return left
+    return Tri.MAYBE if Tri.NO in (left, right) else left.join(right)
+
+
+def _join(left: Value, right: Value, depth: int, placement=Tri.join) -> Value:
     items = None
     if left.items is not None and right.items is not None and len(left.items) == len(right.items) and depth > 0:
-        items = tuple(_join(a, b, depth - 1) for a, b in zip(left.items, right.items))
+        items = tuple(_join(a, b, depth - 1, placement) for a, b in zip(left.items, right.items))
     return Value(
         kind=_join_kind(left.kind, right.kind),
         graph=left.graph.join(right.graph),
-        device=left.device.join(right.device),
+        device=placement(left.device, right.device),
         leaf=(left.leaf or left.graph is Tri.NO) and (right.leaf or right.graph is Tri.NO) and (left.leaf or right.leaf),
         stream=left.stream.join(right.stream),
         framework=left.framework if left.framework == right.framework else (left.framework or right.framework),
@@ -235,11 +242,24 @@ def _join(left: Value, right: Value, depth: int) -> Value:
         type_name=left.type_name if left.type_name == right.type_name else None,
         output=left.output if left.output == right.output else None,
         frozen=left.frozen and right.frozen,
-        element=_join_optional(left.element, right.element, depth),
+        element=_join_optional(left.element, right.element, depth, placement),
         items=items,
         scalar=left.scalar and right.scalar,
         sources=_capped(left.sources | right.sources),
     )
+
+
+def join_call_arguments(left: Value, right: Value) -> Value:
+    """What a parameter holds when one call of the function passes ``left``
+    and another ``right``: as :meth:`Value.join`, except that the placement
+    is known only where the calls agree. A function called with a CUDA model
+    from ``train`` and a CPU one from ``test_on_cpu`` runs on both, so a
+    rule asking "is it on the accelerator?" of its parameter gets MAYBE and
+    stays silent. (Within one function a value that is on the device on
+    one path is on it when that path runs, so :meth:`Value.join` keeps YES.)"""
+    if left is right or left == right:
+        return left
+    return _join(left, right, MAX_DEPTH, _agreeing_join)
 
 
 def _capped(sources: frozenset[str]) -> frozenset[str]:
