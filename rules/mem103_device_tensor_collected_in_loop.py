@@ -143,9 +143,11 @@ class DeviceTensorCollectedInLoop(Rule):
         self.report(node, fix=self._fix(leaves))
 
     def _grows_with_the_run(self, loop: ast.AST) -> bool:
-        """The loop's iterations come with the data or the steps (see
-        :meth:`SemanticModel.walks_data`)."""
-        return self.ctx.semantic.walks_data(loop)
+        """The loop's iterations come with the data or the training steps (see
+        :meth:`SemanticModel.walks_data`); a loop over ``range(k)`` that
+        neither trains nor slices the data (``k`` draft tokens, ``n`` samples)
+        makes an output of the size asked for."""
+        return self.ctx.semantic.walks_data(loop, counted=False)
 
     def _builds_one_batch(self, loop: ast.AST, container: str) -> bool:
         """``loop`` walks the rows of one tensor (``for row in batch``) into a

@@ -72,7 +72,7 @@ def test_silent_shapes(source):
 
 
 def test_fix_moves_the_stored_leaf_to_cpu():
-    source = "import torch\ndef f(model, x, steps):\n    model.eval()\n    s = []\n    for _ in range(steps):\n        model(x)\n        s.append(x.cuda().detach())\n"
+    source = "import torch\ndef f(model, loader):\n    model.eval()\n    s = []\n    for x in loader:\n        model(x)\n        s.append(x.cuda().detach())\n"
     [diagnostic] = lint_text("t.py", source, {CODE})
     [edit] = resolve(source, [diagnostic])[0].fix.edits
     assert edit.content == ".cpu()" and edit.start_col == edit.end_col == len("        s.append(x.cuda().detach()") + 1
@@ -80,6 +80,38 @@ def test_fix_moves_the_stored_leaf_to_cpu():
 
 
 def test_nested_value_has_no_fix():
-    source = "import torch\ndef f(model, x, steps):\n    model.eval()\n    s = []\n    for _ in range(steps):\n        model(x)\n        s.append({'a': x.cuda(), 'b': x.to('cuda')})\n"
+    source = "import torch\ndef f(model, loader):\n    model.eval()\n    s = []\n    for x in loader:\n        model(x)\n        s.append({'a': x.cuda(), 'b': x.to('cuda')})\n"
     [diagnostic] = lint_text("t.py", source, {CODE})
     assert diagnostic.fix is None
+
+
+def test_k_draft_tokens_of_one_decoding_call_are_the_output_asked_for():
+    source = (
+        "import torch\n"
+        "def draft(model, token, k):\n"
+        "    tokens, probs = [], []\n"
+        "    for _ in range(k):\n"
+        "        logits = model(token.cuda())\n"
+        "        token = torch.argmax(logits, -1)\n"
+        "        tokens.append(token)\n"
+        "        probs.append(torch.softmax(logits, -1))\n"
+        "    return torch.cat(tokens), probs\n"
+        "with torch.no_grad():\n"
+        "    draft(torch.nn.Linear(4, 4).cuda(), torch.ones(1, 4), 4)\n"
+    )
+    assert lint_text("t.py", source, {CODE}) == []
+
+
+def test_device_snapshots_of_a_counted_training_loop_are_reported():
+    source = (
+        "import torch\n"
+        "def fit(x, steps):\n"
+        "    model = torch.nn.Linear(4, 1).cuda()\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    snapshots = []\n"
+        "    for _ in range(steps):\n"
+        "        model(x.cuda()).sum().backward()\n"
+        "        opt.step()\n"
+        "        snapshots.append(model.weight.detach().clone())\n"
+    )
+    assert [d.line for d in lint_text("t.py", source, {CODE})] == [9]

@@ -126,7 +126,9 @@ class SemanticModel:
         self.scopes = ScopeTree(ctx.module, ctx.index)
         self.classes = ClassTable(ctx.module, self.scopes, self.index.of_type(ast.ClassDef))
         self.library_roots = self._library_roots()
-        self._analyses: dict[tuple[ast.AST, Context], Analysis] = {}
+        #: (unit, context, summary depth) -> its analysis: an analysis whose calls were
+        #: followed less deep is never reused where they are followed deeper
+        self._analyses: dict[tuple[ast.AST, Context, int], Analysis] = {}
         self._active: dict[ast.AST, list[Interpreter]] = {}
         self._provisional: dict[ast.AST, Analysis] = {}
         self._unit_memo: dict[ast.AST, ast.AST] = {}
@@ -137,6 +139,12 @@ class SemanticModel:
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self._local_names: frozenset[str] | None = None
         self._summary_depth = 0
+        #: how many calls were cut off so far (depth, budget, recursion), and the
+        #: analyses (by id) in which one was: those are valid only at their own depth
+        self._cuts = 0
+        self._cut: set[int] = set()
+        #: (unit, context) -> (deepest depth, analysis) of an analysis with no cut
+        self._uncut: dict[tuple[ast.AST, Context], tuple[int, Analysis]] = {}
         self._context_depth = 0
         self._own_memo: dict[tuple, list[ast.AST]] = {}
         self._accumulating: frozenset[str] | None = None
@@ -767,14 +775,24 @@ class SemanticModel:
     # analyses
     # ==================================================================================
     def analyse(self, unit: ast.AST, context: Context) -> Analysis:
-        """Interpret ``unit`` under ``context`` (memoized)."""
-        key = (unit, context)
+        """Interpret ``unit`` under ``context`` at the current summary depth
+        (memoized). An analysis in which no call was cut off (by depth, the
+        work budget or recursion) is the same at every shallower depth, and
+        is reused there."""
+        depth = self._summary_depth
+        key = (unit, context, depth)
         found = self._analyses.get(key)
+        if found is None:
+            uncut = self._uncut.get((unit, context))
+            found = uncut[1] if uncut is not None and uncut[0] >= depth else None
         if found is not None:
+            if id(found) in self._cut:
+                self._cuts += 1  # what this analysis reads was cut off: so is its reader
             return found
         interpreter = Interpreter(self, unit, context)
         running = self._active.setdefault(unit, [])
         running.append(interpreter)
+        cuts = self._cuts
         try:
             analysis = interpreter.run()
         finally:
@@ -783,20 +801,27 @@ class SemanticModel:
                 del self._active[unit]
         self._work += interpreter.statements
         self._analyses[key] = analysis
+        if self._cuts > cuts:
+            self._cut.add(id(analysis))
+        else:
+            previous = self._uncut.get((unit, context))
+            if previous is None or previous[0] < depth:
+                self._uncut[(unit, context)] = (depth, analysis)
         return analysis
 
     def summary(self, unit: ast.AST, context: Context) -> Analysis | None:
-        """``unit`` interpreted for one call; None for a recursive call or
-        when the work budget is spent."""
-        if unit in self._active:
+        """``unit`` interpreted for one call one level deeper; None for a
+        recursive call, past MAX_SUMMARY_DEPTH, or when the work budget is
+        spent and no analysis of that call is at hand."""
+        if unit in self._active or self._summary_depth >= MAX_SUMMARY_DEPTH:
+            self._cuts += 1
             return None
-        key = (unit, context)
-        found = self._analyses.get(key)
-        if found is not None:
-            return found
-        if self._work > self._budget or self._summary_depth >= MAX_SUMMARY_DEPTH:
-            self.truncated = self.truncated or self._work > self._budget
-            return None
+        if self._work > self._budget:
+            found = self._analyses.get((unit, context, self._summary_depth + 1))
+            if found is None:
+                self.truncated = True
+                self._cuts += 1
+                return None
         self._summary_depth += 1
         try:
             return self.analyse(unit, context)
@@ -804,10 +829,18 @@ class SemanticModel:
             self._summary_depth -= 1
 
     def canonical(self, unit: ast.AST) -> Analysis:
-        """The analysis rules read: ``unit`` under its calling context."""
+        """The analysis rules read: ``unit`` under its calling context, its
+        calls followed to the full MAX_SUMMARY_DEPTH wherever it is asked from."""
         found = self._canonical.get(unit)
         if found is not None:
             return found
+        saved_depth, self._summary_depth = self._summary_depth, 0
+        try:
+            return self._canonical_from_top(unit)
+        finally:
+            self._summary_depth = saved_depth
+
+    def _canonical_from_top(self, unit: ast.AST) -> Analysis:
         if unit in self._contexting:  # asked while finding its own context: a cycle of calls
             return self.analyse(unit, Context((), self.entry_grad(unit, None)))
         nested = bool(self._contexting)
@@ -1492,7 +1525,7 @@ class SemanticModel:
         return False
 
     def _callee_trains(self, site: CallSite) -> bool:
-        summary = self._analyses.get((site.callee, Context(site.bound, site.grad)))
+        summary = self._analyses.get((site.callee, Context(site.bound, site.grad), 1))  # made for a canonical analysis's call
         if summary is not None:
             return summary.trains
         return self.canonical(site.callee).trains
