@@ -111,7 +111,9 @@ class InferenceWithoutNoGrad(Rule):
     when their name says they sample or generate (`DDPM.sample`) and they
     run forward passes in a loop of steps (a loop over the module's own
     layers, `for block in self.blocks`, is one forward pass); its `forward`, `predict` and other
-    helpers serve training and evaluation alike. Test
+    helpers serve training and evaluation alike, so a call of such a method
+    (`model.inference(a, b)`) in an evaluation context is reported at the
+    call, as a helper function's would be, and not in the method. Test
     files (pytest's default `test_*.py`/`*_test.py`, `conftest.py`) and
     test functions elsewhere are not reported: test code is not inference
     code. A
@@ -285,7 +287,7 @@ class InferenceWithoutNoGrad(Rule):
             if not semantic.may_call_local(call):
                 continue
             callee = semantic.callee(call)
-            if not isinstance(callee, FUNCTION_TYPES) or EVAL_FUNCTION.search(callee.name) or semantic.is_module_method(callee):
+            if not isinstance(callee, FUNCTION_TYPES) or self._judged_on_its_own(callee):
                 continue
             analysis = semantic.canonical(callee)
             if analysis.trains or analysis.backward_calls or semantic.grad_mode(call) is not Tri.YES:
@@ -293,6 +295,19 @@ class InferenceWithoutNoGrad(Rule):
             if any(semantic.grad_mode(inner) is Tri.YES for inner in semantic.forward_calls(callee)):
                 found.append(call)  # the helper's own no_grad (`with torch.no_grad(): model(x)`) is enough
         return found
+
+    def _judged_on_its_own(self, callee: ast.AST) -> bool:
+        """A helper whose forward passes are reported in its own body, not at
+        its calls: an evaluation function by its name, a module's ``forward``
+        (its calls are forward passes themselves), a special method
+        (``__init__`` runs at construction) or a module's sampling method.
+        Any other method of a module (``model.inference(a, b)``,
+        which runs the module's layers) serves whatever its caller does, so
+        the caller's evaluation context decides at the call."""
+        semantic = self.ctx.semantic
+        if semantic.is_module_method(callee):
+            return callee.name.startswith("__") or callee.name == "forward" or bool(SAMPLING_METHOD.search(callee.name))
+        return bool(EVAL_FUNCTION.search(callee.name))
 
     def _frozen_callee(self, call: ast.Call) -> bool:
         """The module called has every parameter frozen (``requires_grad_(False)``,

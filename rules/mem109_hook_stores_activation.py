@@ -394,6 +394,13 @@ def _trace(expr: ast.expr, parameters: frozenset[str], assignments: dict[str, as
             if node.attr in ("shape", "dtype", "device", "ndim", "requires_grad"):
                 return None  # metadata, no tensor
             node = node.value
+        elif isinstance(node, ast.IfExp):
+            # `output[0] if isinstance(output, tuple) else output`: either branch may be what is
+            # stored; detached (or on the host) only when every branch that is the activation is
+            branches = [t for t in (_trace(b, parameters, assignments, depth) for b in (node.body, node.orelse)) if t is not None]
+            if not branches:
+                return None
+            return frozenset(methods | frozenset.intersection(*(b[0] for b in branches))), host or all(b[1] for b in branches)
         elif isinstance(node, ast.Name):
             if node.id in parameters:
                 return frozenset(methods), host

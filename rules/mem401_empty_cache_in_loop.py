@@ -90,7 +90,11 @@ class EmptyCacheInLoop(Rule):
     (or through a helper of the file, one call deep), or when its body
     enters a grad-disabled context (`with torch.inference_mode():`) around a
     call given the loop's element: one inference step per item, even when
-    the model comes from another file. The element of a `while` loop (a
+    the model comes from another file; or when its body runs an inference
+    method of a module (`encoder.encode(texts)`, `model.generate(ids)`) on
+    the loop's element or on what the body derives from it, also when that
+    method turns autograd off itself (a sentence-transformers model's
+    `encode`). The element of a `while` loop (a
     worker serving a queue) is what its body takes by a call each iteration
     (`job = queue.get()`). A loop over items whose per-item work is in
     another file and runs without such a context is missed.
@@ -195,8 +199,31 @@ class EmptyCacheInLoop(Rule):
         if loop not in cache:
             semantic = self.ctx.semantic
             cache[loop] = not self._new_module_each_iteration(loop) and (
-                semantic.is_run_loop(loop) and self._does_step_work(loop) or self._infers_per_element(loop))
+                semantic.is_run_loop(loop) and self._does_step_work(loop) or self._infers_per_element(loop)
+                or self._module_infers_per_element(loop))
         return cache[loop]
+
+    def _module_infers_per_element(self, loop: ast.AST) -> bool:
+        """``loop`` is a ``for`` whose body (not a loop nested in it) runs an
+        inference method of a module (``encoder.encode(texts)``,
+        ``model.generate(ids)``) on the loop's element or on what the body
+        derives from it (``part = df[df.batch == n]``, ``texts =
+        part.text.tolist()``): one inference step per item, whether the
+        method turns autograd off itself or not. Not a loop over a literal
+        or over a module's own members."""
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or literal_iterable(loop.iter) or self._over_module_members(loop.iter):
+            return False
+        semantic = self.ctx.semantic
+        derived = set(targets_of(loop.target))
+        calls = []
+        for node in walk(loop.body):
+            if self._in_nested_loop(node, loop):
+                continue
+            if isinstance(node, ast.Assign) and any(isinstance(n, ast.Name) and n.id in derived for n in ast.walk(node.value)):
+                derived.update(name for target in node.targets for name in targets_of(target))
+            elif isinstance(node, ast.Call) and method_name(node) in _INFERENCE_METHODS:
+                calls.append(node)
+        return any(_mentions_any(call, derived) and semantic.value(call.func.value).is_module for call in calls)
 
     def _infers_per_element(self, loop: ast.AST) -> bool:
         """``loop`` is a ``for`` that, in its own body, enters a grad-disabled

@@ -510,9 +510,28 @@ MODEL_OUTPUT_TENSORS = frozenset({
     "prediction_logits", "seq_relationship_logits", "image_embeds", "text_embeds", "logits_per_image",
     "logits_per_text", "sample", "pred_boxes", "pred_logits",
 })
+#: The keyword (and its literal value) that makes a transformers model return a plain
+#: tuple of tensors instead of a ``ModelOutput``: ``can_return_tuple`` calls
+#: ``output.to_tuple()`` when ``return_dict=False`` is passed (transformers 5.24.0
+#: utils/generic.py ``can_return_tuple``; each model's ``forward`` did the same with
+#: ``if not return_dict: return (...)`` in transformers 4.x modeling_bert.py).
+MODEL_OUTPUT_TUPLE_KEYWORD = ("return_dict", False)
 #: Module methods of library models that run no autograd: ``GenerationMixin.generate`` is
 #: decorated with ``@torch.no_grad()`` (transformers/generation/utils.py).
 NO_GRAD_MODULE_METHODS = frozenset({"generate"})
+#: Sentence-embedding models: torch modules (``class SentenceTransformer(nn.Sequential)``,
+#: UKPLab/sentence-transformers commit 0014d2bc685777d929b087163ba153799df873a0
+#: sentence_transformers/SentenceTransformer.py; ``class INSTRUCTOR(SentenceTransformer)``,
+#: xlang-ai/instructor-embedding commit 619dda2bfbab22b3e623cb5893472eacae19f4a1
+#: InstructorEmbedding/instructor.py). Without ``device=`` the constructor picks
+#: ``"cuda"`` when one is available (same file, ``__init__``).
+SENTENCE_ENCODERS = frozenset({
+    "sentence_transformers.SentenceTransformer", "sentence_transformers.SentenceTransformer.SentenceTransformer",
+    "InstructorEmbedding.INSTRUCTOR", "InstructorEmbedding.instructor.INSTRUCTOR"})
+#: Their methods that run the forward pass under ``torch.no_grad()`` and return detached
+#: embeddings: a numpy array by default, device tensors with ``convert_to_tensor=True`` or
+#: ``convert_to_numpy=False`` (sentence_transformers/SentenceTransformer.py ``encode``, commit above).
+SENTENCE_ENCODER_METHODS = frozenset({"encode"})
 #: Namespaces whose callables return host values (paths, strings, numbers, numpy
 #: arrays), never a tensor with an autograd graph: storing their result keeps none.
 HOST_VALUE_NAMESPACES = frozenset({

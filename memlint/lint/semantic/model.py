@@ -1665,7 +1665,7 @@ class SemanticModel:
             target = operations._local_target(self, expr)
             if isinstance(target, FUNCTION_TYPES):
                 return target, 0
-            return self._unpacked_from_factory(expr, depth)
+            return self._bound_from_factory(expr, depth) or self._unpacked_from_factory(expr, depth)
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
             unit = self.function_of(expr)
             klass = self.class_of_method(unit) if unit is not None else None
@@ -1691,6 +1691,20 @@ class SemanticModel:
                     if len(nested) == 1:
                         return nested[0], 0
         return None
+
+    def _bound_from_factory(self, name: ast.Name, depth: int) -> tuple[ast.AST, int] | None:
+        """A name bound once, by a plain assignment, to a callable made by a
+        call: ``step = make_step(model, opt)`` where ``make_step`` returns a
+        ``def`` of its body, or ``hook = functools.partial(save, name)``:
+        what :meth:`callable_definition` says of that call."""
+        bindings = self.scopes.bindings_of(name.id, self.scopes.scope_for(name))
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGNMENT:
+            return None
+        statement = self.parents.get(bindings[0].node)
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and statement.targets[0] is bindings[0].node and isinstance(statement.value, ast.Call)):
+            return None
+        return self.callable_definition(statement.value, depth + 1)
 
     def _unpacked_from_factory(self, name: ast.Name, depth: int) -> tuple[ast.AST, int] | None:
         """A name bound once by unpacking what a function of the file returns,

@@ -63,6 +63,9 @@ def evaluate_call(model, call: CallInfo, interpreter) -> Value:
     local = _local_target(model, func)
     if local is not None:
         return _call_local_definition(model, local, call, interpreter)
+    made = _made_by_factory(model, func)
+    if made is not None:
+        return local_call(model, made, call, interpreter)
     qualified = model.qualified(func)  # None for what is not a dotted name
     if qualified is not None:
         head = qualified.split(".")[0]
@@ -78,6 +81,22 @@ def evaluate_call(model, call: CallInfo, interpreter) -> Value:
         return method_call(model, receiver, func.attr, call, interpreter)
     callee = interpreter.expr(func)
     return call_value(model, callee, call, interpreter)
+
+
+def _made_by_factory(model, func: ast.expr):
+    """The in-file ``def`` a plain name denotes when it is bound once to what
+    a function of the file returns (``step = make_step(model, opt)``, where
+    ``make_step`` returns a ``def`` of its body), with no argument bound in
+    advance; None otherwise."""
+    if not isinstance(func, ast.Name):
+        return None
+    bindings = model.scopes.bindings_of(func.id, model.scopes.scope_for(func))
+    if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGNMENT:
+        return None  # cheap check first
+    found = model.callable_definition(func)
+    if found is None or found[1] != 0 or not isinstance(found[0], FUNCTION_TYPES):
+        return None
+    return found[0]
 
 
 def _bound_locally(model, name: ast.Name) -> bool:
@@ -288,12 +307,18 @@ def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
     kind = callee.output or Kind.UNKNOWN
     type_name = None
     scalar = bool(callee.type_name and callee.type_name.endswith("Loss") and "reduction" not in call.keywords)
-    if callee.type_name and callee.type_name.startswith("transformers."):
+    if callee.type_name and callee.type_name.startswith("transformers.") and not _returns_tuple(call):
         kind, type_name = Kind.CONTAINER, MODEL_OUTPUT
     value = Value(kind, graph, device, framework="torch", type_name=type_name, scalar=scalar, sources=sources)
     if kind in (Kind.CONTAINER, Kind.UNKNOWN) and type_name is None:
         value = value.evolve(element=tensor(graph, device))  # a tensor or a tuple of them: tensors either way
     return value
+
+
+def _returns_tuple(call: CallInfo) -> bool:
+    """A library model's forward asked for a plain tuple of tensors (``return_dict=False``)."""
+    keyword, value = fw.MODEL_OUTPUT_TUPLE_KEYWORD
+    return is_constant(call.argument_node(99, keyword), value)
 
 
 def _no_grad_hub_model(call: CallInfo) -> str | None:
@@ -455,6 +480,10 @@ def module_method(model, receiver: Value, name: str, call: CallInfo, interpreter
         return PLAIN
     if name in fw.NO_GRAD_MODULE_METHODS:
         return tensor(Tri.NO, receiver.device)
+    if name in fw.SENTENCE_ENCODER_METHODS and receiver.type_name in fw.SENTENCE_ENCODERS:
+        on_device = is_constant(call.argument_node(99, "convert_to_tensor"), True) or is_constant(
+            call.argument_node(99, "convert_to_numpy"), False)
+        return tensor(Tri.NO, receiver.device) if on_device else PLAIN.evolve(type_name=fw.NUMPY_ARRAY)
     if name == "manual_backward" and call.argument(0) is not None:
         interpreter.record_backward(call.node, call.argument(0))
         return PLAIN
@@ -893,6 +922,9 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         return PLAIN.evolve(type_name=fw.NUMPY_ARRAY)
     if head in ("numpy", "math", "random", "time", "os", "json", "pickle", "logging", "sys", "re"):
         return PLAIN
+    if qualified in fw.SENTENCE_ENCODERS:
+        placed = device_of_value(call.argument_node(99, "device"), call.keywords["device"]) if "device" in call.keywords else None
+        return module(type_name=qualified, device=placed or Tri.MAYBE)
     if last[:1].isupper() and head != "torch":
         # An instance of a library class the tables do not know: an object
         # whose use may still show it is a module (``MyNet().cuda()``).
