@@ -60,7 +60,10 @@ class TensorCollectedWithGraph(Rule):
     (`torch.stack(losses).sum().backward()`) is not reported, also when the
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for
-    `self.x`) reads and backpropagates (REINFORCE's per-episode update).
+    `self.x`) reads and backpropagates (REINFORCE's per-episode update),
+    also when a caller hands the items to a method of the object that keeps
+    them (`agent.remember((r, logp))`) and another method of that object's
+    class unpacks and backpropagates them.
     An item written as the sum of its old value and a tensor
     (`totals[k] = totals.get(k, 0.0) + loss`, `acc[k] = acc[k] + loss`)
     adds into a total rather than storing a new item: that is MEM101's

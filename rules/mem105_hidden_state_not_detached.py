@@ -36,7 +36,9 @@ class HiddenStateNotDetached(Rule):
     Reports recurrent state that is carried from one loop iteration to the
     next and fed back into a module without being detached:
     `h = cell(x, h)`, `h, c = cell(x, (h, c))`, `out, (h, c) = lstm(x, (h, c))`,
-    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, or state read back
+    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, state passed back
+    through another name the loop body gives it (`h_in = h_out` then
+    `prob, h_out = model(x, h_in)`), or state read back
     from the call's output object later in the loop body (`out = model(x,
     state=state)` then `state = out.state` or `state = out["cache"]`,
     reported at the call, with no fix), in a loop whose

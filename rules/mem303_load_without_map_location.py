@@ -104,7 +104,12 @@ class LoadWithoutMapLocation(Rule):
     path when every checkpoint the file writes holds host data only (a
     checkpoint from elsewhere loaded by such a file is missed); a load
     inside a `Dataset` or `LightningDataModule` (data files); an in-memory
-    `io.BytesIO` round trip; the `meta.pt` metadata file of a Lightning
+    `io.BytesIO` round trip; a function's own working state that it saves
+    back to the same path later, every process that loads it saving it too
+    (`queue = torch.load(p)["queue"]` ... `torch.save({"queue": queue}, p)`,
+    a per-rank file), when the loaded object is not copied into a model or
+    moved (it comes back on the device it was saved from, and it is that
+    state, not a second copy); the `meta.pt` metadata file of a Lightning
     distributed checkpoint; files of XLA code (`torch_xla`), whose
     `xm.save` writes CPU tensors. A file written in another file of the
     repository is not seen.
@@ -179,9 +184,10 @@ class LoadWithoutMapLocation(Rule):
         (:func:`_state_names`: ``queue = torch.load(p)["queue"]``, or
         ``ckpt = torch.load(p)`` and ``bank = ckpt["bank"]``) are the names the
         function saves back there (``torch.save({"queue": queue}, p)``), and
-        every process that runs the load also runs that save (no condition
-        on the way to the save but tests of the saved state itself, ``if
-        queue is not None``). The tensors come back on the device each
+        every process that runs the load also runs that save, later (no
+        condition on the way to the save but tests of the saved state
+        itself, ``if queue is not None``), and the loaded object is not
+        copied into a model or moved (:func:`_places_loaded_tensors`). The tensors come back on the device each
         process saved them from, and they are that state itself, not a
         second copy beside a model; a file that only some process (rank 0)
         writes and all of them read is still reported."""
@@ -190,11 +196,11 @@ class LoadWithoutMapLocation(Rule):
         semantic = self.ctx.semantic
         unit = semantic.unit_of(load)
         state = _state_names(semantic, load, unit)
-        if not state:
-            return False
+        if not state or _places_loaded_tensors(semantic, load):
+            return False  # copied into a model or moved: a checkpoint of something else, not the state itself
         key = self._path_key(path)
         for save in self._saves():
-            if save.obj is None or semantic.unit_of(save.path) is not unit:
+            if save.obj is None or semantic.unit_of(save.path) is not unit or not _after(semantic, save.obj, load):
                 continue
             if self._path_key(save.path) != key or not self._same_assignment(path, save.path):
                 continue
