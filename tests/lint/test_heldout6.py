@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from memlint.lint.semantic.frameworks import PARAMETERLESS_MODULES
 
 from .expectations import describe, lint_text
@@ -485,3 +487,48 @@ def test_forward_over_the_modules_own_submodules_is_reported():
 def test_forward_over_the_submodules_under_no_grad_on_the_host_is_not_reported():
     found = _notebook_findings(SUBMODULE_LOOP_NO_GRAD_OK, "MEM113")
     assert found == [], describe(found)
+
+
+# -- The new framework facts, checked against the installed torch.
+
+def _built(layer_class):
+    """An instance made with the fewest small arguments its constructor takes."""
+    for arguments in ((), (2,), (2, 2), (1, (2, 2))):
+        try:
+            return layer_class(*arguments)
+        except (TypeError, ValueError):
+            continue
+    raise AssertionError(f"cannot build {layer_class.__name__}")
+
+
+def test_parameter_free_layers_have_no_parameters_in_torch():
+    torch = pytest.importorskip("torch")
+    import importlib
+
+    from memlint.lint.semantic.frameworks import _PARAMETERLESS_LAYERS
+
+    for file, names in _PARAMETERLESS_LAYERS.items():
+        defined_in = importlib.import_module(f"torch.nn.modules.{file}")
+        for name in names.split():
+            layer_class = getattr(defined_in, name)
+            assert layer_class is getattr(torch.nn, name), name
+            assert list(_built(layer_class).parameters()) == [], name
+
+
+def test_parameter_containers_and_submodule_dicts_in_torch():
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from memlint.lint.semantic.torch_ops import PARAMETER_CONTAINERS, SUBMODULE_DICTS
+
+    plist = nn.ParameterList([torch.zeros(2), torch.ones(3)])
+    assert all(isinstance(p, nn.Parameter) and p.requires_grad for p in plist)
+    assert isinstance(plist[1], nn.Parameter)
+    pdict = nn.ParameterDict({"a": torch.zeros(2)})
+    assert list(pdict) == ["a"] and isinstance(pdict["a"], nn.Parameter)
+    assert PARAMETER_CONTAINERS["torch.nn.ParameterList"] == "parameters"
+    assert PARAMETER_CONTAINERS["torch.nn.ParameterDict"] == "keys"
+    holder = nn.Module()
+    holder.add_module("inner", nn.Linear(2, 2))
+    for attribute in SUBMODULE_DICTS:
+        assert all(isinstance(m, nn.Module) for m in getattr(holder, attribute).values())
