@@ -60,7 +60,10 @@ class TensorCollectedWithGraph(Rule):
     (`torch.stack(losses).sum().backward()`) is not reported, also when the
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for
-    `self.x`) reads and backpropagates (REINFORCE's per-episode update).
+    `self.x`) reads and backpropagates (REINFORCE's per-episode update),
+    also when a caller hands the items to a method of the object that keeps
+    them (`agent.remember((r, logp))`) and another method of that object's
+    class unpacks and backpropagates them.
     An item written as the sum of its old value and a tensor
     (`totals[k] = totals.get(k, 0.0) + loss`, `acc[k] = acc[k] + loss`)
     adds into a total rather than storing a new item: that is MEM101's
@@ -168,7 +171,7 @@ class TensorCollectedWithGraph(Rule):
             return  # outputs gathered inside a forward pass: the graph being built, or MEM108's finding
         leaves = leaf_values(store.values)
         attached = [leaf for leaf in leaves if semantic.value(leaf).attached]
-        if not attached or self._trained_on_later(store.root, node):
+        if not attached or self._trained_on_later(store.root, node) or self._trained_on_by_its_class(store):
             return
         if store.via is None and function is not None and self._reported_at_callers(attached, function):
             return
@@ -209,19 +212,27 @@ class TensorCollectedWithGraph(Rule):
                 continue
             if root.startswith("self.") and (owner is None or semantic.class_of_method(unit) is not owner):
                 continue
-            backpropagated = semantic.canonical(unit).backpropagated
-            for binding in ast.walk(unit):
-                if isinstance(binding, ast.Assign):
-                    read, targets = binding.value, binding.targets
-                elif isinstance(binding, (ast.For, ast.AsyncFor, ast.comprehension)):
-                    read, targets = binding.iter, [binding.target]
-                else:
-                    continue
-                bound = {n for t in targets for n in targets_of(t)}
-                if bound & backpropagated and any(
-                        isinstance(n, (ast.Attribute, ast.Name)) and dotted_name(n) == root for n in ast.walk(read)):
-                    return True
+            if _backpropagates_what_it_reads(semantic, unit, root):
+                return True
         return False
+
+    def _trained_on_by_its_class(self, store) -> bool:
+        """A call of the file's method that stores into its object's state
+        (``agent.remember(item)`` appending to ``self.memory``), where a
+        method of that object's class reads that state and backpropagates
+        what it reads (``for r, p in self.memory: (-p.log() * r).backward()``):
+        the per-episode update, seen from the caller."""
+        semantic = self.ctx.semantic
+        call = store.node
+        if store.via is None or not store.via.startswith("self.") or not isinstance(call, ast.Call) \
+                or not isinstance(call.func, ast.Attribute):
+            return False
+        klass = semantic.classes.get(semantic.value(call.func.value).klass)
+        if klass is None:
+            return False
+        methods = [method for info in klass.mro() for method in info.methods.values()]
+        return any(semantic.runs_backward(method) and _backpropagates_what_it_reads(semantic, method, store.via)
+                   for method in methods)
 
     def _fix(self, attached: list[ast.expr], stored: tuple[ast.expr, ...]) -> Fix | None:
         if len(attached) != 1 or len(stored) != 1 or stored[0] is not attached[0]:
@@ -231,6 +242,24 @@ class TensorCollectedWithGraph(Rule):
             return None  # a tuple or model output has no `.detach()`
         detached = method_call_plan(self, value, "detach")
         return None if detached is None else self.fix(detached)
+
+
+def _backpropagates_what_it_reads(semantic, unit: ast.AST, root: str) -> bool:
+    """``unit`` binds names from ``root`` (``batch = self.trace``, ``for r, p
+    in self.trace``) and backpropagates one of them."""
+    backpropagated = semantic.canonical(unit).backpropagated
+    for binding in ast.walk(unit):
+        if isinstance(binding, ast.Assign):
+            read, targets = binding.value, binding.targets
+        elif isinstance(binding, (ast.For, ast.AsyncFor, ast.comprehension)):
+            read, targets = binding.iter, [binding.target]
+        else:
+            continue
+        bound = {n for t in targets for n in targets_of(t)}
+        if bound & backpropagated and any(
+                isinstance(n, (ast.Attribute, ast.Name)) and dotted_name(n) == root for n in ast.walk(read)):
+            return True
+    return False
 
 
 def _plain_arguments(semantic, call: ast.Call) -> bool:

@@ -71,7 +71,9 @@ class DeviceTensorCollectedInLoop(Rule):
     the loop is only joined by `torch.cat`/`torch.stack` holds one batch for
     one call and is not reported. A loop must grow with the run:
     walk data or steps, or (a `while`) draw batches with `next()` or train;
-    the micro-batches of one step (a list rebuilt every step) and a `while`
+    the micro-batches of one step (a list rebuilt every step), a list made
+    afresh for each batch of a loader and filled by an inner loop over
+    something that is no stream (`for crop in args.crops`), and a `while`
     loop generating up to a length are not reported (a Lightning callback's
     loop over `trainer.train_dataloader` walks the whole training set). Whether a value is on the
     accelerator is inferred from `.cuda()`, `.to(device)`, `device=`, model

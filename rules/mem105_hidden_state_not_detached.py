@@ -36,7 +36,9 @@ class HiddenStateNotDetached(Rule):
     Reports recurrent state that is carried from one loop iteration to the
     next and fed back into a module without being detached:
     `h = cell(x, h)`, `h, c = cell(x, (h, c))`, `out, (h, c) = lstm(x, (h, c))`,
-    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, or state read back
+    `out, hidden = rnn(x, hidden)`, `self.hidden = ...`, state passed back
+    through another name the loop body gives it (`h_in = h_out` then
+    `prob, h_out = model(x, h_in)`), or state read back
     from the call's output object later in the loop body (`out = model(x,
     state=state)` then `state = out.state` or `state = out["cache"]`,
     reported at the call, with no fix), in a loop whose
@@ -249,7 +251,24 @@ class HiddenStateNotDetached(Rule):
         passed = set()
         for argument in call_arguments(call):
             passed |= _bare_names(argument)
+        passed |= self._aliased(passed, call)
         return [name for name in bound if name in passed]
+
+    def _aliased(self, passed: set[str], call: ast.Call) -> set[str]:
+        """The names that a passed name is another name for in this iteration:
+        ``h_out`` for ``h_in`` when the loop body binds ``h_in = h_out`` (its
+        one assignment there) before the call. The call then gets the very
+        state that the previous iteration's call returned."""
+        loops = self.ctx.semantic.enclosing_loops(call)
+        if not loops:
+            return set()
+        assignments = self._name_assignments(loops[0])
+        found = set()
+        for name in passed:
+            statements = assignments.get(name, ())
+            if len(statements) == 1 and isinstance(statements[0].value, ast.Name) and statements[0].end_lineno < call.lineno:
+                found.add(statements[0].value.id)
+        return found
 
     def _produces_graph(self, call: ast.Call) -> bool:
         semantic = self.ctx.semantic

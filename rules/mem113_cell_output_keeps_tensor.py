@@ -17,7 +17,9 @@ class CellOutputKeepsTensor(Rule):
     autograd graph or GPU memory (`loss`, `model(x)`, `logits[:4]`), as the
     semantic model knows the value. A cell that ends with `;`, and a value
     that holds neither a graph nor GPU memory (`loss.item()`, a CPU tensor
-    made under `no_grad`, a number), are not reported. A cell starting with
+    made under `no_grad`, a parameter-free layer such as `nn.MaxPool2d` or
+    `nn.ReLU` applied to a CPU tensor that needs no grad, a tensor made with
+    `device=x.device` of a CPU `x`, a number), are not reported. A cell starting with
     `%%time` is reported like a plain cell (IPython caches the value the
     magic returns); `%%timeit`, `%%capture` and other cell magics are not.
 
@@ -55,7 +57,8 @@ class CellOutputKeepsTensor(Rule):
     holds the module keeps its weights anyway; note that `del model` then
     does not free the weights while `Out` holds the module
     (`%reset -f out` clears the cache). Values the semantic model cannot
-    decide (a function of another module, an object's attribute, a method
+    decide (a function of another module, `helpers.f(model, x)` with
+    `import helpers`, included, an object's attribute, a method
     called on a model output whose type is not known, such as
     `results.print()`) are not reported. IPython's `InteractiveShell.cache_size = 0` turns the cache
     off; the rule does not read the IPython configuration.

@@ -104,7 +104,12 @@ class LoadWithoutMapLocation(Rule):
     path when every checkpoint the file writes holds host data only (a
     checkpoint from elsewhere loaded by such a file is missed); a load
     inside a `Dataset` or `LightningDataModule` (data files); an in-memory
-    `io.BytesIO` round trip; the `meta.pt` metadata file of a Lightning
+    `io.BytesIO` round trip; a function's own working state that it saves
+    back to the same path later, every process that loads it saving it too
+    (`queue = torch.load(p)["queue"]` ... `torch.save({"queue": queue}, p)`,
+    a per-rank file), when the loaded object is not copied into a model or
+    moved (it comes back on the device it was saved from, and it is that
+    state, not a second copy); the `meta.pt` metadata file of a Lightning
     distributed checkpoint; files of XLA code (`torch_xla`), whose
     `xm.save` writes CPU tensors. A file written in another file of the
     repository is not seen.
@@ -169,7 +174,40 @@ class LoadWithoutMapLocation(Rule):
         origin = self._origin(path)
         if origin is Tri.NO or origin is Tri.MAYBE and not self._runs_on_accelerator(node):
             return
+        if self._reloads_own_state(node, path):
+            return  # the process's own working state, back where it kept it
         self.report(node, fix=self._map_location_fix(node))
+
+    def _reloads_own_state(self, load: ast.Call, path: ast.expr | None) -> bool:
+        """The load restores the working state that the same function writes
+        to the same path: the names the loaded object is bound to
+        (:func:`_state_names`: ``queue = torch.load(p)["queue"]``, or
+        ``ckpt = torch.load(p)`` and ``bank = ckpt["bank"]``) are the names the
+        function saves back there (``torch.save({"queue": queue}, p)``), and
+        every process that runs the load also runs that save, later (no
+        condition on the way to the save but tests of the saved state
+        itself, ``if queue is not None``), and the loaded object is not
+        copied into a model or moved (:func:`_places_loaded_tensors`). The tensors come back on the device each
+        process saved them from, and they are that state itself, not a
+        second copy beside a model; a file that only some process (rank 0)
+        writes and all of them read is still reported."""
+        if path is None:
+            return False
+        semantic = self.ctx.semantic
+        unit = semantic.unit_of(load)
+        state = _state_names(semantic, load, unit)
+        if not state or _places_loaded_tensors(semantic, load):
+            return False  # copied into a model or moved: a checkpoint of something else, not the state itself
+        key = self._path_key(path)
+        for save in self._saves():
+            if save.obj is None or semantic.unit_of(save.path) is not unit or not _after(semantic, save.obj, load):
+                continue
+            if self._path_key(save.path) != key or not self._same_assignment(path, save.path):
+                continue
+            saved = _saved_names(save.obj)
+            if saved and saved <= state and _runs_with(semantic, save.obj, load, state):
+                return True
+        return False
 
     def _map_location_fix(self, load: ast.Call):
         """``map_location="cpu"`` where the loaded tensors are placed by the
@@ -465,3 +503,51 @@ def _host_only(value) -> bool:
     if value.device is Tri.NO:
         return True
     return value.kind is Kind.PLAIN
+
+
+def _state_names(semantic, load: ast.Call, unit: ast.AST) -> frozenset[str]:
+    """The names that hold what ``load`` restores: the target of ``name =
+    torch.load(p)`` (or of an entry of it, ``torch.load(p)["k"]``), and the
+    targets of ``other = name["k"]`` in the same function. Empty when the
+    loaded object goes anywhere else."""
+    statement = semantic.parents.get(_outer_subscript(semantic, load))
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+        return frozenset()
+    loaded = statement.targets[0].id
+    names = {loaded}
+    for assign in semantic.own_nodes(unit, (ast.Assign,)):
+        value = assign.value
+        while isinstance(value, ast.Subscript):
+            value = value.value
+        if (value is not assign.value and isinstance(value, ast.Name) and value.id == loaded
+                and len(assign.targets) == 1 and isinstance(assign.targets[0], ast.Name)):
+            names.add(assign.targets[0].id)
+    return frozenset(names)
+
+
+def _saved_names(obj: ast.expr) -> frozenset[str]:
+    """The names a save writes when its object is a name, or a dict, tuple or
+    list of names (``{"queue": queue}``); empty for anything else."""
+    if isinstance(obj, ast.Name):
+        return frozenset({obj.id})
+    members = obj.values if isinstance(obj, ast.Dict) else obj.elts if isinstance(obj, (ast.Tuple, ast.List)) else None
+    if not members or not all(isinstance(m, ast.Name) for m in members):
+        return frozenset()
+    return frozenset(m.id for m in members)
+
+
+def _runs_with(semantic, saved: ast.expr, load: ast.Call, state: frozenset[str]) -> bool:
+    """Every ``if`` around the save that is not around the load tests only
+    names of ``state`` (``if queue is not None``): the processes that load
+    also save."""
+    around_load = {id(a) for a in semantic.ancestors(load)}
+    for ancestor in semantic.ancestors(saved):
+        if id(ancestor) in around_load:
+            return True
+        if isinstance(ancestor, (ast.If, ast.While)):
+            tested = {n.id for n in ast.walk(ancestor.test) if isinstance(n, ast.Name)}
+            if not tested <= state:
+                return False
+        elif isinstance(ancestor, ast.ExceptHandler):
+            return False  # runs only when something failed
+    return True

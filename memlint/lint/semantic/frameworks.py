@@ -86,8 +86,41 @@ _PARAMETERLESS_LOSSES = (
     "HingeEmbeddingLoss MultiLabelMarginLoss SmoothL1Loss HuberLoss SoftMarginLoss CrossEntropyLoss "
     "MultiLabelSoftMarginLoss CosineEmbeddingLoss MarginRankingLoss MultiMarginLoss TripletMarginLoss CTCLoss"
 ).split()
+#: ``torch.nn`` layers that hold no parameters whatever their arguments, by the file
+#: (under ``torch/nn/modules/``, torch 2.13.0) that defines them: no ``__init__`` of these
+#: classes creates a ``Parameter`` or takes a module (``grep 'Parameter('`` finds none in
+#: pooling.py, dropout.py, padding.py, flatten.py, fold.py, upsampling.py,
+#: pixelshuffle.py, channelshuffle.py, distance.py; in activation.py only
+#: ``MultiheadAttention`` and ``PReLU`` make one, so they are not listed; in
+#: normalization.py only ``LayerNorm``/``GroupNorm``/``RMSNorm`` do; ``Identity`` in
+#: linear.py stores nothing), and each, built on torch 2.13.0+cpu, has 0 ``.parameters()``.
+#: Their output has a graph only when an input has one and lives where the input lives.
+#: Not ``InstanceNorm*`` (instancenorm.py: ``affine=True`` makes a weight and a bias) nor
+#: the containers (``Sequential``, ``ModuleList``: their members decide).
+_PARAMETERLESS_LAYERS = {
+    "pooling": "AvgPool1d AvgPool2d AvgPool3d MaxPool1d MaxPool2d MaxPool3d MaxUnpool1d MaxUnpool2d MaxUnpool3d "
+               "AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d "
+               "AdaptiveMaxPool3d FractionalMaxPool2d FractionalMaxPool3d LPPool1d LPPool2d LPPool3d",
+    "activation": "Threshold ReLU RReLU Hardtanh ReLU6 Sigmoid Hardsigmoid Tanh SiLU Mish Hardswish ELU CELU SELU GLU "
+                  "GELU Hardshrink LeakyReLU LogSigmoid Softplus Softshrink Softsign Tanhshrink Softmin Softmax "
+                  "Softmax2d LogSoftmax",
+    "dropout": "Dropout Dropout1d Dropout2d Dropout3d AlphaDropout FeatureAlphaDropout",
+    "padding": "CircularPad1d CircularPad2d CircularPad3d ConstantPad1d ConstantPad2d ConstantPad3d ZeroPad1d "
+               "ZeroPad2d ZeroPad3d ReflectionPad1d ReflectionPad2d ReflectionPad3d ReplicationPad1d "
+               "ReplicationPad2d ReplicationPad3d",
+    "flatten": "Flatten Unflatten",
+    "fold": "Fold Unfold",
+    "upsampling": "Upsample UpsamplingNearest2d UpsamplingBilinear2d",
+    "pixelshuffle": "PixelShuffle PixelUnshuffle",
+    "channelshuffle": "ChannelShuffle",
+    "distance": "PairwiseDistance CosineSimilarity",
+    "normalization": "LocalResponseNorm CrossMapLRN2d",
+    "linear": "Identity",
+}
 PARAMETERLESS_MODULES = frozenset(
-    [f"torch.nn.{name}" for name in _PARAMETERLESS_LOSSES] + [f"torch.nn.modules.loss.{name}" for name in _PARAMETERLESS_LOSSES])
+    [f"torch.nn.{name}" for name in _PARAMETERLESS_LOSSES] + [f"torch.nn.modules.loss.{name}" for name in _PARAMETERLESS_LOSSES]
+    + [f"torch.nn.{name}" for names in _PARAMETERLESS_LAYERS.values() for name in names.split()]
+    + [f"torch.nn.modules.{file}.{name}" for file, names in _PARAMETERLESS_LAYERS.items() for name in names.split()])
 #: Library bases that give a subclass no parameters of their own (torch 2.13.0
 #: ``torch/nn/modules/module.py``: ``Module.__init__`` registers none).
 PLAIN_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})

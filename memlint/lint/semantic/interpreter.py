@@ -528,6 +528,9 @@ class Interpreter:
             if base.element is not None:
                 return _derived(base.element, base)
             return base.evolve(kind=Kind.UNKNOWN, element=None, items=None)
+        if base.kind is Kind.MODULE and base.type_name in ops.PARAMETER_CONTAINERS:
+            # the Parameter stored at that index or key; a slice of a ParameterList is one too
+            return base if isinstance(node.slice, ast.Slice) else tensor(Tri.YES, base.device, leaf=True)
         if base.kind is Kind.MODULE:
             return module(base.framework or "torch", device=base.device)
         if base.kind is Kind.TENSOR:

@@ -1931,8 +1931,24 @@ class SemanticModel:
             if self.is_run_loop(loop) and not (self.function_of(node) and self._module_internal(self.function_of(node))):
                 if self._bounded_by_enclosing_iteration(loop):
                     continue  # the micro-batches of one step: the step's loop decides
+                if self._made_per_batch(root, loop):
+                    return None  # re-created for every batch: it lives for one batch
                 return loop
         return None
+
+    def _made_per_batch(self, root: str, loop: ast.AST) -> bool:
+        """``root`` is a local made afresh in the body of a loop around
+        ``loop`` that walks a stream of batches (``for x in loader: parts =
+        []``), and ``loop`` itself walks no stream (``for crop in
+        args.crops: parts.append(...)``): what ``loop`` puts in ``root`` is
+        dropped at the next batch, so it holds one batch's worth, however
+        long the run."""
+        if "." in root or not isinstance(loop, FOR_TYPES) or self.value(loop.iter).stream is Tri.YES:
+            return False
+        for outer in self.enclosing_loops(loop):
+            if not self.outside(root, outer):
+                return isinstance(outer, FOR_TYPES) and self.value(outer.iter).stream is Tri.YES
+        return False
 
     def bounded_by_enclosing_iteration(self, loop: ast.AST) -> bool:
         """``loop`` walks what the loop around it makes afresh each iteration

@@ -571,7 +571,7 @@ def library_object_method(model, receiver: Value, name: str, call: CallInfo, int
             computed = combine([receiver, *call.arguments]).evolve(kind=Kind.TENSOR, framework="torch", type_name=None)
             return interpreter._computed(computed.evolve(scalar=False))
         return UNKNOWN
-    if could_be_module(receiver) and name in _MODULE_USE_METHODS:
+    if could_be_module(receiver) and name in _MODULE_USE_METHODS and not names_python_module(model, call.node.func.value):
         return module_method(model, as_module(receiver), name, call, interpreter)
     if name in ("to", "cuda") and fw.NOT_MODEL_CLASS.search(type_name.rsplit(".", 1)[-1]):
         return receiver  # a pipeline's move returns the same object, not a module (diffusers ``DiffusionPipeline.to`` returns ``self``)
@@ -580,6 +580,21 @@ def library_object_method(model, receiver: Value, name: str, call: CallInfo, int
 
 #: Methods that, called on an instance of a library class, use it as a module.
 _MODULE_USE_METHODS = ops.MODULE_RETURNING_METHODS | ops.MODULE_EVIDENCE_METHODS | ops.MODULE_PARAMETER_METHODS
+
+
+def names_python_module(model, node: ast.expr) -> bool:
+    """``node`` is a name that only ``import pkg`` / ``import pkg.sub as alias``
+    statements bind: a Python module, whose attributes are that module's
+    functions and classes. A Python module is never an ``nn.Module``
+    instance, so ``utils.train(net, ...)`` or ``utils.eval(...)`` calls a
+    function of another file (which the model does not follow: its result is
+    unknown); it is not a mode switch of a model named ``utils``."""
+    if not isinstance(node, ast.Name):
+        return False
+    found = model.scopes.binding_scope(node.id, model.scopes.scope_for(node))
+    bindings = found.bindings.get(node.id, []) if found is not None else []
+    return bool(bindings) and all(b.kind is BindingKind.IMPORT and isinstance(model.parents.get(b.node), ast.Import)
+                                  for b in bindings)
 
 
 def could_be_module(value: Value) -> bool:
@@ -688,6 +703,10 @@ def _target_device(call: CallInfo, current: Tri) -> Tri:
         if device is not None:
             return device
     return current
+
+
+#: ``x.device`` of a tensor known to be on the CPU: a device that names the CPU.
+_CPU_DEVICE = PLAIN.evolve(type_name="device:cpu")
 
 
 def device_of_value(node: ast.expr, value: Value) -> Tri | None:
@@ -1212,6 +1231,8 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         if value is not UNKNOWN or base.kind is not Kind.MODULE:
             return value
     if base.kind is Kind.TENSOR:
+        if attr == "device" and base.device is Tri.NO:
+            return _CPU_DEVICE  # `torch.zeros(n, device=x.device)` is where `x` is: here the CPU
         if attr in ops.METADATA_ATTRIBUTES:
             return PLAIN
         if attr in ops.DETACHED_ATTRIBUTES:
@@ -1230,6 +1251,8 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
     if base.kind is Kind.MODULE:
         if attr == "module":
             return base
+        if attr in ops.SUBMODULE_DICTS:  # `self._modules`: the module's own submodules, by name
+            return container(module(base.framework or "torch", device=base.device), stream=Tri.NO, type_name="dict")
         if attr in ("weight", "bias"):
             return tensor(Tri.YES, base.device, leaf=True)
         if klass is None and model.submodule_name(attr, interpreter):
@@ -1260,6 +1283,9 @@ def element_of(value: Value) -> Value:
         return value.element if value.element is not None else UNKNOWN
     if value.kind is Kind.TENSOR:
         return value.evolve(leaf=False, stream=Tri.NO)
+    if value.kind is Kind.MODULE and value.type_name in ops.PARAMETER_CONTAINERS:
+        # a ParameterList yields its parameters, a ParameterDict its keys
+        return tensor(Tri.YES, value.device, leaf=True) if ops.PARAMETER_CONTAINERS[value.type_name] == "parameters" else PLAIN
     if value.kind is Kind.MODULE:
         return module(value.framework or "torch", device=value.device)
     if value.kind is Kind.PLAIN:
@@ -1488,6 +1514,8 @@ def module_evidence_names(model, calls: list[ast.Call], mode_switches: bool = Tr
             continue  # the builtin-like `x.eval(expr)` of other libraries
         if func.attr == "train" and (call.keywords or len(call.args) > 1 or (call.args and not isinstance(call.args[0], (ast.Constant, ast.Name)))):
             continue  # `nn.Module.train(mode=True)` takes at most a flag
+        if names_python_module(model, func.value):
+            continue  # `import utils; utils.train(net)`: a function of another file
         _add_name(names, func.value)
     return names
 
@@ -1597,11 +1625,14 @@ def rebound_in(loop: ast.AST, every_iteration: bool = False) -> frozenset[str]:
     ``every_iteration``, an assignment under a periodic condition
     (``if (step + 1) % report_every == 0: total = 0``) does not count: it
     resets the name once every N iterations, and the iterations between
-    keep adding into the same value."""
+    keep adding into the same value. A name read through another name
+    that the loop makes an alias of it (``h_in = h_out`` ... ``h_out =
+    cell(x, h_in)``) is read too."""
     def collect() -> frozenset[str]:
         found: set[str] = set()
         if isinstance(loop, FOR_TYPES):
             found.update(targets_of(loop.target))
+        aliases = _aliases_in(loop)
         stack = list(loop.body)
         while stack:
             node = stack.pop()
@@ -1612,6 +1643,7 @@ def rebound_in(loop: ast.AST, every_iteration: bool = False) -> frozenset[str]:
                 continue
             if isinstance(node, ast.Assign):
                 read = _read_names(node.value)
+                read |= {original for name in read for original in aliases.get(name, ())}
                 for target in node.targets:
                     found.update(name for name in targets_of(target) if name not in read)
             elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -1623,6 +1655,22 @@ def rebound_in(loop: ast.AST, every_iteration: bool = False) -> frozenset[str]:
         return frozenset(found)
 
     return file_memo(("rebound", id(loop), every_iteration), collect)
+
+
+def _aliases_in(loop: ast.AST) -> dict[str, set[str]]:
+    """``{alias: {name}}`` for each ``alias = name`` of two bare names in
+    ``loop``'s body (not in nested functions)."""
+    aliases: dict[str, set[str]] = {}
+    stack = list(loop.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
+            continue
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Name)):
+            aliases.setdefault(node.targets[0].id, set()).add(node.value.id)
+        stack.extend(ast.iter_child_nodes(node))
+    return aliases
 
 
 def _periodic(test: ast.expr) -> bool:

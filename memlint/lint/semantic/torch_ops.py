@@ -143,6 +143,20 @@ FUNCTIONAL_LOSSES = frozenset({
 TUPLE_OUTPUT_MODULES = frozenset({"RNN", "LSTM", "GRU", "LSTMCell", "MultiheadAttention", "AdaptiveLogSoftmaxWithLoss"})
 #: ``torch.nn`` containers: not layers themselves; indexing or iterating one gives modules.
 MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict"})
+#: ``nn.Module`` attributes that are dicts of the module's own submodules, by name
+#: (torch 2.13.0 ``torch/nn/modules/module.py``: ``Module.__init__`` sets
+#: ``self._modules: dict[str, Optional[Module]] = {}``, and ``add_module``/``register_module``
+#: and assigning a module to an attribute store it there).
+SUBMODULE_DICTS = frozenset({"_modules"})
+#: ``torch.nn`` containers of parameters, and what iterating one yields (torch 2.13.0
+#: ``torch/nn/modules/container.py``): indexing either with a key or an integer gives the
+#: ``Parameter`` stored there (``ParameterList.__getitem__``/``ParameterDict.__getitem__``;
+#: ``__setitem__`` of both wraps a plain tensor into a ``Parameter`` as it is stored, a
+#: leaf that requires grad); iterating a ``ParameterList`` yields its parameters
+#: (``__iter__``: ``self[i]`` for each index), iterating a ``ParameterDict`` its keys
+#: (``__iter__``: ``iter(self._keys)``). Slicing a ``ParameterList`` gives a ``ParameterList``.
+PARAMETER_CONTAINERS = {"torch.nn.ParameterList": "parameters", "torch.nn.modules.container.ParameterList": "parameters",
+                        "torch.nn.ParameterDict": "keys", "torch.nn.modules.container.ParameterDict": "keys"}
 #: Module methods that return the module itself (or a module), torch 2.13 ``torch/nn/modules/module.py``.
 #: ``nn.Module`` has no ``mps`` method, and ``Module.compile`` returns None (it sets
 #: ``self._compiled_call_impl`` in place): neither is here.
