@@ -7,6 +7,7 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name, root_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.stores import leaf_values
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
@@ -383,6 +384,8 @@ def _trace(expr: ast.expr, parameters: frozenset[str], assignments: dict[str, as
     while True:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             name = node.func.attr
+            if name in ops.PYTHON_RESULT:
+                return None  # `out.numel()`, `out.size(0)`: a Python value, no tensor
             methods.add(name)
             if name in HOST_METHODS or name == "to" and any(
                     isinstance(a, ast.Constant) and a.value == "cpu" for a in [*node.args, *(k.value for k in node.keywords)]):

@@ -132,15 +132,20 @@ class Analysis:
 class _State:
     env: dict[str, Value]
     grad: Tri
+    #: No path reaches here: a branch that the values decide (``isinstance``)
+    #: was taken and ended in ``return``/``raise``; joins ignore this state.
+    dead: bool = False
 
     def copy(self) -> "_State":
-        return _State(dict(self.env), self.grad)
+        return _State(dict(self.env), self.grad, self.dead)
 
     def join(self, other: "_State") -> "_State":
+        if self.dead != other.dead:
+            return (other if self.dead else self).copy()
         merged = dict(self.env)
         for name, value in other.env.items():
             merged[name] = merged[name].join(value) if name in merged else value
-        return _State(merged, self.grad.join(other.grad))
+        return _State(merged, self.grad.join(other.grad), self.dead)
 
 
 def _derived(element: Value, whole: Value) -> Value:
@@ -248,6 +253,8 @@ class Interpreter:
             self.statement(statement)
 
     def statement(self, node: ast.stmt) -> None:
+        if self.state.dead:
+            return
         self.statements += 1
         self.analysis.grad_at[node] = self.state.grad
         handler = _STATEMENT_HANDLERS.get(node.__class__)
@@ -287,6 +294,13 @@ class Interpreter:
 
     def stmt_If(self, node: ast.If) -> None:
         self.expr(node.test)
+        verdict = isinstance_verdict(self.model, node.test, self.state.env)
+        if verdict is not None:  # `if isinstance(obj, torch.Tensor):` on a value known to be (or not be) one
+            taken = node.body if verdict else node.orelse
+            self.block(taken)
+            if _terminates(taken):
+                self.state.dead = True
+            return
         before = self.state.copy()
         self.block(node.body)
         after_body = self.state
@@ -699,6 +713,53 @@ class Interpreter:
 
     def record_collect(self, receiver: ast.expr, value: Value, node: ast.AST) -> None:
         self._record_persistent_write(receiver, value, node, "collect")
+
+
+def _terminates(body: list[ast.stmt]) -> bool:
+    """Whether ``body`` always leaves the function (its last statement returns or raises)."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+#: What ``isinstance(value, T)`` is for the kinds of value that decide it:
+#: qualified type name -> (kinds for which it is True, kinds for which it is False).
+_DECIDED_KINDS = {
+    "torch.Tensor": (frozenset({Kind.TENSOR}),
+                     frozenset({Kind.CONTAINER, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER, Kind.FUNCTION})),
+    "dict": (frozenset(), frozenset({Kind.TENSOR, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER, Kind.FUNCTION})),
+    "list": (frozenset(), frozenset({Kind.TENSOR, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER, Kind.FUNCTION})),
+    "tuple": (frozenset(), frozenset({Kind.TENSOR, Kind.PLAIN, Kind.MODULE, Kind.OPTIMIZER, Kind.FUNCTION})),
+}
+
+
+def isinstance_verdict(model, test: ast.expr, env: dict[str, Value]) -> bool | None:
+    """``isinstance(name, T)`` (``T`` one type or a tuple of them) decided by
+    what the model knows of ``name``'s value; None where it cannot tell."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = isinstance_verdict(model, test.operand, env)
+        return None if inner is None else not inner
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
+            and model.qualified(test.func) == "isinstance" and len(test.args) == 2 and not test.keywords
+            and isinstance(test.args[0], ast.Name)):
+        return None
+    value = env.get(test.args[0].id)
+    if value is None:
+        return None
+    types = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+    verdicts = []
+    for node in types:
+        qualified = model.qualified(node)
+        decided = _DECIDED_KINDS.get(qualified)
+        if decided is None:
+            return None
+        if value.kind in decided[0] or (qualified == "dict" and value.kind is Kind.CONTAINER and value.type_name == "dict"):
+            verdicts.append(True)
+        elif value.kind in decided[1]:
+            verdicts.append(False)
+        else:
+            verdicts.append(None)
+    if any(v is True for v in verdicts):
+        return True
+    return False if all(v is False for v in verdicts) else None
 
 
 def _sums_into(statement: ast.AST, name: str) -> bool:
