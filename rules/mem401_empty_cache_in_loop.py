@@ -89,7 +89,9 @@ class EmptyCacheInLoop(Rule):
     batches or runs a forward, backward or optimizer step in its own body
     (or through a helper of the file, one call deep), or when its body
     enters a grad-disabled context (`with torch.inference_mode():`) around a
-    call given the loop's element: one inference step per item, even when
+    call given the loop's element, or runs grad-disabled itself (in a
+    `@torch.inference_mode()` function, inside `with torch.no_grad():`) and
+    binds the result of such a call: one inference step per item, even when
     the model comes from another file; or when its body runs an inference
     method of a module (`encoder.encode(texts)`, `model.generate(ids)`) on
     the loop's element or on what the body derives from it, also when that
@@ -243,16 +245,23 @@ class EmptyCacheInLoop(Rule):
         else:
             targets = set(targets_of(loop.target))
         semantic = self.ctx.semantic
+        if semantic.grad_mode(loop) is Tri.NO:  # the loop itself runs grad-disabled (`@torch.inference_mode()` method)
+            return any(self._binds_call_of(statement, targets) for statement in walk(loop.body)
+                       if not self._in_nested_loop(statement, loop))
         for node in walk(loop.body):
             if not isinstance(node, WITH_TYPES) or self._in_nested_loop(node, loop):
                 continue
             if not any(semantic.grad_mode_of_context(item.context_expr) is Tri.NO for item in node.items):
                 continue
-            for statement in walk(node.body):
-                if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None and any(
-                        isinstance(call, ast.Call) and _mentions_any(call, targets) for call in walk(statement.value)):
-                    return True
+            if any(self._binds_call_of(statement, targets) for statement in walk(node.body)):
+                return True
         return False
+
+    @staticmethod
+    def _binds_call_of(statement: ast.AST, targets: set[str]) -> bool:
+        """``statement`` binds the result of a call given one of ``targets``."""
+        return isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None and any(
+            isinstance(call, ast.Call) and _mentions_any(call, targets) for call in walk(statement.value))
 
     def _taken_per_iteration(self, loop: ast.While) -> set[str]:
         """Names the body of ``loop`` (not a nested loop or context) binds

@@ -45,8 +45,8 @@ MEM102_TYPE_DISPATCH_OK = """
     opt = torch.optim.Adam(net.parameters())
     history = []
     for xb in loader:
-        err = net(xb).pow(2).mean()
         opt.zero_grad()
+        err = net(xb).pow(2).mean()
         err.backward()
         opt.step()
         history.append(to_host(err))
@@ -64,8 +64,8 @@ MEM102_TYPE_DISPATCH_BUG = """
     opt = torch.optim.Adam(net.parameters())
     history = []
     for xb in loader:
-        err = net(xb).pow(2).mean()
         opt.zero_grad()
+        err = net(xb).pow(2).mean()
         err.backward()
         opt.step()
         history.append(strip(err))  # expect: MEM102
@@ -124,3 +124,35 @@ def test_mem109_hook_keeping_sizes_is_silent():
 
 def test_mem109_hook_keeping_the_activation_next_to_its_size_is_reported():
     assert_reported(MEM109_PYTHON_VALUE_BUG, "MEM109")
+
+
+# -- MEM401 (bug_285): a loop that itself runs grad-disabled (in an
+# `@torch.inference_mode()` method, inside `with torch.no_grad():`) and binds the
+# result of a call given its element is one inference step per item, like the loop
+# that enters such a context in its body.  bug_285 is a pipeline `__call__` over
+# scheduler timesteps with the device module imported by alias; here module-level
+# code serving prompts under `with torch.no_grad():` with `from torch import cuda`.
+
+MEM401_GRAD_DISABLED_LOOP_BUG = """
+    import torch
+    from torch import cuda
+
+    engine = load_engine().to("cuda")
+    replies = []
+    with torch.no_grad():
+        for prompt in prompts:
+            reply = engine.respond(tokenize(prompt).cuda())
+            replies.append(reply.cpu())
+            cuda.empty_cache()  # expect: MEM401
+"""
+
+MEM401_GRAD_DISABLED_LOOP_OK = MEM401_GRAD_DISABLED_LOOP_BUG.replace(
+    "            cuda.empty_cache()  # expect: MEM401\n", "    cuda.empty_cache()\n")
+
+
+def test_mem401_flush_per_item_of_a_grad_disabled_loop():
+    assert_reported(MEM401_GRAD_DISABLED_LOOP_BUG, "MEM401")
+
+
+def test_mem401_flush_once_after_the_grad_disabled_loop_is_silent():
+    assert_silent(MEM401_GRAD_DISABLED_LOOP_OK, "MEM401")
