@@ -7,6 +7,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.frameworks import LEGACY_CUDA_TENSOR_TYPES
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, call_arguments, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit
@@ -26,6 +27,10 @@ class DatasetOnDevice(Rule):
     `get_batch(i)` that indexes them), passed to `TensorDataset(...)`, or assigned
     before a loop that then walks over them batch by batch
     (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`).
+    A legacy CUDA tensor type (`torch.cuda.LongTensor(ids)`) places its data on
+    the GPU like `.cuda()`; a tensor that `__init__` makes with a factory
+    (`torch.randn(n, 3, 224, 224, device=d)`) is the data when `__getitem__`
+    hands it out (whole, or an element of it), and a buffer otherwise.
 
     ## Why is this bad?
     The dataset then occupies accelerator memory for the whole run, next
@@ -92,16 +97,23 @@ class DatasetOnDevice(Rule):
         if len(node.targets) != 1:
             return
         name = dotted_name(node.targets[0])
-        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple)) or not _moves_to_device(node.value, self.ctx.index):
+        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple)) or not _moves_to_device(node.value, self.ctx):
             return  # cheap syntactic checks first: the rest interprets the function
-        if not _converted_from_data(node.value, self.ctx):
+        converted = _converted_from_data(node.value, self.ctx)
+        if not converted and not name.startswith("self."):
             return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
         semantic = self.ctx.semantic
         if name.startswith("self."):
             function = self.ctx.enclosing(*FUNCTION_TYPES)
             if function is None or function.name != "__init__" or not self._serves_data(function, name.split(".", 1)[1]):
                 return
-            if self._is_data_on_device(node.value) and not semantic.enclosing_loops(node) and not self._used_as_module(name, function):
+            if converted:
+                on_device = self._is_data_on_device(node.value)
+            else:  # made here (`torch.randn(3, 224, 224, device=d)`): data only when `__getitem__` hands it out
+                value = semantic.value(node.value)
+                on_device = value.kind is Kind.TENSOR and value.device is Tri.YES and \
+                    self._handed_out_as_item(function, name.split(".", 1)[1])
+            if on_device and not semantic.enclosing_loops(node) and not self._used_as_module(name, function):
                 self.report(node)
             return
         if "." in name or semantic.enclosing_loops(node):
@@ -113,7 +125,7 @@ class DatasetOnDevice(Rule):
     def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in TENSOR_DATASETS:
             return
-        if any(_moves_to_device(argument, self.ctx.index) and self._is_data_on_device(argument) for argument in call_arguments(node)):
+        if any(_moves_to_device(argument, self.ctx) and self._is_data_on_device(argument) for argument in call_arguments(node)):
             self.report(node)
 
     def _is_data_on_device(self, expr: ast.expr) -> bool:
@@ -147,6 +159,27 @@ class DatasetOnDevice(Rule):
         if "dataset" in klass.roles or klass.method("__getitem__") is not None or klass.method("__iter__") is not None:
             return True
         return any(_indexes_attribute_by_argument(method, attribute) for method in klass.methods.values() if method is not init)
+
+    def _handed_out_as_item(self, init: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str) -> bool:
+        """The class's ``__getitem__`` returns ``self.<attribute>`` whole, or an
+        element of it as (an operand of) the item: a tensor made in
+        ``__init__`` (a synthetic dataset's ``torch.randn(...)``) is the data."""
+        klass = self.ctx.semantic.class_of_method(init)
+        getitem = klass.method("__getitem__") if klass is not None else None
+        if getitem is None:
+            return False
+        receiver = first_parameter(getitem)
+
+        def is_attribute(node: ast.expr) -> bool:
+            return isinstance(node, ast.Attribute) and node.attr == attribute and isinstance(node.value, ast.Name) \
+                and node.value.id == receiver
+
+        for ret in self.ctx.semantic.own_nodes(getitem, (ast.Return,)):
+            for _, part in _returned_parts(ret.value) if ret.value is not None else ():
+                # the whole tensor, or an element of it as the item or an operand of it (`self.x[i] * 2 - 1`)
+                if is_attribute(part) or any(isinstance(n, ast.Subscript) and is_attribute(n.value) for n in ast.walk(part)):
+                    return True
+        return False
 
     def _iterated_in_batches(self, name: str, node: ast.Assign, function: ast.AST) -> bool:
         """A later training or evaluation loop slices ``name`` by the loop
@@ -228,8 +261,11 @@ def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDe
     return False
 
 
-def _moves_to_device(expr: ast.expr, index) -> bool:
-    """``expr`` contains ``.cuda()``, ``.to(...)`` or a ``device=`` argument (its calls read from the node index)."""
+def _moves_to_device(expr: ast.expr, ctx) -> bool:
+    """``expr`` contains ``.cuda()``, ``.to(...)``, a ``device=`` argument or a
+    legacy CUDA tensor type's constructor (``torch.cuda.LongTensor(ids)``; its
+    calls read from the node index)."""
+    index = ctx.index
     position = index.position_of(expr)
     calls = index.subtree_of_type(position, (ast.Call,)) if position is not None else [n for n in ast.walk(expr) if isinstance(n, ast.Call)]
     for node in calls:
@@ -237,6 +273,8 @@ def _moves_to_device(expr: ast.expr, index) -> bool:
         if func.__class__ is ast.Attribute and func.attr in ("cuda", "to"):
             return True
         if any(keyword.arg == "device" for keyword in node.keywords):
+            return True
+        if func.__class__ is ast.Attribute and func.attr.endswith("Tensor") and ctx.qualified(func) in LEGACY_CUDA_TENSOR_TYPES:
             return True
     return False
 
@@ -262,7 +300,7 @@ def _converted_from_data(expr: ast.expr, ctx) -> bool:
         if isinstance(parts, (ast.List, ast.Tuple)):
             return all(_converted_from_data(part, ctx) for part in parts.elts)
         return parts is not None and _converted_from_data(parts, ctx)  # `torch.cat([randperm(...) ...])`: indices, not data
-    if qualified not in DATA_CONVERSIONS:
+    if qualified not in DATA_CONVERSIONS and qualified not in LEGACY_CUDA_TENSOR_TYPES:
         return False
     source = expr.args[0] if expr.args else None
     # `torch.tensor([x * 255 for x in mean])`: a constant built here from settings, not data

@@ -156,3 +156,84 @@ def test_mem401_flush_per_item_of_a_grad_disabled_loop():
 
 def test_mem401_flush_once_after_the_grad_disabled_loop_is_silent():
     assert_silent(MEM401_GRAD_DISABLED_LOOP_OK, "MEM401")
+
+
+# -- MEM304 (bug_282): the legacy CUDA tensor types (`torch.cuda.LongTensor(...)`,
+# frameworks.LEGACY_CUDA_TENSOR_TYPES) make a tensor on the GPU, a data conversion
+# like `torch.LongTensor(...)` moved there.  bug_282 is notebook-like module-level
+# code; here a loader function with the type bound by `from torch import cuda`.
+
+MEM304_LEGACY_CUDA_TYPE_BUG = """
+    import numpy as np
+    from torch import cuda
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def make_loader(path):
+        arrays = np.load(path)
+        inputs = cuda.FloatTensor(arrays["x"])  # expect: MEM304
+        return DataLoader(TensorDataset(inputs), batch_size=64, shuffle=True)
+"""
+
+MEM304_LEGACY_CUDA_TYPE_OK = """
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    def make_loader(path):
+        arrays = np.load(path)
+        inputs = torch.FloatTensor(arrays["x"])
+        return DataLoader(TensorDataset(inputs), batch_size=64, shuffle=True, pin_memory=True)
+"""
+
+
+def test_mem304_legacy_cuda_tensor_type_of_the_data():
+    assert_reported(MEM304_LEGACY_CUDA_TYPE_BUG, "MEM304")
+
+
+def test_mem304_legacy_cpu_tensor_type_is_silent():
+    assert_silent(MEM304_LEGACY_CUDA_TYPE_OK, "MEM304")
+
+
+def test_legacy_cuda_tensor_type_makes_a_device_tensor():
+    module, semantic = _semantic("""
+        import torch
+        ids = torch.cuda.LongTensor([[1, 2], [3, 4]])
+        cpu = torch.LongTensor([[1, 2], [3, 4]])
+    """)
+    value = semantic.value(_call_on(module, 3))
+    assert value.kind is Kind.TENSOR and value.device is Tri.YES
+    assert semantic.value(_call_on(module, 4)).device is Tri.NO
+
+
+# -- MEM304 (bug_281): a tensor that a Dataset's `__init__` makes on the GPU with a
+# factory (`torch.randn(..., device=...)`) is the data when `__getitem__` hands it
+# out (or an element of it); a buffer made there that is not handed out stays
+# silent, as before.  bug_281 returns the whole tensor with a random label; here a
+# dataset that indexes a `torch.rand` tensor placed with `.to(device)`.
+
+MEM304_SERVED_FACTORY_BUG = """
+    import torch
+    from torch.utils.data import Dataset
+
+    class NoiseImages(Dataset):
+        def __init__(self, n, device="cuda"):
+            self.images = torch.rand(n, 3, 64, 64).to(device)  # expect: MEM304
+            self.scale = torch.ones(3, device=device)
+
+        def __len__(self):
+            return self.images.shape[0]
+
+        def __getitem__(self, i):
+            return self.images[i] * 2 - 1, 0
+"""
+
+MEM304_SERVED_FACTORY_OK = MEM304_SERVED_FACTORY_BUG.replace(
+    "self.images = torch.rand(n, 3, 64, 64).to(device)  # expect: MEM304", "self.images = torch.rand(n, 3, 64, 64)")
+
+
+def test_mem304_factory_tensor_handed_out_by_getitem():
+    assert_reported(MEM304_SERVED_FACTORY_BUG, "MEM304")
+
+
+def test_mem304_cpu_factory_tensor_and_unserved_device_buffer_are_silent():
+    assert_silent(MEM304_SERVED_FACTORY_OK, "MEM304")

@@ -658,3 +658,10 @@ GRADIENT_TAPE = "tensorflow.GradientTape"
 #: measured on the installed torch 2.13.0: ``Variable(a * 2).grad_fn is None``, its
 #: ``data_ptr()`` equals ``(a * 2).data_ptr()``, ``Variable(t, requires_grad=True).requires_grad``.
 LEGACY_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+#: The legacy CUDA tensor types, ``torch.cuda.LongTensor(data)``: calling one
+#: initialises CUDA and makes a tensor on the current CUDA device. torch 2.13.0
+#: ``torch/cuda/__init__.py``: ``__all__`` lists these ten ``*Tensor`` names, and
+#: ``class _CudaBase`` (their base) has ``is_cuda = True`` and ``__new__ = _lazy_new``
+#: (``_lazy_init()`` before the tensor is made).
+LEGACY_CUDA_TENSOR_TYPES = frozenset(f"torch.cuda.{name}Tensor" for name in (
+    "BFloat16", "Bool", "Byte", "Char", "Double", "Float", "Half", "Int", "Long", "Short"))

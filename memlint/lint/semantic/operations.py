@@ -1110,6 +1110,8 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
         parameters = combine(arguments) if arguments else UNKNOWN
         graph = Tri.NO if interpreter.state.grad is Tri.NO or not arguments else parameters.graph
         return Value(Kind.OBJECT, graph, parameters.device, type_name=qualified, sources=parameters.sources)
+    if qualified in fw.LEGACY_CUDA_TENSOR_TYPES:
+        return tensor(Tri.NO, Tri.YES)
     if namespace not in ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"):
         return _torch_namespace_call(qualified, call)
     if last in ops.FACTORIES:
