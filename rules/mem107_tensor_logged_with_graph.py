@@ -40,6 +40,15 @@ CONVERTING_WRITER_CONSTRUCTORS = frozenset(
      "tensorboardX.SummaryWriter", "tensorboardX.writer.SummaryWriter"})
 CONVERTING_MODULE_LOGGERS = frozenset({"wandb.log", "mlflow.log_metric", "mlflow.log_metrics",
                                        "mlflow.tracking.fluent.log_metric"})
+#: Loggers that keep what they are given but detach it first: pytorch-pfn-extras'
+#: ``reporting.report`` stores ``_nograd(v)`` (``v.detach()`` for a tensor) in the current
+#: observation (v0.9.0, commit 8999d94cf7d5, pytorch_pfn_extras/reporting.py ``Reporter.report``);
+#: releases before v0.3.0 stored ``value.clone()``, which keeps the graph (changed to ``detach()`` in
+#: commit 39fd07116fc1, pfnet/pytorch-pfn-extras#49 "fix reporter memleak", first tag v0.3.0).
+#: Reported as info: a graph is kept only with those older releases.
+DETACHING_MODULE_LOGGERS = frozenset({"pytorch_pfn_extras.reporting.report"})
+DETACHED_MESSAGE = ("a graph-attached tensor is reported to pytorch-pfn-extras: releases from 0.3.0 detach it, "
+                    "older ones keep its graph (pfnet/pytorch-pfn-extras#49); report `.item()` or `.detach()`")
 CONVERTED_MESSAGE = ("a graph-attached tensor is passed to a logger that converts it during the call: no graph "
                      "is kept, but every call waits for the device; log `.item()` (older wandb kept the tensors)")
 
@@ -62,7 +71,10 @@ class TensorLoggedWithGraph(Rule):
     `x2num.py`; wandb `sdk/interface/interface.py`; mlflow
     `tracking/metric_value_conversion_utils.py`): no graph is kept, but
     every call waits for the device; those findings are info, not
-    warnings. A Python number costs nothing.
+    warnings. pytorch-pfn-extras' `ppe.reporting.report({...})` keeps the
+    value in the iteration's observation, detached since v0.3.0 (a clone
+    with its graph before, pfnet/pytorch-pfn-extras#49): info as well.
+    A Python number costs nothing.
 
     ## Example
     ```python
@@ -99,8 +111,8 @@ class TensorLoggedWithGraph(Rule):
     NAME = "tensor-logged-with-graph"
     MESSAGE = "a graph-attached tensor is passed to an experiment logger: log `.item()` or `.detach()` instead"
     SEVERITY = Severity.WARNING
-    TRIGGERS = ("wandb", "mlflow", "SummaryWriter", "experiment")
-    NEEDS_NAMES = ("wandb", "mlflow", "SummaryWriter", "experiment")
+    TRIGGERS = ("wandb", "mlflow", "SummaryWriter", "experiment", "pytorch_pfn_extras")
+    NEEDS_NAMES = ("wandb", "mlflow", "SummaryWriter", "experiment", "pytorch_pfn_extras")
     NEEDS_GRAPH_SOURCE = True
     FRAMEWORK = "torch"
     VALID = (
@@ -124,7 +136,9 @@ class TensorLoggedWithGraph(Rule):
         if semantic.grad_disabled(node):
             return
         if any(_holds_graph(semantic.value(leaf)) for leaf in leaf_values(logged)):
-            if self._converts_during_the_call(node):
+            if semantic.qualified(node.func) in DETACHING_MODULE_LOGGERS:
+                self.report(node, DETACHED_MESSAGE, severity=Severity.INFO)
+            elif self._converts_during_the_call(node):
                 self.report(node, CONVERTED_MESSAGE, severity=Severity.INFO)
             else:
                 self.report(node)
@@ -149,6 +163,8 @@ class TensorLoggedWithGraph(Rule):
 
     def _logged_values(self, call: ast.Call) -> list[ast.expr]:
         qualified = self.ctx.semantic.qualified(call.func)
+        if qualified in DETACHING_MODULE_LOGGERS:
+            return _argument(call, 0, "values")
         if qualified in MODULE_LOGGERS:
             if qualified.endswith("log_metric"):
                 return _argument(call, 1, "value")

@@ -237,3 +237,36 @@ def test_mem304_factory_tensor_handed_out_by_getitem():
 
 def test_mem304_cpu_factory_tensor_and_unserved_device_buffer_are_silent():
     assert_silent(MEM304_SERVED_FACTORY_OK, "MEM304")
+
+
+# -- MEM107 (bug_274): pytorch-pfn-extras' `reporting.report` keeps what it is
+# given in the iteration's observation (detached since v0.3.0, a clone with its
+# graph before: pfnet/pytorch-pfn-extras#49; the rule's DETACHING_MODULE_LOGGERS),
+# reported as info.  bug_274 calls `ppe.reporting.report` inside
+# `manager.run_iteration()`; here `from pytorch_pfn_extras import reporting` in a
+# plain step function with an observer argument.
+
+MEM107_PPE_REPORT_BUG = """
+    import torch.nn.functional as F
+    from pytorch_pfn_extras import reporting
+
+    def train_epoch(model, optimizer, loader):
+        model.cuda().train()
+        for x, t in loader:
+            optimizer.zero_grad()
+            nll = F.cross_entropy(model(x.cuda()), t.cuda())
+            reporting.report({"nll": nll}, model)  # expect: MEM107
+            nll.backward()
+            optimizer.step()
+"""
+
+MEM107_PPE_REPORT_OK = MEM107_PPE_REPORT_BUG.replace(
+    'reporting.report({"nll": nll}, model)  # expect: MEM107', 'reporting.report({"nll": nll.detach()}, model)')
+
+
+def test_mem107_attached_loss_reported_to_ppe():
+    assert_reported(MEM107_PPE_REPORT_BUG, "MEM107")
+
+
+def test_mem107_detached_loss_reported_to_ppe_is_silent():
+    assert_silent(MEM107_PPE_REPORT_OK, "MEM107")
