@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
-from memlint.lint.semantic.frameworks import CPU_ENGINE_KEYWORDS
+from memlint.lint.semantic.frameworks import CPU_ENGINE_KEYWORDS, DEVICE_PLACED_ROLES
 from memlint.lint.semantic.values import PLAIN, Kind, Tri
 
 LOAD_FUNCTIONS = frozenset({"torch.load"})
@@ -267,13 +267,17 @@ class LoadWithoutMapLocation(Rule):
         wrote holds device tensors. A test function shows it itself (a GPU
         marker, a CUDA device): test suites run unmarked tests on CPU
         machines. A dataset's or data module's method loads data files,
-        which hold host tensors. Other code: its file uses an accelerator."""
+        which hold host tensors; an HF Trainer's or TrainerCallback's method
+        runs with the trainer's model on the accelerator. Other code: its
+        file uses an accelerator."""
         semantic = self.ctx.semantic
         for ancestor in semantic.ancestors(load):
             if isinstance(ancestor, ast.ClassDef):
                 klass = semantic.classes.of(ancestor)
                 if klass is not None and klass.roles & DATA_ROLES:
                     return False
+                if klass is not None and klass.roles & DEVICE_PLACED_ROLES:
+                    return True  # a Trainer callback: the trainer runs it with its model on the accelerator
             elif semantic.is_test_function(ancestor):
                 klass = semantic.class_of_method(ancestor)
                 return semantic.uses_accelerator(ancestor, explicit=True) or (

@@ -270,3 +270,39 @@ def test_mem107_attached_loss_reported_to_ppe():
 
 def test_mem107_detached_loss_reported_to_ppe_is_silent():
     assert_silent(MEM107_PPE_REPORT_OK, "MEM107")
+
+
+# -- MEM303 (bug_279): a method of an HF Trainer or TrainerCallback subclass runs
+# with the trainer's model on the accelerator (frameworks.DEVICE_PLACED_ROLES), so
+# a checkpoint it loads holds device tensors even when the file names no GPU.
+# bug_279 is a callback's `on_train_end`; here a Trainer subclass restoring an
+# extra head, with `torch` imported under another name.
+
+MEM303_TRAINER_METHOD_BUG = """
+    import os
+    import torch as pt
+    from transformers import Trainer
+
+    class HeadTrainer(Trainer):
+        def restore_head(self, folder):
+            weights = pt.load(os.path.join(folder, "head.bin"))  # expect: MEM303
+            self.model.head.load_state_dict(weights)
+"""
+
+MEM303_TRAINER_METHOD_OK = MEM303_TRAINER_METHOD_BUG.replace(
+    'pt.load(os.path.join(folder, "head.bin"))  # expect: MEM303', 'pt.load(os.path.join(folder, "head.bin"), map_location="cpu")')
+
+MEM303_PLAIN_CLASS_OK = MEM303_TRAINER_METHOD_BUG.replace("from transformers import Trainer", "from mylib import Trainer").replace(
+    "  # expect: MEM303", "")
+
+
+def test_mem303_load_in_a_trainer_method():
+    assert_reported(MEM303_TRAINER_METHOD_BUG, "MEM303")
+
+
+def test_mem303_trainer_method_with_map_location_is_silent():
+    assert_silent(MEM303_TRAINER_METHOD_OK, "MEM303")
+
+
+def test_mem303_same_method_of_a_class_of_another_library_is_silent():
+    assert_silent(MEM303_PLAIN_CLASS_OK, "MEM303")

@@ -665,3 +665,11 @@ LEGACY_VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable
 #: (``_lazy_init()`` before the tensor is made).
 LEGACY_CUDA_TENSOR_TYPES = frozenset(f"torch.cuda.{name}Tensor" for name in (
     "BFloat16", "Bool", "Byte", "Char", "Double", "Float", "Half", "Int", "Long", "Short"))
+#: Roles of classes whose methods a framework runs with the model it trains on
+#: the accelerator (when there is one): the HF ``Trainer`` moves the model to
+#: ``args.device`` before training (transformers 5.24.0 trainer.py
+#: ``Trainer._move_model_to_device``: ``model.to(device)``; training_args.py
+#: ``_setup_devices``: ``cuda:0`` when CUDA is available), and calls its
+#: ``TrainerCallback`` hooks with that model (trainer_callback.py
+#: ``CallbackHandler.call_event``: ``model=self.model``).
+DEVICE_PLACED_ROLES = frozenset({"hf_callback", "hf_trainer"})
