@@ -6,6 +6,7 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.frameworks import GRADIENT_TAPE
 from memlint.lint.syntax import FUNCTION_TYPES, is_constant
 
 #: pyplot calls that create a figure and register it with pyplot's figure manager
@@ -30,6 +31,10 @@ NON_CLOSING_LIBRARIES = ("matplotlib.", "numpy.", "wandb.", "mlflow.", "PIL.", "
 #: ``plt.close()``/``plt.close("all")``/``plt.clf()`` of the caller close it.
 ELSEWHERE = frozenset({"<a figure of the called function>"})
 KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "savefig", "tight_layout", "suptitle", "colorbar"})
+
+
+REPEATED_MESSAGE = ("matplotlib figure created in a function that runs repeatedly is never closed: pyplot keeps every "
+                    "figure alive; call `plt.close(fig)`")
 
 
 class FigureNotClosedInLoop(Rule):
@@ -77,9 +82,12 @@ class FigureNotClosedInLoop(Rule):
     ```
 
     ## Known problems
-    Only loops the semantic model knows to repeat with the run count: a
-    loop over a few plots (attention heads, metrics, a literal list) is not
-    reported, and neither is a loop that does no model work over
+    Only loops the semantic model knows to repeat with the run count (a
+    TensorFlow custom training loop counts by its `tf.GradientTape`
+    `gradient` call): a loop over a few plots (attention heads, metrics, a
+    literal list) is not reported unless its function runs once per epoch
+    or step (a framework hook, a function called from a step loop) and
+    never closes them, and neither is a loop that does no model work over
     something the file does not show to come from disk (a parameter, a
     YAML configuration's entries). A
     figure with an explicit number or label (`plt.figure(1)`,
@@ -124,13 +132,18 @@ class FigureNotClosedInLoop(Rule):
             return
         semantic = self.ctx.semantic
         names = _figure_names(node, semantic.parents)
-        loops = semantic.run_loops(node) or self._loops_over_files(node)
+        loops = semantic.run_loops(node) or self._loops_over_files(node) or self._tape_step_loops(node)
         if loops:
             if not self._closes(loops[0].body, names, created=node):
                 self.report(node)
             return
         if semantic.enclosing_loops(node):
-            return  # a loop over a few plots (heads, metrics, samples): not one that grows with the run
+            # a loop over a few plots (heads, metrics, samples) does not grow with the run, unless
+            # its function runs again and again (a per-epoch hook) and never closes them
+            function = semantic.function_of(node)
+            if isinstance(function, FUNCTION_TYPES) and self._repeated_without_close(function, node, names):
+                self.report(node, message=REPEATED_MESSAGE)
+            return
         comprehension = semantic.comprehension_of(node)
         if comprehension is not None:
             if semantic.is_run_comprehension(comprehension):
@@ -138,7 +151,7 @@ class FigureNotClosedInLoop(Rule):
             return
         function = semantic.function_of(node)
         if isinstance(function, FUNCTION_TYPES) and self._repeated_without_close(function, node, names):
-            self.report(node, message="matplotlib figure created in a function that runs repeatedly is never closed: pyplot keeps every figure alive; call `plt.close(fig)`")
+            self.report(node, message=REPEATED_MESSAGE)
 
     def _loops_over_files(self, node: ast.Call) -> list[ast.AST]:
         """The loops around ``node`` over the records of a data file or the
@@ -146,6 +159,20 @@ class FigureNotClosedInLoop(Rule):
         one figure per image or per record grows with the data on disk."""
         semantic = self.ctx.semantic
         return [loop for loop in semantic.enclosing_loops(node) if semantic.walks_file_contents(loop)]
+
+    def _tape_step_loops(self, node: ast.AST) -> list[ast.AST]:
+        """The loops around ``node`` (innermost first) whose own body takes
+        gradients with a ``tf.GradientTape`` (``tape.gradient(loss, ...)``):
+        a TensorFlow custom training loop, one iteration per step."""
+        semantic = self.ctx.semantic
+        found = []
+        for loop in semantic.enclosing_loops(node):
+            for call in ast.walk(loop):
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "gradient" \
+                        and semantic.value(call.func.value).type_name == GRADIENT_TAPE:
+                    found.append(loop)
+                    break
+        return found
 
     # -- a function that makes a figure per call ---------------------------------------
     def _repeated_without_close(self, function: ast.AST, call: ast.Call, names: frozenset[str]) -> bool:
@@ -156,7 +183,7 @@ class FigureNotClosedInLoop(Rule):
         if repetition is not None and repetition.reason in ("hook", "driver"):
             return True
         for site in semantic.call_sites_of(function):
-            loops = semantic.run_loops(site)
+            loops = semantic.run_loops(site) or self._tape_step_loops(site)
             if loops and not self._closes(loops[0].body, ELSEWHERE):
                 return True
             if not loops and semantic.repetition(semantic.unit_of(site)) is not None and not self._closes(

@@ -306,3 +306,76 @@ def test_mem303_trainer_method_with_map_location_is_silent():
 
 def test_mem303_same_method_of_a_class_of_another_library_is_silent():
     assert_silent(MEM303_PLAIN_CLASS_OK, "MEM303")
+
+
+# -- MEM403 (bug_286): a loop over a few plots in a function that runs again and
+# again (a Lightning per-epoch hook, a function called from a step loop) adds
+# that many open figures per run of the function.  bug_286 loops over the worst
+# queries in `on_validation_epoch_end` and hands the figure to
+# `add_figure(..., close=False)`; here a helper called per epoch from a plain
+# loop, one `plt.figure()` per class.
+
+MEM403_FEW_PLOTS_PER_EPOCH_BUG = """
+    import matplotlib.pyplot as plt
+
+    def plot_per_class(history, classes, epoch):
+        for c in classes:
+            fig = plt.figure(figsize=(4, 3))  # expect: MEM403
+            plt.plot(history[c])
+            fig.savefig(f"curves/{c}_{epoch}.png")
+
+    def fit(model, loader, optimizer, classes, epochs):
+        history = {c: [] for c in classes}
+        for epoch in range(epochs):
+            for x, y in loader:
+                optimizer.zero_grad()
+                model(x.cuda()).sum().backward()
+                optimizer.step()
+            plot_per_class(history, classes, epoch)
+"""
+
+MEM403_FEW_PLOTS_PER_EPOCH_OK = MEM403_FEW_PLOTS_PER_EPOCH_BUG.replace(
+    "  # expect: MEM403", "").replace('fig.savefig(f"curves/{c}_{epoch}.png")\n',
+                                      'fig.savefig(f"curves/{c}_{epoch}.png")\n            plt.close(fig)\n')
+
+
+def test_mem403_few_plots_in_a_function_called_per_epoch():
+    assert_reported(MEM403_FEW_PLOTS_PER_EPOCH_BUG, "MEM403")
+
+
+def test_mem403_few_plots_closed_per_epoch_are_silent():
+    assert_silent(MEM403_FEW_PLOTS_PER_EPOCH_OK, "MEM403")
+
+
+# -- MEM403 (bug_287): a TensorFlow custom training loop (its body takes gradients
+# with a `tf.GradientTape`) repeats with the run.  bug_287 calls a module-level
+# helper every N steps; here the figure is made in the loop itself, a
+# `for` over an iterator of a parameter.
+
+MEM403_TAPE_LOOP_BUG = """
+    import tensorflow as tf
+    from matplotlib import pyplot
+
+    def train(model, opt, batches, writer):
+        it = iter(batches)
+        step = 0
+        for x, y in it:
+            with tf.GradientTape() as g:
+                err = tf.reduce_mean(tf.square(model(x) - y))
+            opt.apply_gradients(zip(g.gradient(err, model.trainable_variables), model.trainable_variables))
+            step += 1
+            fig, ax = pyplot.subplots()  # expect: MEM403
+            ax.hist(model(x).numpy().ravel())
+            fig.savefig(f"hist_{step}.png")
+"""
+
+MEM403_TAPE_LOOP_OK = MEM403_TAPE_LOOP_BUG.replace("  # expect: MEM403", "").replace(
+    'fig.savefig(f"hist_{step}.png")\n', 'fig.savefig(f"hist_{step}.png")\n            pyplot.close(fig)\n')
+
+
+def test_mem403_figure_per_step_of_a_gradient_tape_loop():
+    assert_reported(MEM403_TAPE_LOOP_BUG, "MEM403")
+
+
+def test_mem403_figure_closed_per_step_of_a_gradient_tape_loop_is_silent():
+    assert_silent(MEM403_TAPE_LOOP_OK, "MEM403")
