@@ -379,3 +379,37 @@ def test_mem403_figure_per_step_of_a_gradient_tape_loop():
 
 def test_mem403_figure_closed_per_step_of_a_gradient_tape_loop_is_silent():
     assert_silent(MEM403_TAPE_LOOP_OK, "MEM403")
+
+
+# -- MEM502 (bug_288): `hyperopt.fmin(fn, space, ...)` calls its objective once per
+# trial (frameworks.REPEATING_DRIVER_FUNCTIONS), like optuna's `study.optimize`.
+# bug_288 passes the objective positionally to a bare `fmin`; here `hyperopt` is
+# imported as a module and the objective is given as `fn=`, building a functional
+# Keras model.
+
+MEM502_HYPEROPT_BUG = """
+    import hyperopt
+    import tensorflow as tf
+
+    def trial(cfg):
+        inputs = tf.keras.Input(shape=(32,))
+        hidden = tf.keras.layers.Dense(cfg["units"], activation="relu")(inputs)
+        net = tf.keras.Model(inputs, tf.keras.layers.Dense(1)(hidden))  # expect: MEM502
+        net.compile(optimizer="adam", loss="mse")
+        history = net.fit(features, targets, epochs=2, verbose=0)
+        return history.history["loss"][-1]
+
+    hyperopt.fmin(fn=trial, space={"units": hyperopt.hp.choice("units", [32, 64])},
+                  algo=hyperopt.tpe.suggest, max_evals=50)
+"""
+
+MEM502_HYPEROPT_OK = MEM502_HYPEROPT_BUG.replace("  # expect: MEM502", "").replace(
+    '    def trial(cfg):\n', '    def trial(cfg):\n        tf.keras.backend.clear_session()\n')
+
+
+def test_mem502_model_built_in_a_hyperopt_objective():
+    assert_reported(MEM502_HYPEROPT_BUG, "MEM502")
+
+
+def test_mem502_hyperopt_objective_clearing_the_session_is_silent():
+    assert_silent(MEM502_HYPEROPT_OK, "MEM502")

@@ -673,3 +673,9 @@ LEGACY_CUDA_TENSOR_TYPES = frozenset(f"torch.cuda.{name}Tensor" for name in (
 #: ``TrainerCallback`` hooks with that model (trainer_callback.py
 #: ``CallbackHandler.call_event``: ``model=self.model``).
 DEVICE_PLACED_ROLES = frozenset({"hf_callback", "hf_trainer"})
+#: Library functions that call the function they are given once per trial:
+#: qualified name -> (keyword, position) of that argument. hyperopt 0.2.7
+#: hyperopt/fmin.py ``fmin(fn, space, algo=None, max_evals=None, ...)``: its
+#: ``FMinIter(...).exhaust()`` evaluates ``fn`` on each of up to ``max_evals``
+#: points (``hyperopt.fmin`` is that function, re-exported by hyperopt/__init__.py).
+REPEATING_DRIVER_FUNCTIONS = {"hyperopt.fmin": ("fn", 0), "hyperopt.fmin.fmin": ("fn", 0)}

@@ -1814,7 +1814,17 @@ def driven_functions(model) -> dict:
 
 
 def _driven_function(model, call: ast.Call) -> ast.AST | None:
-    """The function ``study.optimize(f)`` / ``optimizer.step(closure)`` runs repeatedly."""
+    """The function ``study.optimize(f)`` / ``optimizer.step(closure)`` /
+    ``hyperopt.fmin(f, ...)`` runs repeatedly."""
+    if isinstance(call.func, (ast.Name, ast.Attribute)) and (call.args or call.keywords):
+        parameter = fw.REPEATING_DRIVER_FUNCTIONS.get(model.qualified(call.func))
+        if parameter is not None:
+            keyword, position = parameter
+            argument = call.args[position] if len(call.args) > position else next(
+                (k.value for k in call.keywords if k.arg == keyword), None)
+            if isinstance(argument, ast.Lambda):
+                return argument
+            return _local_target(model, argument) if isinstance(argument, ast.Name) else None
     if not isinstance(call.func, ast.Attribute) or call.func.attr not in fw.REPEATING_DRIVERS or not call.args:
         return None
     receiver = model.value(call.func.value)
