@@ -413,3 +413,58 @@ def test_mem502_model_built_in_a_hyperopt_objective():
 
 def test_mem502_hyperopt_objective_clearing_the_session_is_silent():
     assert_silent(MEM502_HYPEROPT_OK, "MEM502")
+
+
+# -- MEM101 (bug_261): `x.train(arg)` with a dict, list or tuple (by its value, or a
+# name last bound to such a display) is no `nn.Module.train(mode: bool)`: it is
+# the `train` method of the one class of the file that defines it, and what that
+# returns is what is summed.  bug_261 passes a dict comprehension bound to a name
+# inside `while True`; here a `for` loop passing a tuple display and
+# `total = total + ...`.
+
+MEM101_TRAIN_METHOD_BUG = """
+    import torch
+
+    class Agent:
+        def __init__(self, net):
+            self.net = net.cuda()
+            self.opt = torch.optim.SGD(self.net.parameters(), lr=0.01)
+
+        def train(self, pair):
+            x, y = pair
+            self.opt.zero_grad()
+            self.err = torch.nn.functional.mse_loss(self.net(x.cuda()), y.cuda())
+            self.err.backward()
+            self.opt.step()
+            return self.err
+
+    def fit(agent, loader):
+        total = 0.0
+        for x, y in loader:
+            total = total + agent.train((x, y))  # expect: MEM101
+        return total
+"""
+
+MEM101_TRAIN_METHOD_OK = MEM101_TRAIN_METHOD_BUG.replace("            return self.err\n", "            return self.err.item()\n").replace(
+    "  # expect: MEM101", "")
+
+
+def test_mem101_total_of_an_in_file_train_method_given_a_tuple():
+    assert_reported(MEM101_TRAIN_METHOD_BUG, "MEM101")
+
+
+def test_mem101_in_file_train_method_returning_a_number_is_silent():
+    assert_silent(MEM101_TRAIN_METHOD_OK, "MEM101")
+
+
+def test_train_with_a_flag_is_still_a_module_mode_switch():
+    module, semantic = _semantic("""
+        class Agent:
+            def train(self, pair):
+                return pair
+        def run(net, flag, x):
+            net.train(flag)
+            return net(x)
+    """)
+    run = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "run")
+    assert semantic.value(run.body[1].value.func).kind is Kind.MODULE

@@ -392,7 +392,8 @@ def method_call(model, receiver: Value, name: str, call: CallInfo, interpreter) 
         return library_object_method(model, receiver, name, call, interpreter)
     if receiver.kind is Kind.UNKNOWN:
         owner = model.sole_method_owner(name) if receiver.klass is None else None
-        if owner is not None and name in _LIBRARY_METHOD_NAMES and not _takes_these_keywords(owner.method(name), call):
+        if owner is not None and name in _LIBRARY_METHOD_NAMES and not _takes_these_keywords(owner.method(name), call) \
+                and not _not_a_mode_switch(name, call):
             owner = None  # `seen.add(x)`, `d.update(...)`: a library method of that name
         if owner is not None:
             return local_call(model, owner.method(name), call, interpreter, receiver=model.instance_of(owner))
@@ -410,6 +411,22 @@ _LIBRARY_METHOD_NAMES = frozenset({
     "close", "read", "write", "format", "copy", "clear", "sum", "mean", "view", "reshape", "apply", "__init__",
     "__call__", "setup", "prepare", "generate", "encode", "decode", "sample",
 })
+
+
+#: ``nn.Module``'s mode switches and how many positional arguments they take:
+#: ``train(self, mode: bool = True)``, ``eval(self)`` (torch 2.13.0 torch/nn/modules/module.py).
+_MODE_SWITCH_ARGUMENTS = {"train": 1, "eval": 0}
+
+
+def _not_a_mode_switch(name: str, call: CallInfo) -> bool:
+    """``learner.train(feed)``: called with more arguments than ``nn.Module``'s
+    ``train``/``eval`` take, or with a tensor, container or module where
+    ``train`` takes a bool, so not that library method."""
+    taken = _MODE_SWITCH_ARGUMENTS.get(name)
+    if taken is None or any(isinstance(a, ast.Starred) for a in call.node.args):
+        return False
+    return len(call.positional) > taken or any(
+        v.kind in (Kind.TENSOR, Kind.CONTAINER, Kind.MODULE) for v in call.positional)
 
 
 def _takes_these_keywords(method: ast.AST, call: CallInfo) -> bool:
@@ -1516,10 +1533,19 @@ def module_evidence_names(model, calls: list[ast.Call], mode_switches: bool = Tr
             continue  # the builtin-like `x.eval(expr)` of other libraries
         if func.attr == "train" and (call.keywords or len(call.args) > 1 or (call.args and not isinstance(call.args[0], (ast.Constant, ast.Name)))):
             continue  # `nn.Module.train(mode=True)` takes at most a flag
+        if func.attr == "train" and call.args and isinstance(call.args[0], ast.Name) and _bound_to_display(model, call.args[0]):
+            continue  # `learner.train(feed)` with `feed = {...}`: a dict, list or tuple is no flag
         if names_python_module(model, func.value):
             continue  # `import utils; utils.train(net)`: a function of another file
         _add_name(names, func.value)
     return names
+
+
+def _bound_to_display(model, name: ast.Name) -> bool:
+    """``name`` was last bound to a dict, list, set or tuple display or comprehension."""
+    statement = model.assignment_before(name)
+    return statement is not None and isinstance(statement.value, (
+        ast.Dict, ast.DictComp, ast.List, ast.ListComp, ast.Set, ast.SetComp, ast.Tuple))
 
 
 def _moved_in_place_and_called(model, calls: list[ast.Call]) -> set[str]:
