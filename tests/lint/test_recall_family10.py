@@ -468,3 +468,42 @@ def test_train_with_a_flag_is_still_a_module_mode_switch():
     """)
     run = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "run")
     assert semantic.value(run.body[1].value.func).kind is Kind.MODULE
+
+
+# -- MEM101 (bug_263): a callable whose output is given to a function of the file
+# for a parameter that function backpropagates through (`loss = crit(out, y);
+# loss.backward()`) is a differentiable module, also when it is a parameter the
+# file never calls a module method on.  bug_263 sums the tensor half of a tuple
+# its helper returns; here the helper's second result is a confidence computed
+# from the output, bound by keyword and summed with `total = total + ...`.
+
+MEM101_BACKPROPAGATED_BY_HELPER_BUG = """
+    import torch.nn.functional as F
+
+    def update(optim, logits=None, labels=None):
+        err = F.cross_entropy(logits, labels)
+        optim.zero_grad()
+        err.backward()
+        optim.step()
+        return err.item(), logits.softmax(-1).amax(-1).mean()
+
+    def run_epoch(net, batches, optim):
+        seen, confidence = 0.0, 0.0
+        for inputs, labels in batches:
+            logits = net(inputs.cuda())
+            err, conf = update(optim, logits=logits, labels=labels.cuda())
+            seen = seen + err
+            confidence = confidence + conf  # expect: MEM101
+        return seen, confidence
+"""
+
+MEM101_BACKPROPAGATED_BY_HELPER_OK = MEM101_BACKPROPAGATED_BY_HELPER_BUG.replace(
+    "logits.softmax(-1).amax(-1).mean()", "logits.softmax(-1).amax(-1).mean().item()").replace("  # expect: MEM101", "")
+
+
+def test_mem101_total_of_what_a_helper_computes_from_an_output_it_backpropagates():
+    assert_reported(MEM101_BACKPROPAGATED_BY_HELPER_BUG, "MEM101")
+
+
+def test_mem101_helper_returning_numbers_is_silent():
+    assert_silent(MEM101_BACKPROPAGATED_BY_HELPER_OK, "MEM101")

@@ -1600,7 +1600,7 @@ def _differentiated_callees(model, calls: list[ast.Call]) -> set[str]:
     if not calls:
         return set()
     unit = model.unit_of(calls[0])
-    expressions = differentiated_expressions(model, calls)
+    expressions = differentiated_expressions(model, calls) + _arguments_differentiated_by_callees(model, calls)
     if not expressions:
         return set()
     wanted: set[str] = set()
@@ -1618,6 +1618,48 @@ def _differentiated_callees(model, calls: list[ast.Call]) -> set[str]:
             if _chain_names(model, node.value, wanted, callees):
                 changed = True
     return callees
+
+
+def _arguments_differentiated_by_callees(model, calls: list[ast.Call]) -> list[ast.expr]:
+    """Arguments given to a function of the file (``loss_batch(crit, out, y,
+    opt)``) for parameters that its own backward pass differentiates through
+    (``loss = crit(out, y); loss.backward()``): a callable that made one of
+    them (``out = model(x)``) is differentiable. One call deep."""
+    found: list[ast.expr] = []
+    for call in calls:
+        callee = _local_target(model, call.func)
+        if not isinstance(callee, FUNCTION_TYPES) or any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        differentiated = _differentiated_parameters(model, callee)
+        if not differentiated:
+            continue
+        names = [a.arg for a in positional_parameters(callee.args)]
+        found.extend(argument for name, argument in zip(names, call.args) if name in differentiated)
+        found.extend(k.value for k in call.keywords if k.arg in differentiated)
+    return found
+
+
+def _differentiated_parameters(model, function: ast.AST) -> frozenset[str]:
+    """Parameters of ``function`` that its backward calls differentiate through
+    its own assignments (memoized per function)."""
+    key = ("differentiated parameters", id(function))
+    found = model.index.memo.get(key)
+    if found is None:
+        calls = model.own_nodes(function, (ast.Call,))
+        wanted: set[str] = set()
+        for expression in differentiated_expressions(model, calls):
+            _chain_names(model, expression, wanted, set())
+        assignments = [n for n in model.own_nodes(function, (ast.Assign, ast.AugAssign, ast.AnnAssign)) if n.value is not None]
+        changed = True
+        while changed and wanted:
+            changed = False
+            for node in assignments:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(name in wanted for target in targets for name in targets_of(target)) and \
+                        _chain_names(model, node.value, wanted, set()):
+                    changed = True
+        found = model.index.memo[key] = frozenset(wanted & {a.arg for a in positional_parameters(function.args)})
+    return found
 
 
 def _chain_names(model, expression: ast.expr, wanted: set[str], callees: set[str]) -> bool:
