@@ -507,3 +507,38 @@ def test_mem101_total_of_what_a_helper_computes_from_an_output_it_backpropagates
 
 def test_mem101_helper_returning_numbers_is_silent():
     assert_silent(MEM101_BACKPROPAGATED_BY_HELPER_OK, "MEM101")
+
+
+# -- MEM104 (bug_269): a model method of another library given `**inputs` (the
+# entries of a batch moved to the device) runs the model's layers, as it does
+# when the batch is passed by position or keyword.  bug_269 is a wrapper method
+# after `self.model.eval()` with `**inputs` from a processor's `.to(device)`;
+# here a function (not named for evaluation) embedding a stream of batches, whose
+# inputs are a dict comprehension of moved tensors.
+
+MEM104_SPREAD_INPUTS_BUG = """
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader
+
+    def embed_corpus(encoder, tokenizer, corpus):
+        encoder.cuda().eval()
+        rows = []
+        for texts in DataLoader(corpus, batch_size=64):
+            tokens = {k: v.cuda() for k, v in tokenizer(texts, return_tensors="pt").items()}
+            pooled = encoder.encode_text(**tokens)  # expect: MEM104
+            rows.append(F.normalize(pooled, dim=-1).cpu())
+        return torch.cat(rows)
+"""
+
+MEM104_SPREAD_INPUTS_OK = MEM104_SPREAD_INPUTS_BUG.replace(
+    "            pooled = encoder.encode_text(**tokens)  # expect: MEM104\n",
+    "            with torch.no_grad():\n                pooled = encoder.encode_text(**tokens)\n")
+
+
+def test_mem104_model_method_given_spread_inputs_after_eval():
+    assert_reported(MEM104_SPREAD_INPUTS_BUG, "MEM104")
+
+
+def test_mem104_model_method_given_spread_inputs_under_no_grad_is_silent():
+    assert_silent(MEM104_SPREAD_INPUTS_OK, "MEM104")

@@ -521,9 +521,10 @@ def _runs_layers(receiver: Value, name: str, call: CallInfo) -> bool:
         return False
     if receiver.type_name and receiver.type_name.startswith("transformers."):
         return False  # PreTrainedModel's own API (save_pretrained, resize_token_embeddings, ...)
-    # positional or keyword: `model.sample(cond=batch)` hands the model the same data as `model.sample(batch)`
+    # positional, keyword or `**inputs`: `model.sample(cond=batch)` hands the model the same data as
+    # `model.sample(batch)`, and `model.get_image_features(**inputs)` the entries of a moved batch
     return any(a.kind in (Kind.TENSOR, Kind.CONTAINER) or a.kind is Kind.UNKNOWN and a.device is Tri.YES
-               for a in (*call.positional, *call.keywords.values()))
+               for a in (*call.positional, *call.keywords.values(), *call.spread))
 
 
 def _named(method: str, element: Value) -> Value:
