@@ -395,8 +395,15 @@ def _entry_names(semantic, loop: ast.AST) -> set[str]:
 
 
 def _module_internal(semantic, node: ast.AST) -> bool:
+    """``node`` runs within a module's own computation: its forward pass (and
+    the methods it calls on ``self``), a framework hook, or a method that
+    trains. Another method of a module (a `sample(features, states)` that
+    feeds its LSTM its own state step after step) is checked like any code."""
     function = semantic.function_of(node)
-    return function is not None and semantic.is_module_method(function)
+    if function is None or not semantic.is_module_method(function):
+        return False
+    return semantic.in_forward_pass(function) is not None or semantic.hook_of(function) is not None \
+        or semantic.trains(function.body)
 
 
 def _target_named(target: ast.expr, name: str) -> ast.expr:

@@ -542,3 +542,48 @@ def test_mem104_model_method_given_spread_inputs_after_eval():
 
 def test_mem104_model_method_given_spread_inputs_under_no_grad_is_silent():
     assert_silent(MEM104_SPREAD_INPUTS_OK, "MEM104")
+
+
+# -- MEM105 (bug_271): a module method that is neither its forward pass (nor a
+# method the forward calls), nor a framework hook, nor a training step (a
+# `sample`/`rollout` run after training) is checked like any other code: state it
+# feeds its recurrent layer step after step keeps every step's graph.  bug_271 is
+# `DecoderRNN.sample` feeding `self.lstm` its `states` parameter; here a GRU cell
+# rolled out from a latent, next to a forward whose own unroll stays silent.
+
+MEM105_MODULE_ROLLOUT_BUG = """
+    import torch
+    from torch import nn
+
+    class Dreamer(nn.Module):
+        def __init__(self, size=128, vocab=64):
+            super().__init__()
+            self.cell = nn.GRUCell(size, size)
+            self.read = nn.Embedding(vocab, size)
+            self.head = nn.Linear(size, vocab)
+
+        def forward(self, tokens, h):
+            for t in range(tokens.size(1)):
+                h = self.cell(self.read(tokens[:, t]), h)
+            return self.head(h)
+
+        def rollout(self, h, steps=500):
+            token = self.head(h).argmax(-1)
+            dreamed = []
+            for _ in range(steps):
+                h = self.cell(self.read(token), h)  # expect: MEM105
+                token = self.head(h).argmax(-1)
+                dreamed.append(token)
+            return torch.stack(dreamed, 1)
+"""
+
+MEM105_MODULE_ROLLOUT_OK = MEM105_MODULE_ROLLOUT_BUG.replace("  # expect: MEM105", "").replace(
+    "        def rollout(self, h, steps=500):\n", "        @torch.no_grad()\n        def rollout(self, h, steps=500):\n")
+
+
+def test_mem105_state_fed_back_in_a_module_rollout_method():
+    assert_reported(MEM105_MODULE_ROLLOUT_BUG, "MEM105")
+
+
+def test_mem105_rollout_under_no_grad_and_the_forward_unroll_are_silent():
+    assert_silent(MEM105_MODULE_ROLLOUT_OK, "MEM105")
