@@ -158,6 +158,8 @@ def _derived(element: Value, whole: Value) -> Value:
 def _grows(head: _State, end: _State) -> bool:
     """Whether an iteration ending in ``end`` changes what the loop's head
     knows of the names bound before it (or the grad mode)."""
+    if end.dead:
+        return False  # the iteration left the function: nothing flows back to the head
     if end.grad.join(head.grad) is not head.grad:
         return True
     for name, value in head.env.items():
@@ -751,7 +753,9 @@ def isinstance_verdict(model, test: ast.expr, env: dict[str, Value]) -> bool | N
         decided = _DECIDED_KINDS.get(qualified)
         if decided is None:
             return None
-        if value.kind in decided[0] or (qualified == "dict" and value.kind is Kind.CONTAINER and value.type_name == "dict"):
+        if qualified == "torch.Tensor" and value.framework in ("tensorflow", "keras"):
+            verdicts.append(False if value.kind is Kind.TENSOR else None)  # a TensorFlow tensor is no torch.Tensor
+        elif value.kind in decided[0] or (qualified == "dict" and value.kind is Kind.CONTAINER and value.type_name == "dict"):
             verdicts.append(True)
         elif value.kind in decided[1]:
             verdicts.append(False)
