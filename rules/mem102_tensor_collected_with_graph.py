@@ -147,7 +147,7 @@ class TensorCollectedWithGraph(Rule):
         semantic = self.ctx.semantic
         element = node.value if isinstance(node, ast.DictComp) else node.elt
         if semantic.holds_no_graph(element) or not any(isinstance(child, ast.Call) for child in ast.walk(element)) \
-                or semantic.iterates_fixed_structure(node):
+                or semantic.iterates_fixed_structure(node) or semantic.iterates_items_of_iteration(node):
             return  # a forward pass is a call, and a batch comes from a stream: cheap checks first
         function = semantic.function_of(node)
         if function is not None and semantic.is_module_method(function):

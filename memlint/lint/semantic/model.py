@@ -34,7 +34,7 @@ import os
 from collections import deque
 from dataclasses import dataclass
 
-from memlint.lint.names import dotted_name, targets_of
+from memlint.lint.names import dotted_name, root_name, targets_of
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import operations
 from memlint.lint.semantic import torch_ops as ops
@@ -2060,6 +2060,24 @@ class SemanticModel:
         if scope is not None and root not in scope.bindings:
             return True
         return root in self.bound_before(loop) and root not in operations.rebound_in(loop, every_iteration=True)
+
+    def iterates_items_of_iteration(self, node: ast.AST) -> bool:
+        """A comprehension inside a loop that iterates values of the loop's own
+        iteration (``conds = [c.to(dtype) for c in conds]`` where ``conds`` is
+        bound in the body every iteration, or the loop's target): the items of
+        one batch, not a stream of batches; it gathers nothing across
+        iterations (an outer store of its result is a store of its own)."""
+        loops = self.enclosing_loops(node)
+        if not loops or not isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return False
+        analysis = self.analysis_of(node)
+        for clause in node.generators:
+            root = root_name(clause.iter)
+            iterable = analysis.values.get(clause.iter)
+            if root is None or "." in root or iterable is None or iterable.stream is Tri.YES \
+                    or self.outside(root, loops[0]):
+                return False
+        return True
 
     def outlives_call(self, root: str, function: ast.AST) -> bool:
         """``root`` survives the end of a call of ``function``: ``self.x``, a global, a free variable."""
