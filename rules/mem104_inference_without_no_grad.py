@@ -7,6 +7,7 @@ from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
+from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic.operations import parameterless
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES
@@ -222,7 +223,8 @@ class InferenceWithoutNoGrad(Rule):
             return  # cheap checks first: the rest interprets the function
         forward = [call for call in semantic.forward_calls(unit)
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
-                   and not self._frozen_callee(call) and (not in_loops_only or self._in_sampling_loop(call))]
+                   and not self._frozen_callee(call) and not self._attacking_forward(call)
+                   and (not in_loops_only or self._in_sampling_loop(call))]
         helpers = [] if in_loops_only else self._helper_forwards(unit)
         forward += helpers
         if not forward:
@@ -321,6 +323,21 @@ class InferenceWithoutNoGrad(Rule):
             return False
         owner = semantic.value(call.func.value)  # `model.encode(x)`
         return owner.kind is Kind.MODULE and owner.frozen
+
+    def _attacking_forward(self, call: ast.Call) -> bool:
+        """A forward pass of a module built by a library whose forward runs an
+        adversarial attack with autograd when asked to
+        (:data:`~memlint.lint.semantic.frameworks.ATTACKING_FORWARD`:
+        ``model, _ = make_and_restore_model(...)`` then
+        ``model(x, y, make_adv=True)``): it differentiates with respect to its
+        input, so it needs autograd and ``no_grad`` would break it."""
+        semantic = self.ctx.semantic
+        builder = _builder_of(semantic, call.func)
+        keyword = fw.ATTACKING_FORWARD.get(self.ctx.qualified(builder.func)) if builder is not None else None
+        if keyword is None:
+            return False
+        value = next((k.value for k in call.keywords if k.arg == keyword), None)
+        return value is not None and not (isinstance(value, ast.Constant) and not value.value)
 
     def _repeated_or_script(self, call: ast.Call, unit: ast.AST) -> bool:
         """After ``model.eval()`` in a function that does not say it
@@ -437,3 +454,21 @@ def _switches_back(statement: ast.stmt, receiver: str | None) -> bool:
         return False
     call = statement.value
     return _is_mode_switch(call, "train") and dotted_name(call.func.value) == receiver
+
+def _builder_of(semantic, func: ast.expr) -> ast.Call | None:
+    """The call whose result was last assigned, before ``func``, to the name
+    ``func`` is (``model = build(...)``, ``model, ckpt = build(...)``)."""
+    if not isinstance(func, ast.Name):
+        return None
+    position = semantic.index.position_of(func)
+    if position is None:
+        return None
+    found, found_at = None, -1
+    for binding in semantic.scopes.bindings_of(func.id, semantic.scopes.scope_for(func)):
+        at = semantic.index.position_of(binding.node)
+        if at is None or at >= position or at <= found_at:
+            continue
+        statement = next((a for a in semantic.ancestors(binding.node) if isinstance(a, ast.stmt)), None)
+        found_at = at
+        found = statement.value if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) else None
+    return found
