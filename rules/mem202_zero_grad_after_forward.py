@@ -109,7 +109,9 @@ class ZeroGradAfterForward(Rule):
         position = index.get(id(zero_grad))
         if position is None:
             return False
-        backward = next((n for n in order[position + 1:] if isinstance(n, ast.Call) and is_backward(n, self.ctx)), None)
+        semantic = self.ctx.semantic
+        backward = next((n for n in order[position + 1:] if isinstance(n, ast.Call) and is_backward(n, self.ctx)
+                         and semantic.runs_after(zero_grad, n)), None)  # not one of an exclusive branch
         loss = backward_loss(backward, self.ctx.semantic) if backward is not None else None
         if loss is None:
             return False

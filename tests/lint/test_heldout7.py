@@ -293,3 +293,123 @@ def test_forward_without_the_attack_is_reported():
 
 def test_attacking_forward_table():
     assert ATTACKING_FORWARD["robustness.model_utils.make_and_restore_model"] == "make_adv"
+
+
+# -- MEM202: the next backward after `zero_grad()` must be able to run after
+# it: a `loss.backward()` of the other branch of an `if` (AMP handled by a
+# scaler object in one branch, plain backward in the other) is not it.
+
+SCALER_BRANCH_OK = """
+    def train_one_epoch(net, data, crit, opt, grad_scaler, use_amp, every):
+        for i, (x, y) in enumerate(data):
+            pred = net(x)
+            loss = crit(pred, y) / every
+            if use_amp:
+                grad_scaler(loss, opt, update=(i + 1) % every == 0)
+                if (i + 1) % every == 0:
+                    opt.zero_grad()
+            else:
+                loss.backward()
+                if (i + 1) % every == 0:
+                    opt.step()
+                    opt.zero_grad()
+"""
+
+# The look-alike: the zero_grad of the same branch sits between the forward
+# and that branch's backward.
+SAME_BRANCH_BUG = """
+    def train_one_epoch(net, data, crit, opt, use_amp):
+        for x, y in data:
+            pred = net(x)
+            loss = crit(pred, y)
+            if use_amp:
+                pass
+            else:
+                opt.zero_grad()  # expect: MEM202
+                loss.backward()
+                opt.step()
+"""
+
+
+def test_zero_grad_before_a_backward_of_the_other_branch_is_not_reported():
+    assert_silent(SCALER_BRANCH_OK, "MEM202")
+
+
+def test_zero_grad_before_the_backward_of_its_branch_is_reported():
+    assert_reported(SAME_BRANCH_BUG, "MEM202")
+
+
+# -- MEM114: a loss whose backward already ran (in the loop, or in the
+# file's function that returns it) holds no saved activations: it is not
+# named as state the loop leaves alive. An output tensor still is.
+
+SPENT_LOSS_OK = """
+    # %%
+    import torch
+    from torch import nn
+    net = nn.Linear(6, 1).cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    # %%
+    def update(xb, yb):
+        err = (net(xb) - yb).pow(2).mean()
+        opt.zero_grad()
+        err.backward()
+        opt.step()
+        return err
+    # %%
+    history = []
+    for it in range(500):
+        xb, yb = torch.randn(32, 6).cuda(), torch.randn(32, 1).cuda()
+        err = update(xb, yb)
+        history.append(err.item())
+        del xb, yb
+"""
+
+SPENT_LOSS_IN_LOOP_OK = """
+    # %%
+    import torch
+    from torch import nn
+    net = nn.Linear(6, 1).cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    # %%
+    for it in range(500):
+        err = (net(torch.randn(32, 6).cuda()) - 1).pow(2).mean()
+        opt.zero_grad()
+        err.backward()
+        opt.step()
+"""
+
+# The look-alike: the forward output stays alive with its graph.
+OUTPUT_KEPT_BUG = """
+    # %%
+    import torch
+    from torch import nn
+    net = nn.Linear(6, 1).cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    # %%
+    def update(xb):
+        out = net(xb)
+        err = out.pow(2).mean()
+        opt.zero_grad()
+        err.backward()
+        opt.step()
+        return out
+    # %%
+    for it in range(500):
+        kept = update(torch.randn(32, 6).cuda())
+"""
+
+
+def test_loss_after_its_backward_in_a_helper_is_not_named():
+    found = _notebook_findings(SPENT_LOSS_OK, "MEM114")
+    assert found == [], describe(found)
+
+
+def test_loss_after_its_backward_in_the_loop_is_not_named():
+    found = _notebook_findings(SPENT_LOSS_IN_LOOP_OK, "MEM114")
+    assert found == [], describe(found)
+
+
+def test_forward_output_returned_by_a_helper_is_still_named():
+    found = _notebook_findings(OUTPUT_KEPT_BUG, "MEM114")
+    assert len(found) == 1 and "`kept`" in found[0].message, describe(found)
