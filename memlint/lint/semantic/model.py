@@ -925,11 +925,47 @@ class SemanticModel:
             return UNKNOWN  # bound later in this unit
         if not isinstance(owner, (ast.Module, *UNIT_TYPES)):
             return UNKNOWN  # a class body's or a comprehension's name, seen from a nested function
+        if isinstance(owner, ast.Module) and not self._active.get(self.module):
+            reaching = self._global_at_calls(node.id, interpreter.unit, bindings)
+            if reaching is not None:
+                return reaching
         env = self.live_env(owner if not isinstance(owner, ast.Module) else self.module)
         if env is None:
             return UNKNOWN
         value = env.get(node.id)
         return value if value is not None else UNKNOWN
+
+    def _global_at_calls(self, name: str, function: ast.AST, bindings) -> Value | None:
+        """A global read in a module-level ``function`` that the module's top
+        level calls (a notebook's helper, run in the next cell): the value the
+        global holds at those calls, from the module-level binding of ``name``
+        that comes last before each call, joined over the calls; not the
+        value of the module's end (``model`` rebound to another model in a
+        later cell). None when ``function`` is no module-level function or
+        not only called from the top level, or the global is bound only once."""
+        if len(bindings) < 2 or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or self.parents.get(function) is not self.module:
+            return None
+        memo = self.__dict__.setdefault("_module_calls_memo", {})
+        if function not in memo:
+            memo[function] = [call for call in self.index.of_type(ast.Call)
+                              if isinstance(call.func, ast.Name) and call.func.id == function.name]
+        calls = memo[function]
+        if not calls or any(self.unit_of(call) is not self.module for call in calls):
+            return None
+        values = self.canonical(self.module).values
+        found = None
+        for call in calls:
+            at = self.index.position_of(call)
+            before = [(self.index.position_of(b.node), b) for b in bindings if b.kind is BindingKind.ASSIGNMENT]
+            before = [(p, b) for p, b in before if p is not None and at is not None and p < at]
+            if not before:
+                return None
+            value = values.get(max(before, key=lambda pair: pair[0])[1].node)
+            if value is None:
+                return None
+            found = value if found is None else found.join(value)
+        return found
 
     def parameter_default(self, unit: ast.AST, name: str, index: int) -> Value:
         """A parameter's value when no call site of the file says: ``self``
