@@ -413,3 +413,66 @@ def test_loss_after_its_backward_in_the_loop_is_not_named():
 def test_forward_output_returned_by_a_helper_is_still_named():
     found = _notebook_findings(OUTPUT_KEPT_BUG, "MEM114")
     assert len(found) == 1 and "`kept`" in found[0].message, describe(found)
+
+
+# -- MEM503 (and every rule reading globals): a notebook helper that reads a
+# global model runs where the top level calls it; a later cell that rebinds
+# the name to another library's model does not change what the helper saw.
+
+GLOBAL_REBOUND_LATER_BUG = """
+    # %%
+    import tensorflow as tf
+    seq = tf.keras.Sequential([tf.keras.layers.Dense(4), tf.keras.layers.Dense(2)])
+    # %%
+    def ids_of(text, table="abc"):
+        return [table.index(c) for c in text]
+    def encode(texts, table="abc"):
+        rows = [ids_of(t, table) for t in texts]
+        return tf.ragged.constant(rows).to_tensor()
+    def encode_padded(texts):
+        return tf.pad(encode(texts), [[0, 0], [0, 1]])
+    encode(["ab"])
+    # %%
+    def roll_forward(texts, horizon):
+        x = encode_padded(texts)
+        for k in range(horizon):
+            step = seq.predict(x)  # expect: MEM503
+            x = tf.concat([x[:, 1:], step[:, :1]], axis=1)
+        return x
+    roll_forward(["abc"], 40)
+    # %%
+    from transformers import AutoModelForCausalLM
+    seq = AutoModelForCausalLM.from_pretrained("gpt2")
+"""
+
+# The look-alike: the helper runs after the rebinding, on the transformers
+# model, whose `predict` is none of Keras's.
+GLOBAL_REBOUND_BEFORE_OK = """
+    # %%
+    import tensorflow as tf
+    seq = tf.keras.Sequential([tf.keras.layers.Dense(4), tf.keras.layers.Dense(2)])
+    # %%
+    from transformers import AutoModelForCausalLM
+    seq = AutoModelForCausalLM.from_pretrained("gpt2")
+    # %%
+    def ids_of(text, table="abc"):
+        return [table.index(c) for c in text]
+    def roll_forward(texts, horizon):
+        x = ids_of(texts[0])
+        for k in range(horizon):
+            step = seq.predict(x)
+        return x
+    roll_forward(["abc"], 40)
+"""
+
+
+def test_global_seen_at_the_helpers_call_is_the_keras_model():
+    source = textwrap.dedent(GLOBAL_REBOUND_LATER_BUG)
+    marked = [n for n, line in enumerate(source.splitlines(), 1) if "# expect: MEM503" in line]
+    found = _notebook_findings(GLOBAL_REBOUND_LATER_BUG, "MEM503")
+    assert [d.line for d in found] == marked, describe(found)
+
+
+def test_global_rebound_before_the_call_is_not_keras():
+    found = _notebook_findings(GLOBAL_REBOUND_BEFORE_OK, "MEM503")
+    assert found == [], describe(found)
