@@ -1416,7 +1416,7 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
             if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr == "scale" and receiver.args:
                 found.append(receiver.args[0])
             elif positional and (_not_assigned_in_unit(model, call, receiver) or _engine_built_here(model, receiver)
-                                 or _engine_by_use(model, call, receiver)):
+                                 or engine_by_use(model, call, receiver)):
                 found.append(positional[0])
             else:
                 found.append(receiver)
@@ -1474,7 +1474,7 @@ def _engine_built_here(model, receiver: ast.expr) -> bool:
         model.qualified(built.value.func) in fw.ENGINE_TYPES or model.qualified(built.value.func) in fw.BACKWARD_ENGINES)
 
 
-def _engine_by_use(model, call: ast.Call, receiver: ast.expr) -> bool:
+def engine_by_use(model, call: ast.Call, receiver: ast.expr) -> bool:
     """``accelerator.backward(loss)`` where the unit also calls a method on
     ``accelerator`` that no tensor has and a training engine has
     (``accelerator.prepare(...)``, ``accelerator.accumulate(model)``,
