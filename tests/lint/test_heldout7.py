@@ -476,3 +476,128 @@ def test_global_seen_at_the_helpers_call_is_the_keras_model():
 def test_global_rebound_before_the_call_is_not_keras():
     found = _notebook_findings(GLOBAL_REBOUND_BEFORE_OK, "MEM503")
     assert found == [], describe(found)
+
+
+# -- MEM303: a file that trains through an engine that a helper of another
+# file builds (known as one by `prepare(...)` and `backward(loss)` on it)
+# runs on the accelerator, as one that builds `Accelerator()` itself: a
+# checkpoint it loads without `map_location` comes back on the GPU.
+
+ENGINE_FROM_HELPER_LOAD_BUG = """
+    import torch
+    from mytools import engine_from_args, build_net
+
+    def run(args, data):
+        engine = engine_from_args(args)
+        net = build_net(args)
+        if args.init_from:
+            weights = torch.load(args.init_from)  # expect: MEM303
+            net.load_state_dict(weights)
+        opt = torch.optim.AdamW(net.parameters())
+        net, opt, data = engine.prepare(net, opt, data)
+        for batch in data:
+            loss = net(batch).mean()
+            engine.backward(loss)
+            opt.step()
+            opt.zero_grad()
+"""
+
+# The look-alike: the helper's object is used like a tensor (its backward
+# takes a gradient and nothing engine-only is called on it), and nothing
+# shows an accelerator.
+NO_ENGINE_LOAD_OK = """
+    import torch
+    from mytools import build_net
+
+    def run(args, data):
+        net = build_net(args)
+        if args.init_from:
+            weights = torch.load(args.init_from)
+            net.load_state_dict(weights)
+        for batch in data:
+            out = net(batch)
+            out.backward(torch.ones_like(out))
+"""
+
+
+def test_load_in_a_file_training_through_a_helpers_engine_is_reported():
+    assert_reported(ENGINE_FROM_HELPER_LOAD_BUG, "MEM303")
+
+
+def test_load_in_a_file_without_an_engine_or_accelerator_is_not_reported():
+    assert_silent(NO_ENGINE_LOAD_OK, "MEM303")
+
+
+# -- MEM303: a module class of the file that moves itself to the GPU in its
+# own constructor (`self.cuda(rank)`) is on the accelerator once built, so
+# its saved state_dict holds device tensors.
+
+SELF_MOVING_MODULE_BUG = """
+    import torch
+    from torch import nn
+
+    class Pair(nn.Module):
+        def __init__(self, width, rank=0):
+            super().__init__()
+            self.g = nn.Linear(width, width)
+            self.d = nn.Linear(width, 1)
+            self.cuda(rank)
+
+    class Runner:
+        def __init__(self, root, rank):
+            self.root, self.rank = root, rank
+            self.pair = None
+
+        def build(self):
+            self.pair = Pair(64, rank=self.rank)
+
+        def path(self, n):
+            return f"{self.root}/pair_{n}.pt"
+
+        def store(self, n):
+            torch.save({"pair": self.pair.state_dict(), "n": n}, self.path(n))
+
+        def restore(self, n):
+            blob = torch.load(self.path(n), weights_only=True)  # expect: MEM303
+            self.pair.load_state_dict(blob["pair"])
+"""
+
+# The look-alike: the constructor keeps the module where it was built (on
+# the CPU) and the file shows no accelerator.
+HOST_MODULE_OK = """
+    import torch
+    from torch import nn
+
+    class Pair(nn.Module):
+        def __init__(self, width):
+            super().__init__()
+            self.g = nn.Linear(width, width)
+            self.d = nn.Linear(width, 1)
+            self.to(torch.float64)
+
+    class Runner:
+        def __init__(self, root):
+            self.root = root
+            self.pair = None
+
+        def build(self):
+            self.pair = Pair(64)
+
+        def path(self, n):
+            return f"{self.root}/pair_{n}.pt"
+
+        def store(self, n):
+            torch.save({"pair": self.pair.state_dict(), "n": n}, self.path(n))
+
+        def restore(self, n):
+            blob = torch.load(self.path(n), weights_only=True)
+            self.pair.load_state_dict(blob["pair"])
+"""
+
+
+def test_state_of_a_module_that_moves_itself_to_the_gpu_is_reported_at_its_load():
+    assert_reported(SELF_MOVING_MODULE_BUG, "MEM303")
+
+
+def test_state_of_a_host_module_is_not_reported_at_its_load():
+    assert_silent(HOST_MODULE_OK, "MEM303")

@@ -1051,6 +1051,37 @@ class SemanticModel:
         stream = Tri.YES if "dataset" in klass.roles else Tri.NO
         return (obj(klass=klass.qualname, stream=stream)).evolve(graph=Tri.MAYBE)
 
+    def moves_itself(self, klass: ClassInfo) -> bool:
+        """The module's constructor (its own or an in-file base's
+        ``__init__``) moves the module to the accelerator, in its own body:
+        ``self.cuda(rank)``, ``self.cuda()``, ``self.to("cuda")``. Every
+        instance is then on the accelerator once built (torch 2.13.0
+        ``torch/nn/modules/module.py`` ``Module.cuda``/``to`` move the
+        parameters and buffers in place)."""
+        memo = self.__dict__.setdefault("_moves_itself_memo", {})
+        if klass.qualname in memo:
+            return memo[klass.qualname]
+        memo[klass.qualname] = False
+        found = False
+        for info in klass.mro():
+            init = info.methods.get("__init__")
+            receiver = first_parameter(init) if init is not None else None
+            if receiver is None:
+                continue
+            for call in self.own_nodes(init, (ast.Call,)):
+                func = call.func
+                if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver):
+                    continue
+                if func.attr == "cuda" or func.attr == "to" and any(
+                        isinstance(a, ast.Constant) and isinstance(a.value, str) and fw.ACCELERATOR_STRINGS.match(a.value)
+                        for a in [*call.args, *(k.value for k in call.keywords if k.arg == "device")]):
+                    found = True
+                    break
+            if found:
+                break
+        memo[klass.qualname] = found
+        return found
+
     def _annotation_value(self, unit: Function, name: str) -> Value | None:
         arguments = unit.args
         for argument in (*positional_parameters(arguments), *arguments.kwonlyargs):

@@ -148,7 +148,7 @@ def instantiate(model, klass, call: CallInfo, interpreter) -> Value:
     if init is not None:
         local_call(model, init, call, interpreter, receiver=instance)
     if instance.kind is Kind.MODULE and instance.framework == "torch":
-        instance = instance.evolve(device=construction_device(model, call))
+        instance = instance.evolve(device=Tri.YES if model.moves_itself(klass) else construction_device(model, call))
         if model.parameterless_class(klass):
             instance = instance.evolve(frozen=True)  # no parameter to record a graph for
     return instance
