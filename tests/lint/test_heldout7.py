@@ -555,7 +555,7 @@ SELF_MOVING_MODULE_BUG = """
             return f"{self.root}/pair_{n}.pt"
 
         def store(self, n):
-            torch.save({"pair": self.pair.state_dict(), "n": n}, self.path(n))
+            torch.save({"pair": self.pair.state_dict(), "n": int(n)}, self.path(n))
 
         def restore(self, n):
             blob = torch.load(self.path(n), weights_only=True)  # expect: MEM303
@@ -587,7 +587,7 @@ HOST_MODULE_OK = """
             return f"{self.root}/pair_{n}.pt"
 
         def store(self, n):
-            torch.save({"pair": self.pair.state_dict(), "n": n}, self.path(n))
+            torch.save({"pair": self.pair.state_dict(), "n": int(n)}, self.path(n))
 
         def restore(self, n):
             blob = torch.load(self.path(n), weights_only=True)
