@@ -601,3 +601,65 @@ def test_state_of_a_module_that_moves_itself_to_the_gpu_is_reported_at_its_load(
 
 def test_state_of_a_host_module_is_not_reported_at_its_load():
     assert_silent(HOST_MODULE_OK, "MEM303")
+
+
+# -- MEM104: an evaluation function that calls a shared epoch helper with
+# literal arguments that rule out its training branch (`mode="eval"`,
+# `phase == "fit"` false) runs the helper's forward passes with autograd on
+# for nothing; the training call of the same helper trains.
+
+SHARED_EPOCH_BUG = """
+    import torch
+
+    def run_epoch(net, batches, optim, mode, scale=1.0):
+        fitting = mode == "fit"
+        net.train(fitting)
+        seen = 0
+        for xb, yb in batches:
+            err = torch.nn.functional.l1_loss(net(xb) * scale, yb)
+            if fitting:
+                optim.zero_grad()
+                err.backward()
+                optim.step()
+            seen += len(xb)
+        return seen
+
+    def fit(net, batches, optim):
+        return run_epoch(net, batches, optim, "fit")
+
+    def validate(net, batches):
+        return run_epoch(net, batches, None, mode="eval")  # expect: MEM104
+"""
+
+# The look-alike: the evaluation call runs the helper under no_grad.
+SHARED_EPOCH_NO_GRAD_OK = """
+    import torch
+
+    def run_epoch(net, batches, optim, mode, scale=1.0):
+        fitting = mode == "fit"
+        net.train(fitting)
+        seen = 0
+        for xb, yb in batches:
+            err = torch.nn.functional.l1_loss(net(xb) * scale, yb)
+            if fitting:
+                optim.zero_grad()
+                err.backward()
+                optim.step()
+            seen += len(xb)
+        return seen
+
+    def fit(net, batches, optim):
+        return run_epoch(net, batches, optim, "fit")
+
+    def validate(net, batches):
+        with torch.no_grad():
+            return run_epoch(net, batches, None, mode="eval")
+"""
+
+
+def test_evaluation_call_of_a_shared_epoch_helper_is_reported():
+    assert_reported(SHARED_EPOCH_BUG, "MEM104")
+
+
+def test_evaluation_call_of_a_shared_epoch_helper_under_no_grad_is_not_reported():
+    assert_silent(SHARED_EPOCH_NO_GRAD_OK, "MEM104")
