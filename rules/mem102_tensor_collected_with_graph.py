@@ -56,7 +56,9 @@ class TensorCollectedWithGraph(Rule):
     and drops only the graph: safe.
 
     ## Known problems
-    A list whose elements are later stacked and backpropagated on purpose
+    A comprehension inside a loop over values of the loop's own iteration
+    (`conds = [c.to(dtype) for c in conds]`, `conds` bound in the body)
+    holds one batch's items and is not reported. A list whose elements are later stacked and backpropagated on purpose
     (`torch.stack(losses).sum().backward()`) is not reported, also when the
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for

@@ -60,7 +60,8 @@ class DeviceTensorCollectedInLoop(Rule):
     Tensors graph-attached when stored are left to MEM102. Loops over a
     fixed structure (a module's layers, a literal range of a few steps),
     containers cleared or popped inside the loop, `deque(maxlen=...)`
-    buffers and `d[k] = v` with a key that does not change per iteration
+    buffers, stores that run only while `len(container)` is below a bound
+    (`if len(buf) < cap: buf.append(t)`, a ring buffer) and `d[k] = v` with a key that does not change per iteration
     are not reported (their size is bounded); nor are one-element tensors
     (a loss, a full reduction) kept per batch of an evaluation loop, 512
     bytes each in the caching allocator, nor an integer index into one

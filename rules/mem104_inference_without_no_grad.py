@@ -104,7 +104,13 @@ class InferenceWithoutNoGrad(Rule):
     open, autograd off, while the caller runs).
 
     ## Known problems
-    Only the first forward pass of a function is reported. A function whose
+    Only the first forward pass of a function is reported. A forward of a
+    library module that runs an adversarial attack when asked
+    (robustness's `model(x, y, make_adv=True)`) needs autograd and is not
+    one; a call of the file's helper whose backward passes and steps all
+    sit in branches that the call's literal arguments rule out
+    (`run_epoch(..., mode="val")` with `if mode == "train":` inside) is
+    an evaluation for that call. A function whose
     every caller in the same file runs it under `no_grad` is not reported;
     callers in other files are not seen, so an evaluation helper always
     called under `no_grad` from elsewhere is reported (suppress it with

@@ -54,7 +54,11 @@ class ModuleStoresForwardOutput(Rule):
     Only values computed from the forward pass's inputs are reported: a
     tensor derived from the module's parameters alone (a per-device cache of
     a bias table, weights sampled for a KL term) holds a graph of the
-    parameters, not of the batch.
+    parameters, not of the batch. A tensor stored together with a
+    gradient hook on the same tensor (`self.attn_map = attn;
+    attn.register_hook(...)`, also through a helper method that stores its
+    argument) is kept on purpose for attention-map / Grad-CAM
+    visualisation and is not reported.
     A value stored on purpose for a backward pass that comes later in the
     same step (an auxiliary loss the training loop collects from the
     module) is reported too when it is no one-element loss; such losses

@@ -27,9 +27,9 @@ class TopLevelLoopKeepsState(Rule):
     ## Why is this bad?
     In a script, a training loop's last batch, outputs and loss die with the
     function (or the process). In a notebook the kernel lives on: the loop's
-    variables are globals and keep the last iteration's tensors, and the
-    loss its whole autograd graph with every saved activation, while the
-    next cells run. Re-running the cell, or the next experiment, then starts
+    variables are globals and keep the last iteration's tensors (and a
+    forward output its autograd graph with every saved activation), while
+    the next cells run. Re-running the cell, or the next experiment, then starts
     with that memory still taken, and `torch.cuda.empty_cache()` cannot free
     it.
 
@@ -63,7 +63,10 @@ class TopLevelLoopKeepsState(Rule):
     Names are judged as the semantic model knows their values: a loop whose
     outputs come from another module's functions (unknown values) is not
     reported. A `del` in a later cell is not looked at: between the cells
-    the memory is taken anyway.
+    the memory is taken anyway. A loss whose backward pass already ran
+    without `retain_graph` (in the loop, or in the file's function that
+    returns it) is not named: backward freed its graph's saved tensors and
+    a 0-d tensor is left.
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory)
