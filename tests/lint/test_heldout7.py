@@ -663,3 +663,26 @@ def test_evaluation_call_of_a_shared_epoch_helper_is_reported():
 
 def test_evaluation_call_of_a_shared_epoch_helper_under_no_grad_is_not_reported():
     assert_silent(SHARED_EPOCH_NO_GRAD_OK, "MEM104")
+
+
+def test_semantic_global_read_in_a_helper_takes_the_binding_before_its_call():
+    from .test_semantic import model_of, node_at
+    import ast
+
+    source = """
+        import tensorflow as tf
+        from transformers import AutoModelForCausalLM
+        net = tf.keras.Sequential([tf.keras.layers.Dense(2)])
+        def ids_of(text):
+            return [ord(c) for c in text]
+        def encode(texts):
+            return [ids_of(t) for t in texts]
+        def helper(texts):
+            rows = encode(texts)
+            return net
+        helper(["a"])
+        net = AutoModelForCausalLM.from_pretrained("gpt2")
+    """
+    model, module = model_of(source)
+    read = node_at(module, 11, ast.Name)
+    assert model.value(read).framework == "keras"

@@ -944,8 +944,9 @@ class SemanticModel:
         later cell). None when ``function`` is no module-level function or
         not only called from the top level, or the global is bound only once."""
         if len(bindings) < 2 or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                or self.parents.get(function) is not self.module:
-            return None
+                or self.parents.get(function) is not self.module \
+                or len(self.scopes.module_scope.bindings.get(function.name, ())) != 1:
+            return None  # calls by its name run it only when the name is bound to it alone
         memo = self.__dict__.setdefault("_module_calls_memo", {})
         if function not in memo:
             memo[function] = [call for call in self.index.of_type(ast.Call)
@@ -957,11 +958,14 @@ class SemanticModel:
         found = None
         for call in calls:
             at = self.index.position_of(call)
-            before = [(self.index.position_of(b.node), b) for b in bindings if b.kind is BindingKind.ASSIGNMENT]
+            before = [(self.index.position_of(b.node), b) for b in bindings]
             before = [(p, b) for p, b in before if p is not None and at is not None and p < at]
             if not before:
                 return None
-            value = values.get(max(before, key=lambda pair: pair[0])[1].node)
+            last = max(before, key=lambda pair: pair[0])[1]
+            if last.kind is not BindingKind.ASSIGNMENT or self.unit_of(last.node) is not self.module:
+                return None  # a loop target, an import, a function's `global` assignment: not followed
+            value = values.get(last.node)
             if value is None:
                 return None
             found = value if found is None else found.join(value)
