@@ -56,7 +56,9 @@ class TensorCollectedWithGraph(Rule):
     and drops only the graph: safe.
 
     ## Known problems
-    A list whose elements are later stacked and backpropagated on purpose
+    A comprehension inside a loop over values of the loop's own iteration
+    (`conds = [c.to(dtype) for c in conds]`, `conds` bound in the body)
+    holds one batch's items and is not reported. A list whose elements are later stacked and backpropagated on purpose
     (`torch.stack(losses).sum().backward()`) is not reported, also when the
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for
@@ -147,7 +149,7 @@ class TensorCollectedWithGraph(Rule):
         semantic = self.ctx.semantic
         element = node.value if isinstance(node, ast.DictComp) else node.elt
         if semantic.holds_no_graph(element) or not any(isinstance(child, ast.Call) for child in ast.walk(element)) \
-                or semantic.iterates_fixed_structure(node):
+                or semantic.iterates_fixed_structure(node) or semantic.iterates_items_of_iteration(node):
             return  # a forward pass is a call, and a batch comes from a stream: cheap checks first
         function = semantic.function_of(node)
         if function is not None and semantic.is_module_method(function):

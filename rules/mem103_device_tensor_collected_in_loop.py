@@ -60,7 +60,8 @@ class DeviceTensorCollectedInLoop(Rule):
     Tensors graph-attached when stored are left to MEM102. Loops over a
     fixed structure (a module's layers, a literal range of a few steps),
     containers cleared or popped inside the loop, `deque(maxlen=...)`
-    buffers and `d[k] = v` with a key that does not change per iteration
+    buffers, stores that run only while `len(container)` is below a bound
+    (`if len(buf) < cap: buf.append(t)`, a ring buffer) and `d[k] = v` with a key that does not change per iteration
     are not reported (their size is bounded); nor are one-element tensors
     (a loss, a full reduction) kept per batch of an evaluation loop, 512
     bytes each in the caching allocator, nor an integer index into one
@@ -197,10 +198,25 @@ class DeviceTensorCollectedInLoop(Rule):
             return True
         if loops and _shrunk_in(loops[0], container):
             return True
-        if self._memoized(node, container):
+        if self._memoized(node, container) or self._below_capacity(node, container):
             return True
         receiver = _receiver(node)
         return receiver is not None and semantic.value(receiver).type_name == "bounded"
+
+    def _below_capacity(self, node: ast.AST, container: str) -> bool:
+        """The store runs only while the container is below a size
+        (``if len(self.buffer) < self.capacity: self.buffer.append(t)``,
+        usually with ``else: self.buffer[self.pos] = t``: a ring buffer):
+        it stops growing at that size."""
+        semantic = self.ctx.semantic
+        child = node
+        for ancestor in semantic.ancestors(node):
+            if isinstance(ancestor, (*LOOP_TYPES, *FUNCTION_TYPES)):
+                return False
+            if isinstance(ancestor, ast.If) and child in ancestor.body and _caps_length(ancestor.test, container):
+                return True
+            child = ancestor
+        return False
 
     def _memoized(self, node: ast.AST, container: str) -> bool:
         """``d[k] = v`` under ``if k not in d:``: a cache, bounded by its distinct keys."""
@@ -330,3 +346,21 @@ class _ShrinkFinder(Visitor):
             self.found = True
 
 
+
+
+def _caps_length(test: ast.expr, container: str) -> bool:
+    """``len(container) < bound`` (or ``<=``, or ``bound > len(container)``),
+    alone or as a term of an ``and``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_caps_length(term, container) for term in test.values)
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return False
+    op, measured = test.ops[0], test.left
+    if isinstance(op, (ast.Gt, ast.GtE)):
+        measured = test.comparators[0]
+    elif not isinstance(op, (ast.Lt, ast.LtE)):
+        return False
+    if not (isinstance(measured, ast.Call) and isinstance(measured.func, ast.Name) and measured.func.id == "len"
+            and len(measured.args) == 1 and not measured.keywords):
+        return False
+    return container in (dotted_name(measured.args[0]), root_name(measured.args[0]))

@@ -7,6 +7,7 @@ from memlint.lint.diagnostic import Applicability, Fix, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
+from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic.operations import parameterless
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES
@@ -103,7 +104,13 @@ class InferenceWithoutNoGrad(Rule):
     open, autograd off, while the caller runs).
 
     ## Known problems
-    Only the first forward pass of a function is reported. A function whose
+    Only the first forward pass of a function is reported. A forward of a
+    library module that runs an adversarial attack when asked
+    (robustness's `model(x, y, make_adv=True)`) needs autograd and is not
+    one; a call of the file's helper whose backward passes and steps all
+    sit in branches that the call's literal arguments rule out
+    (`run_epoch(..., mode="val")` with `if mode == "train":` inside) is
+    an evaluation for that call. A function whose
     every caller in the same file runs it under `no_grad` is not reported;
     callers in other files are not seen, so an evaluation helper always
     called under `no_grad` from elsewhere is reported (suppress it with
@@ -222,12 +229,13 @@ class InferenceWithoutNoGrad(Rule):
             return  # cheap checks first: the rest interprets the function
         forward = [call for call in semantic.forward_calls(unit)
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
-                   and not self._frozen_callee(call) and (not in_loops_only or self._in_sampling_loop(call))]
+                   and not self._frozen_callee(call) and not self._attacking_forward(call)
+                   and (not in_loops_only or self._in_sampling_loop(call))]
         helpers = [] if in_loops_only else self._helper_forwards(unit)
         forward += helpers
         if not forward:
             return
-        trains = bool(semantic.backward_calls(unit)) or semantic.trains(unit.body)
+        trains = bool(semantic.backward_calls(unit)) or semantic.trains(unit.body) and not self._trains_only_through_told(unit)
         if trains:
             if not eval_calls:
                 return
@@ -290,11 +298,47 @@ class InferenceWithoutNoGrad(Rule):
             if not isinstance(callee, FUNCTION_TYPES) or self._judged_on_its_own(callee):
                 continue
             analysis = semantic.canonical(callee)
-            if analysis.trains or analysis.backward_calls or semantic.grad_mode(call) is not Tri.YES:
+            if semantic.grad_mode(call) is not Tri.YES:
+                continue
+            if (analysis.trains or analysis.backward_calls) and not self._trains_only_when_told(call, callee):
                 continue
             if any(semantic.grad_mode(inner) is Tri.YES for inner in semantic.forward_calls(callee)):
                 found.append(call)  # the helper's own no_grad (`with torch.no_grad(): model(x)`) is enough
         return found
+
+    def _trains_only_when_told(self, call: ast.Call, callee: ast.AST) -> bool:
+        """Every backward pass and optimizer step of ``callee`` (and every
+        call of it that trains) sits in a branch that the literal arguments
+        of ``call`` rule out: ``_run_epoch(args, "val", loader, model)`` where
+        the helper computes ``is_train = (mode == "train")`` and backpropagates
+        only under ``if is_train:``. For that call, the helper evaluates."""
+        semantic = self.ctx.semantic
+        env = _literal_arguments(semantic, call, callee)
+        if not env:
+            return False
+        analysis = semantic.canonical(callee)
+        training = [*analysis.backward_calls, *analysis.optimizer_steps]
+        training += [site for site, found in analysis.call_sites.items()
+                     if found.callee is not None and semantic.canonical(found.callee).trains]
+        return bool(training) and all(_ruled_out(semantic, node, callee, env) for node in training)
+
+    def _trains_only_through_told(self, unit: ast.AST) -> bool:
+        """What trains in ``unit`` is only calls of the file's helpers whose
+        training branches the call's literal arguments rule out
+        (:meth:`_trains_only_when_told`): no backward pass or optimizer step
+        of its own, no other call that trains."""
+        semantic = self.ctx.semantic
+        analysis = semantic.canonical(unit)
+        if analysis.backward_calls or analysis.optimizer_steps:
+            return False
+        told = False
+        for call, site in analysis.call_sites.items():
+            if site.callee is None or not semantic.canonical(site.callee).trains:
+                continue
+            if not self._trains_only_when_told(call, site.callee):
+                return False
+            told = True
+        return told
 
     def _judged_on_its_own(self, callee: ast.AST) -> bool:
         """A helper whose forward passes are reported in its own body, not at
@@ -321,6 +365,21 @@ class InferenceWithoutNoGrad(Rule):
             return False
         owner = semantic.value(call.func.value)  # `model.encode(x)`
         return owner.kind is Kind.MODULE and owner.frozen
+
+    def _attacking_forward(self, call: ast.Call) -> bool:
+        """A forward pass of a module built by a library whose forward runs an
+        adversarial attack with autograd when asked to
+        (:data:`~memlint.lint.semantic.frameworks.ATTACKING_FORWARD`:
+        ``model, _ = make_and_restore_model(...)`` then
+        ``model(x, y, make_adv=True)``): it differentiates with respect to its
+        input, so it needs autograd and ``no_grad`` would break it."""
+        semantic = self.ctx.semantic
+        builder = _builder_of(semantic, call.func)
+        keyword = fw.ATTACKING_FORWARD.get(self.ctx.qualified(builder.func)) if builder is not None else None
+        if keyword is None:
+            return False
+        value = next((k.value for k in call.keywords if k.arg == keyword), None)
+        return value is not None and not (isinstance(value, ast.Constant) and not value.value)
 
     def _repeated_or_script(self, call: ast.Call, unit: ast.AST) -> bool:
         """After ``model.eval()`` in a function that does not say it
@@ -437,3 +496,106 @@ def _switches_back(statement: ast.stmt, receiver: str | None) -> bool:
         return False
     call = statement.value
     return _is_mode_switch(call, "train") and dotted_name(call.func.value) == receiver
+
+def _builder_of(semantic, func: ast.expr) -> ast.Call | None:
+    """The call whose result was last assigned, before ``func``, to the name
+    ``func`` is (``model = build(...)``, ``model, ckpt = build(...)``)."""
+    if not isinstance(func, ast.Name):
+        return None
+    position = semantic.index.position_of(func)
+    if position is None:
+        return None
+    found, found_at = None, -1
+    for binding in semantic.scopes.bindings_of(func.id, semantic.scopes.scope_for(func)):
+        at = semantic.index.position_of(binding.node)
+        if at is None or at >= position or at <= found_at:
+            continue
+        statement = next((a for a in semantic.ancestors(binding.node) if isinstance(a, ast.stmt)), None)
+        found_at = at
+        found = statement.value if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) else None
+    return found
+
+
+_UNKNOWN = object()
+
+
+def _literal_arguments(semantic, call: ast.Call, callee: ast.AST) -> dict[str, object]:
+    """The parameters of ``callee`` that ``call`` passes a literal to
+    (``None``, a bool, a number, a string), with those values."""
+    if not isinstance(callee, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+            isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return {}
+    params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)]
+    if isinstance(call.func, ast.Attribute) and semantic.class_of_method(callee) is not None:
+        params = params[1:]
+    found = {}
+    for name, argument in [*zip(params, call.args), *((k.arg, k.value) for k in call.keywords)]:
+        if isinstance(argument, ast.Constant):
+            found[name] = argument.value
+    return found
+
+
+def _fold(semantic, expr: ast.expr, env: dict[str, object], callee: ast.AST, depth: int = 0) -> object:
+    """The value of ``expr`` inside ``callee`` given the literal parameters
+    ``env``: constants, those parameters, locals the callee assigns once
+    from such an expression, ``==``/``!=``/``is``/``is not``, ``not``,
+    ``and``/``or``; :data:`_UNKNOWN` otherwise."""
+    if depth > 6:
+        return _UNKNOWN
+    if isinstance(expr, ast.Constant):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        if expr.id in env:
+            return env[expr.id]
+        assigned = [a for a in semantic.own_nodes(callee, (ast.Assign,))
+                    if any(isinstance(t, ast.Name) and t.id == expr.id for t in a.targets)]
+        if len(assigned) == 1 and len(assigned[0].targets) == 1 and not _is_parameter(callee, expr.id):
+            return _fold(semantic, assigned[0].value, env, callee, depth + 1)
+        return _UNKNOWN
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        inner = _fold(semantic, expr.operand, env, callee, depth + 1)
+        return _UNKNOWN if inner is _UNKNOWN else not inner
+    if isinstance(expr, ast.BoolOp):
+        values = [_fold(semantic, v, env, callee, depth + 1) for v in expr.values]
+        if isinstance(expr.op, ast.And):
+            if any(v is not _UNKNOWN and not v for v in values):
+                return False
+            return True if all(v is not _UNKNOWN and v for v in values) else _UNKNOWN
+        if any(v is not _UNKNOWN and v for v in values):
+            return True
+        return False if all(v is not _UNKNOWN for v in values) else _UNKNOWN
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
+        left = _fold(semantic, expr.left, env, callee, depth + 1)
+        right = _fold(semantic, expr.comparators[0], env, callee, depth + 1)
+        if left is _UNKNOWN or right is _UNKNOWN:
+            return _UNKNOWN
+        op = expr.ops[0]
+        if isinstance(op, ast.Eq):
+            return left == right
+        if isinstance(op, ast.NotEq):
+            return left != right
+        if isinstance(op, ast.Is):
+            return left is right
+        if isinstance(op, ast.IsNot):
+            return left is not right
+    return _UNKNOWN
+
+
+def _is_parameter(function: ast.AST, name: str) -> bool:
+    arguments = function.args
+    return name in {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+
+
+def _ruled_out(semantic, node: ast.AST, callee: ast.AST, env: dict[str, object]) -> bool:
+    """``node`` sits in a branch of an ``if`` of ``callee`` whose test folds
+    (:func:`_fold`) to the other branch."""
+    child = node
+    for ancestor in semantic.ancestors(node):
+        if ancestor is callee:
+            return False
+        if isinstance(ancestor, ast.If) and child is not ancestor.test:
+            taken = _fold(semantic, ancestor.test, env, callee)
+            if taken is not _UNKNOWN and (child in ancestor.body) != bool(taken):
+                return True
+        child = ancestor
+    return False

@@ -54,7 +54,11 @@ class ModuleStoresForwardOutput(Rule):
     Only values computed from the forward pass's inputs are reported: a
     tensor derived from the module's parameters alone (a per-device cache of
     a bias table, weights sampled for a KL term) holds a graph of the
-    parameters, not of the batch.
+    parameters, not of the batch. A tensor stored together with a
+    gradient hook on the same tensor (`self.attn_map = attn;
+    attn.register_hook(...)`, also through a helper method that stores its
+    argument) is kept on purpose for attention-map / Grad-CAM
+    visualisation and is not reported.
     A value stored on purpose for a backward pass that comes later in the
     same step (an auxiliary loss the training loop collects from the
     module) is reported too when it is no one-element loss; such losses
@@ -129,12 +133,47 @@ class ModuleStoresForwardOutput(Rule):
             return  # an auxiliary loss the training step collects and backpropagates
         if self._recurrent(target, klass):
             return
+        if all(self._hooked_for_its_gradient(node, function, leaf) for leaf in attached):
+            return  # kept with a gradient hook on the same tensor: attention-map / Grad-CAM visualisation
         where = dotted_name(target) or root_name(target) or "the module"
         if growing:
             message = f"a module's forward appends a graph-attached tensor to `{where}` on every call: every step's autograd graph stays alive"
         else:
             message = f"a module's forward stores a graph-attached tensor in `{where}`: its autograd graph stays reachable after the step"
         self.report(node, message=message)
+
+    def _hooked_for_its_gradient(self, node: ast.AST, function: ast.AST, leaf: ast.expr) -> bool:
+        """The stored tensor also gets ``.register_hook(...)`` in the block of
+        the store (``self.attn_map = attn; attn.register_hook(self.keep_grad)``)
+        or, for a helper method that stores its parameter, in the block of
+        every call of that helper (``self.keep_map(attn);
+        attn.register_hook(...)``): the tensor is kept with its graph on
+        purpose, to read it together with its gradient (attention-map and
+        Grad-CAM visualisation), one slot overwritten per call."""
+        name = dotted_name(leaf)
+        if name is None:
+            return False
+        if _block_hooks(self.ctx.semantic, node, name):
+            return True
+        if not isinstance(leaf, ast.Name):
+            return False
+        params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        if leaf.id not in params:
+            return False
+        semantic = self.ctx.semantic
+        sites = semantic.call_sites_of(function)
+        if not sites:
+            return False
+        for call in sites:
+            offset = 1 if isinstance(call.func, ast.Attribute) and semantic.class_of_method(function) is not None else 0
+            index = params.index(leaf.id) - offset
+            argument = next((k.value for k in call.keywords if k.arg == leaf.id), None)
+            if argument is None and 0 <= index < len(call.args):
+                argument = call.args[index]
+            passed = dotted_name(argument) if argument is not None else None
+            if passed is None or not _block_hooks(semantic, call, passed):
+                return False
+        return True
 
     def _on_the_module(self, target: ast.expr, function: ast.AST, klass) -> bool:
         """``target`` is state of the module: ``self.x`` (``self.x[k]``,
@@ -176,3 +215,22 @@ class ModuleStoresForwardOutput(Rule):
                         return True
         return False
 
+
+
+def _block_hooks(semantic, node: ast.AST, name: str) -> bool:
+    """The statement list holding ``node``'s statement calls ``name.register_hook(...)``."""
+    statement = node
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = semantic.parents.get(statement)
+    parent = semantic.parents.get(statement) if statement is not None else None
+    if parent is None:
+        return False
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and statement in block:
+            for sibling in block:
+                for call in ast.walk(sibling):
+                    if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) \
+                            and call.func.attr == "register_hook" and dotted_name(call.func.value) == name:
+                        return True
+    return False

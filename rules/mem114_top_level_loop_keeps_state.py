@@ -27,9 +27,9 @@ class TopLevelLoopKeepsState(Rule):
     ## Why is this bad?
     In a script, a training loop's last batch, outputs and loss die with the
     function (or the process). In a notebook the kernel lives on: the loop's
-    variables are globals and keep the last iteration's tensors, and the
-    loss its whole autograd graph with every saved activation, while the
-    next cells run. Re-running the cell, or the next experiment, then starts
+    variables are globals and keep the last iteration's tensors (and a
+    forward output its autograd graph with every saved activation), while
+    the next cells run. Re-running the cell, or the next experiment, then starts
     with that memory still taken, and `torch.cuda.empty_cache()` cannot free
     it.
 
@@ -63,7 +63,10 @@ class TopLevelLoopKeepsState(Rule):
     Names are judged as the semantic model knows their values: a loop whose
     outputs come from another module's functions (unknown values) is not
     reported. A `del` in a later cell is not looked at: between the cells
-    the memory is taken anyway.
+    the memory is taken anyway. A loss whose backward pass already ran
+    without `retain_graph` (in the loop, or in the file's function that
+    returns it) is not named: backward freed its graph's saved tensors and
+    a 0-d tensor is left.
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory)
@@ -119,7 +122,7 @@ class TopLevelLoopKeepsState(Rule):
             return
         if not self._steps(loop):
             return
-        held = names_held(ctx, loop)
+        held = {name: node for name, node in names_held(ctx, loop).items() if not self._spent_loss(node, loop)}
         if not held:
             return
         statement = self._top_statement(loop)
@@ -147,6 +150,27 @@ class TopLevelLoopKeepsState(Rule):
                 return True
         return False
 
+    def _spent_loss(self, name: ast.Name, loop: ast.AST) -> bool:
+        """The last binding of ``name`` is a loss whose backward pass already
+        ran, without ``retain_graph``: the loop calls ``name.backward()`` after
+        binding it, or it is the result of a call of the file's function that
+        returns the very name it ran ``.backward()`` on (``loss =
+        compute_loss(batch)``). Backward frees the graph's saved tensors
+        (torch 2.13.0 ``torch/autograd/__init__.py`` ``backward``:
+        ``retain_graph`` defaults to ``create_graph``, False): what stays is
+        a 0-d tensor, not the step's activations."""
+        semantic = self.ctx.semantic
+        if _backward_on(semantic, name.id, loop, after=name):
+            return True
+        statement = semantic.parents.get(name)
+        if not (isinstance(statement, ast.Assign) and statement.targets == [name] and isinstance(statement.value, ast.Call)):
+            return False
+        callee = semantic.callee(statement.value)
+        if not isinstance(callee, FUNCTION_TYPES):
+            return False
+        returned = [r.value for r in semantic.own_nodes(callee, (ast.Return,))]
+        return bool(returned) and all(isinstance(r, ast.Name) and _backward_on(semantic, r.id, callee) for r in returned)
+
     def _top_statement(self, node: ast.AST) -> ast.stmt:
         """The module-level statement that holds ``node``."""
         parents = self.ctx.semantic.parents
@@ -160,3 +184,20 @@ class TopLevelLoopKeepsState(Rule):
         head_end = self.ctx.span(loop.iter if isinstance(loop, (ast.For, ast.AsyncFor)) else loop.test)[1]
         self.ctx.diagnostics.append(Diagnostic(self.CODE, self.NAME, self.SEVERITY, message, self.ctx.path,
                                                start[0], start[1], head_end[0], head_end[1]))
+
+
+def _backward_on(semantic, name: str, unit: ast.AST, after: ast.AST | None = None) -> bool:
+    """``unit`` (a function, or a loop's body) calls ``name.backward()``
+    without ``retain_graph``/``create_graph`` (after ``after``, when given)."""
+    nodes = semantic.own_nodes(unit, (ast.Call,)) if isinstance(unit, FUNCTION_TYPES) else \
+        [n for n in ast.walk(unit) if isinstance(n, ast.Call)]
+    for call in nodes:
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "backward" and isinstance(func.value, ast.Name)
+                and func.value.id == name and not call.keywords):
+            continue
+        if after is not None and (call.lineno, call.col_offset) <= (after.lineno, after.col_offset):
+            continue
+        if semantic.is_backward_call(call):
+            return True
+    return False

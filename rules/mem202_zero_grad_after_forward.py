@@ -59,7 +59,9 @@ class ZeroGradAfterForward(Rule):
     finding. The forward pass is recognised by the shared semantic model
     (model-like callees) and must reach the backpropagated loss through plain
     assignments in the same body; forward passes under `torch.no_grad()` do
-    not count. In multi-model steps (GANs) a `zero_grad` of one model after
+    not count. The backward must be able to run after the `zero_grad`: one
+    in the other branch of an `if` (a loss-scaler object's call in one, a
+    plain `loss.backward()` in the other) is not it. In multi-model steps (GANs) a `zero_grad` of one model after
     another model's forward is reported too: that model's gradients are
     also alive during that forward.
 
@@ -109,7 +111,9 @@ class ZeroGradAfterForward(Rule):
         position = index.get(id(zero_grad))
         if position is None:
             return False
-        backward = next((n for n in order[position + 1:] if isinstance(n, ast.Call) and is_backward(n, self.ctx)), None)
+        semantic = self.ctx.semantic
+        backward = next((n for n in order[position + 1:] if isinstance(n, ast.Call) and is_backward(n, self.ctx)
+                         and semantic.runs_after(zero_grad, n)), None)  # not one of an exclusive branch
         loss = backward_loss(backward, self.ctx.semantic) if backward is not None else None
         if loss is None:
             return False

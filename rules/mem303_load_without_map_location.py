@@ -8,6 +8,7 @@ from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import CPU_ENGINE_KEYWORDS, DEVICE_PLACED_ROLES
+from memlint.lint.semantic.operations import engine_by_use
 from memlint.lint.semantic.values import PLAIN, Kind, Tri
 
 LOAD_FUNCTIONS = frozenset({"torch.load"})
@@ -282,7 +283,22 @@ class LoadWithoutMapLocation(Rule):
                 klass = semantic.class_of_method(ancestor)
                 return semantic.uses_accelerator(ancestor, explicit=True) or (
                     klass is not None and any(semantic.uses_accelerator(d, explicit=True) for d in klass.node.decorator_list))
-        return semantic.uses_accelerator(semantic.module)
+        return semantic.uses_accelerator(semantic.module) or self._engine_in_use()
+
+    def _engine_in_use(self) -> bool:
+        """The file trains through an engine that a helper of another file
+        builds (``accelerator = helpers.prepare_accelerator(args)``), known by
+        its use (``accelerator.prepare(...)`` and ``accelerator.backward(loss)``,
+        :func:`~memlint.lint.semantic.operations.engine_by_use`): as with an
+        ``Accelerator()`` built in the file, the code runs on the accelerator
+        the engine picks."""
+        semantic = self.ctx.semantic
+        for call in self.ctx.index.of_type(ast.Call):
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr == "backward" and call.args \
+                    and engine_by_use(semantic, call, func.value):
+                return True
+        return False
 
     def _saves(self) -> list["Save"]:
         """Every write of a checkpoint file in this file: ``torch.save``,

@@ -485,6 +485,29 @@ BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lig
 #: :data:`BACKWARD_ENGINES`, it is the one with a ``step()``: accelerate's and Fabric's
 #: ``backward(loss)`` leave stepping and clearing to the optimizer.
 SELF_CLEARING_ENGINES = frozenset({"deepspeed.DeepSpeedEngine"})
+#: Library builders of a module whose forward runs an adversarial attack, with autograd,
+#: when called with the keyword named here set true: MadryLab/robustness @a954124
+#: robustness/model_utils.py ``make_and_restore_model`` returns ``(AttackerModel, checkpoint)``
+#: (l.87 ``model = AttackerModel(classifier_model, dataset)``, l.112), and
+#: robustness/attacker.py ``AttackerModel.forward(inp, target=None, make_adv=False, ...)``
+#: (l.277, l.309 ``if make_adv:``) runs PGD: ``x.clone().detach().requires_grad_(True)``
+#: then ``ch.autograd.grad(m * loss, [x])`` or ``sl.backward()`` (l.190-204). Such a forward
+#: needs autograd: it is no inference-only forward pass.
+ATTACKING_FORWARD = {
+    "robustness.model_utils.make_and_restore_model": "make_adv",
+    "robustness.attacker.AttackerModel": "make_adv",
+}
+#: Methods of the :data:`BACKWARD_ENGINES` that ``torch.Tensor`` lacks: called on a value,
+#: they say it is an engine, not a tensor whose ``backward(gradient)`` takes a gradient.
+#: accelerate ``Accelerator.prepare`` / ``accumulate`` / ``unwrap_model`` /
+#: ``wait_for_everyone`` / ``gather_for_metrics`` / ``autocast`` (huggingface/accelerate
+#: commit 9f71f0b8b9f0a410475e49cf19f87053f0c88cf9, src/accelerate/accelerator.py);
+#: Fabric ``setup`` / ``setup_dataloaders`` (lightning/fabric/fabric.py). None of them is
+#: an attribute of ``torch.Tensor`` (torch 2.13.0, ``hasattr(torch.Tensor, name)`` False).
+ENGINE_ONLY_METHODS = frozenset({
+    "prepare", "accumulate", "unwrap_model", "wait_for_everyone", "gather_for_metrics", "autocast",
+    "setup", "setup_dataloaders",
+})
 #: ``deepspeed.initialize(model=..., optimizer=...)`` returns ``(engine, optimizer,
 #: training_dataloader, lr_scheduler)``; the engine is an ``nn.Module`` wrapping the
 #: model, moved to the local accelerator (DeepSpeed docs, initialize.html; runtime/engine.py).

@@ -34,7 +34,7 @@ import os
 from collections import deque
 from dataclasses import dataclass
 
-from memlint.lint.names import dotted_name, targets_of
+from memlint.lint.names import dotted_name, root_name, targets_of
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import operations
 from memlint.lint.semantic import torch_ops as ops
@@ -925,11 +925,51 @@ class SemanticModel:
             return UNKNOWN  # bound later in this unit
         if not isinstance(owner, (ast.Module, *UNIT_TYPES)):
             return UNKNOWN  # a class body's or a comprehension's name, seen from a nested function
+        if isinstance(owner, ast.Module) and not self._active.get(self.module):
+            reaching = self._global_at_calls(node.id, interpreter.unit, bindings)
+            if reaching is not None:
+                return reaching
         env = self.live_env(owner if not isinstance(owner, ast.Module) else self.module)
         if env is None:
             return UNKNOWN
         value = env.get(node.id)
         return value if value is not None else UNKNOWN
+
+    def _global_at_calls(self, name: str, function: ast.AST, bindings) -> Value | None:
+        """A global read in a module-level ``function`` that the module's top
+        level calls (a notebook's helper, run in the next cell): the value the
+        global holds at those calls, from the module-level binding of ``name``
+        that comes last before each call, joined over the calls; not the
+        value of the module's end (``model`` rebound to another model in a
+        later cell). None when ``function`` is no module-level function or
+        not only called from the top level, or the global is bound only once."""
+        if len(bindings) < 2 or not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                or self.parents.get(function) is not self.module \
+                or len(self.scopes.module_scope.bindings.get(function.name, ())) != 1:
+            return None  # calls by its name run it only when the name is bound to it alone
+        memo = self.__dict__.setdefault("_module_calls_memo", {})
+        if function not in memo:
+            memo[function] = [call for call in self.index.of_type(ast.Call)
+                              if isinstance(call.func, ast.Name) and call.func.id == function.name]
+        calls = memo[function]
+        if not calls or any(self.unit_of(call) is not self.module for call in calls):
+            return None
+        values = self.canonical(self.module).values
+        found = None
+        for call in calls:
+            at = self.index.position_of(call)
+            before = [(self.index.position_of(b.node), b) for b in bindings]
+            before = [(p, b) for p, b in before if p is not None and at is not None and p < at]
+            if not before:
+                return None
+            last = max(before, key=lambda pair: pair[0])[1]
+            if last.kind is not BindingKind.ASSIGNMENT or self.unit_of(last.node) is not self.module:
+                return None  # a loop target, an import, a function's `global` assignment: not followed
+            value = values.get(last.node)
+            if value is None:
+                return None
+            found = value if found is None else found.join(value)
+        return found
 
     def parameter_default(self, unit: ast.AST, name: str, index: int) -> Value:
         """A parameter's value when no call site of the file says: ``self``
@@ -1014,6 +1054,37 @@ class SemanticModel:
             return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE, klass=klass.qualname)
         stream = Tri.YES if "dataset" in klass.roles else Tri.NO
         return (obj(klass=klass.qualname, stream=stream)).evolve(graph=Tri.MAYBE)
+
+    def moves_itself(self, klass: ClassInfo) -> bool:
+        """The module's constructor (its own or an in-file base's
+        ``__init__``) moves the module to the accelerator, in its own body:
+        ``self.cuda(rank)``, ``self.cuda()``, ``self.to("cuda")``. Every
+        instance is then on the accelerator once built (torch 2.13.0
+        ``torch/nn/modules/module.py`` ``Module.cuda``/``to`` move the
+        parameters and buffers in place)."""
+        memo = self.__dict__.setdefault("_moves_itself_memo", {})
+        if klass.qualname in memo:
+            return memo[klass.qualname]
+        memo[klass.qualname] = False
+        found = False
+        for info in klass.mro():
+            init = info.methods.get("__init__")
+            receiver = first_parameter(init) if init is not None else None
+            if receiver is None:
+                continue
+            for call in self.own_nodes(init, (ast.Call,)):
+                func = call.func
+                if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == receiver):
+                    continue
+                if func.attr == "cuda" or func.attr == "to" and any(
+                        isinstance(a, ast.Constant) and isinstance(a.value, str) and fw.ACCELERATOR_STRINGS.match(a.value)
+                        for a in [*call.args, *(k.value for k in call.keywords if k.arg == "device")]):
+                    found = True
+                    break
+            if found:
+                break
+        memo[klass.qualname] = found
+        return found
 
     def _annotation_value(self, unit: Function, name: str) -> Value | None:
         arguments = unit.args
@@ -2060,6 +2131,24 @@ class SemanticModel:
         if scope is not None and root not in scope.bindings:
             return True
         return root in self.bound_before(loop) and root not in operations.rebound_in(loop, every_iteration=True)
+
+    def iterates_items_of_iteration(self, node: ast.AST) -> bool:
+        """A comprehension inside a loop that iterates values of the loop's own
+        iteration (``conds = [c.to(dtype) for c in conds]`` where ``conds`` is
+        bound in the body every iteration, or the loop's target): the items of
+        one batch, not a stream of batches; it gathers nothing across
+        iterations (an outer store of its result is a store of its own)."""
+        loops = self.enclosing_loops(node)
+        if not loops or not isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            return False
+        analysis = self.analysis_of(node)
+        for clause in node.generators:
+            root = root_name(clause.iter)
+            iterable = analysis.values.get(clause.iter)
+            if root is None or "." in root or iterable is None or iterable.stream is Tri.YES \
+                    or self.outside(root, loops[0]):
+                return False
+        return True
 
     def outlives_call(self, root: str, function: ast.AST) -> bool:
         """``root`` survives the end of a call of ``function``: ``self.x``, a global, a free variable."""

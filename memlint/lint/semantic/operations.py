@@ -148,7 +148,7 @@ def instantiate(model, klass, call: CallInfo, interpreter) -> Value:
     if init is not None:
         local_call(model, init, call, interpreter, receiver=instance)
     if instance.kind is Kind.MODULE and instance.framework == "torch":
-        instance = instance.evolve(device=construction_device(model, call))
+        instance = instance.evolve(device=Tri.YES if model.moves_itself(klass) else construction_device(model, call))
         if model.parameterless_class(klass):
             instance = instance.evolve(frozen=True)  # no parameter to record a graph for
     return instance
@@ -1435,7 +1435,8 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
             receiver = func.value
             if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr == "scale" and receiver.args:
                 found.append(receiver.args[0])
-            elif positional and (_not_assigned_in_unit(model, call, receiver) or _engine_built_here(model, receiver)):
+            elif positional and (_not_assigned_in_unit(model, call, receiver) or _engine_built_here(model, receiver)
+                                 or engine_by_use(model, call, receiver)):
                 found.append(positional[0])
             else:
                 found.append(receiver)
@@ -1491,6 +1492,23 @@ def _engine_built_here(model, receiver: ast.expr) -> bool:
     built = model.assignment_before(receiver)
     return built is not None and isinstance(built.value, ast.Call) and (
         model.qualified(built.value.func) in fw.ENGINE_TYPES or model.qualified(built.value.func) in fw.BACKWARD_ENGINES)
+
+
+def engine_by_use(model, call: ast.Call, receiver: ast.expr) -> bool:
+    """``accelerator.backward(loss)`` where the unit also calls a method on
+    ``accelerator`` that no tensor has and a training engine has
+    (``accelerator.prepare(...)``, ``accelerator.accumulate(model)``,
+    :data:`~.frameworks.ENGINE_ONLY_METHODS`): the receiver is an engine
+    built elsewhere (``accelerator = helpers.make_accelerator(args)``), and
+    the argument is the loss, not a gradient for a tensor's backward."""
+    name = dotted_name(receiver)
+    if name is None:
+        return False
+    for other in model._calls_of_unit(model.unit_of(call)):
+        func = other.func
+        if isinstance(func, ast.Attribute) and func.attr in fw.ENGINE_ONLY_METHODS and dotted_name(func.value) == name:
+            return True
+    return False
 
 
 def _not_assigned_in_unit(model, call: ast.Call, receiver: ast.expr) -> bool:
