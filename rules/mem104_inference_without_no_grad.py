@@ -8,6 +8,7 @@ from memlint.lint.names import dotted_name
 from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic.constants import literal_arguments, ruled_out_by_arguments
 from memlint.lint.semantic.operations import parameterless
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES
@@ -313,14 +314,14 @@ class InferenceWithoutNoGrad(Rule):
         the helper computes ``is_train = (mode == "train")`` and backpropagates
         only under ``if is_train:``. For that call, the helper evaluates."""
         semantic = self.ctx.semantic
-        env = _literal_arguments(semantic, call, callee)
+        env = literal_arguments(semantic, call, callee)
         if not env:
             return False
         analysis = semantic.canonical(callee)
         training = [*analysis.backward_calls, *analysis.optimizer_steps]
         training += [site for site, found in analysis.call_sites.items()
                      if found.callee is not None and semantic.canonical(found.callee).trains]
-        return bool(training) and all(_ruled_out(semantic, node, callee, env) for node in training)
+        return bool(training) and all(ruled_out_by_arguments(semantic, node, callee, env) for node in training)
 
     def _trains_only_through_told(self, unit: ast.AST) -> bool:
         """What trains in ``unit`` is only calls of the file's helpers whose
@@ -514,88 +515,3 @@ def _builder_of(semantic, func: ast.expr) -> ast.Call | None:
         found_at = at
         found = statement.value if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) else None
     return found
-
-
-_UNKNOWN = object()
-
-
-def _literal_arguments(semantic, call: ast.Call, callee: ast.AST) -> dict[str, object]:
-    """The parameters of ``callee`` that ``call`` passes a literal to
-    (``None``, a bool, a number, a string), with those values."""
-    if not isinstance(callee, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
-            isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        return {}
-    params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)]
-    if isinstance(call.func, ast.Attribute) and semantic.class_of_method(callee) is not None:
-        params = params[1:]
-    found = {}
-    for name, argument in [*zip(params, call.args), *((k.arg, k.value) for k in call.keywords)]:
-        if isinstance(argument, ast.Constant):
-            found[name] = argument.value
-    return found
-
-
-def _fold(semantic, expr: ast.expr, env: dict[str, object], callee: ast.AST, depth: int = 0) -> object:
-    """The value of ``expr`` inside ``callee`` given the literal parameters
-    ``env``: constants, those parameters, locals the callee assigns once
-    from such an expression, ``==``/``!=``/``is``/``is not``, ``not``,
-    ``and``/``or``; :data:`_UNKNOWN` otherwise."""
-    if depth > 6:
-        return _UNKNOWN
-    if isinstance(expr, ast.Constant):
-        return expr.value
-    if isinstance(expr, ast.Name):
-        if expr.id in env:
-            return env[expr.id]
-        assigned = [a for a in semantic.own_nodes(callee, (ast.Assign,))
-                    if any(isinstance(t, ast.Name) and t.id == expr.id for t in a.targets)]
-        if len(assigned) == 1 and len(assigned[0].targets) == 1 and not _is_parameter(callee, expr.id):
-            return _fold(semantic, assigned[0].value, env, callee, depth + 1)
-        return _UNKNOWN
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-        inner = _fold(semantic, expr.operand, env, callee, depth + 1)
-        return _UNKNOWN if inner is _UNKNOWN else not inner
-    if isinstance(expr, ast.BoolOp):
-        values = [_fold(semantic, v, env, callee, depth + 1) for v in expr.values]
-        if isinstance(expr.op, ast.And):
-            if any(v is not _UNKNOWN and not v for v in values):
-                return False
-            return True if all(v is not _UNKNOWN and v for v in values) else _UNKNOWN
-        if any(v is not _UNKNOWN and v for v in values):
-            return True
-        return False if all(v is not _UNKNOWN for v in values) else _UNKNOWN
-    if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
-        left = _fold(semantic, expr.left, env, callee, depth + 1)
-        right = _fold(semantic, expr.comparators[0], env, callee, depth + 1)
-        if left is _UNKNOWN or right is _UNKNOWN:
-            return _UNKNOWN
-        op = expr.ops[0]
-        if isinstance(op, ast.Eq):
-            return left == right
-        if isinstance(op, ast.NotEq):
-            return left != right
-        if isinstance(op, ast.Is):
-            return left is right
-        if isinstance(op, ast.IsNot):
-            return left is not right
-    return _UNKNOWN
-
-
-def _is_parameter(function: ast.AST, name: str) -> bool:
-    arguments = function.args
-    return name in {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
-
-
-def _ruled_out(semantic, node: ast.AST, callee: ast.AST, env: dict[str, object]) -> bool:
-    """``node`` sits in a branch of an ``if`` of ``callee`` whose test folds
-    (:func:`_fold`) to the other branch."""
-    child = node
-    for ancestor in semantic.ancestors(node):
-        if ancestor is callee:
-            return False
-        if isinstance(ancestor, ast.If) and child is not ancestor.test:
-            taken = _fold(semantic, ancestor.test, env, callee)
-            if taken is not _UNKNOWN and (child in ancestor.body) != bool(taken):
-                return True
-        child = ancestor
-    return False

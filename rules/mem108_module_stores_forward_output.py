@@ -9,7 +9,7 @@ from memlint.lint.names import dotted_name, root_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import STORING_METHODS, leaf_values
 from memlint.lint.syntax import call_arguments
-from memlint.lint.signatures import first_parameter
+from memlint.lint.signatures import arguments_bound, first_parameter, parameter_names
 
 #: Storing methods that make a container longer with every call.
 GROWING_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add", "put"})
@@ -157,19 +157,15 @@ class ModuleStoresForwardOutput(Rule):
             return True
         if not isinstance(leaf, ast.Name):
             return False
-        params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        if leaf.id not in params:
+        if leaf.id not in parameter_names(function):
             return False
         semantic = self.ctx.semantic
         sites = semantic.call_sites_of(function)
         if not sites:
             return False
         for call in sites:
-            offset = 1 if isinstance(call.func, ast.Attribute) and semantic.class_of_method(function) is not None else 0
-            index = params.index(leaf.id) - offset
-            argument = next((k.value for k in call.keywords if k.arg == leaf.id), None)
-            if argument is None and 0 <= index < len(call.args):
-                argument = call.args[index]
+            on_object = isinstance(call.func, ast.Attribute) and semantic.class_of_method(function) is not None
+            argument = arguments_bound(call, function, skip_receiver=on_object).get(leaf.id)
             passed = dotted_name(argument) if argument is not None else None
             if passed is None or not _block_hooks(semantic, call, passed):
                 return False

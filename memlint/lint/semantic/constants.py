@@ -31,7 +31,7 @@ import operator
 
 from memlint.lint.semantic.scopes import BindingKind, ScopeKind
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES
-from memlint.lint.signatures import default_of, positional_parameters
+from memlint.lint.signatures import default_of, parameter_names, positional_parameters
 
 #: The answer when a value does not fold.
 UNKNOWN = object()
@@ -450,4 +450,86 @@ def _in_loop_around(model, use: ast.AST, statement: ast.stmt, scope_node: ast.AS
             return False
         if ancestor in around:
             return True
+    return False
+
+
+# -- one call's literal arguments ------------------------------------------------------
+# What a function does for one call of the file that passes literals
+# (``run_epoch(model, loader, "val")``): the branches those literals rule out.
+
+
+def literal_arguments(semantic, call: ast.Call, callee: ast.AST) -> dict[str, object]:
+    """The parameters of ``callee`` that ``call`` passes a literal to
+    (``None``, a bool, a number, a string), with those values."""
+    if not isinstance(callee, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+            isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return {}
+    params = [a.arg for a in positional_parameters(callee)]
+    if isinstance(call.func, ast.Attribute) and semantic.class_of_method(callee) is not None:
+        params = params[1:]
+    found = {}
+    for name, argument in [*zip(params, call.args), *((k.arg, k.value) for k in call.keywords)]:
+        if isinstance(argument, ast.Constant):
+            found[name] = argument.value
+    return found
+
+
+def _fold_given(semantic, expr: ast.expr, env: dict[str, object], callee: ast.AST, depth: int = 0) -> object:
+    """The value of ``expr`` inside ``callee`` given the literal parameters
+    ``env``: constants, those parameters, locals the callee assigns once
+    from such an expression, ``==``/``!=``/``is``/``is not``, ``not``,
+    ``and``/``or``; :data:`UNKNOWN` otherwise."""
+    if depth > 6:
+        return UNKNOWN
+    if isinstance(expr, ast.Constant):
+        return expr.value
+    if isinstance(expr, ast.Name):
+        if expr.id in env:
+            return env[expr.id]
+        assigned = [a for a in semantic.own_nodes(callee, (ast.Assign,))
+                    if any(isinstance(t, ast.Name) and t.id == expr.id for t in a.targets)]
+        if len(assigned) == 1 and len(assigned[0].targets) == 1 and expr.id not in parameter_names(callee):
+            return _fold_given(semantic, assigned[0].value, env, callee, depth + 1)
+        return UNKNOWN
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
+        inner = _fold_given(semantic, expr.operand, env, callee, depth + 1)
+        return UNKNOWN if inner is UNKNOWN else not inner
+    if isinstance(expr, ast.BoolOp):
+        values = [_fold_given(semantic, v, env, callee, depth + 1) for v in expr.values]
+        if isinstance(expr.op, ast.And):
+            if any(v is not UNKNOWN and not v for v in values):
+                return False
+            return True if all(v is not UNKNOWN and v for v in values) else UNKNOWN
+        if any(v is not UNKNOWN and v for v in values):
+            return True
+        return False if all(v is not UNKNOWN for v in values) else UNKNOWN
+    if isinstance(expr, ast.Compare) and len(expr.ops) == 1:
+        left = _fold_given(semantic, expr.left, env, callee, depth + 1)
+        right = _fold_given(semantic, expr.comparators[0], env, callee, depth + 1)
+        if left is UNKNOWN or right is UNKNOWN:
+            return UNKNOWN
+        op = expr.ops[0]
+        if isinstance(op, ast.Eq):
+            return left == right
+        if isinstance(op, ast.NotEq):
+            return left != right
+        if isinstance(op, ast.Is):
+            return left is right
+        if isinstance(op, ast.IsNot):
+            return left is not right
+    return UNKNOWN
+
+
+def ruled_out_by_arguments(semantic, node: ast.AST, callee: ast.AST, env: dict[str, object]) -> bool:
+    """``node`` sits in a branch of an ``if`` of ``callee`` whose test folds
+    (:func:`_fold_given`) to the other branch."""
+    child = node
+    for ancestor in semantic.ancestors(node):
+        if ancestor is callee:
+            return False
+        if isinstance(ancestor, ast.If) and child is not ancestor.test:
+            taken = _fold_given(semantic, ancestor.test, env, callee)
+            if taken is not UNKNOWN and (child in ancestor.body) != bool(taken):
+                return True
+        child = ancestor
     return False
