@@ -66,7 +66,9 @@ class DatasetOnDevice(Rule):
     to the device and returns when it is called once per iteration of a
     loop (one batch's tensors). Whether a value is on the accelerator
     is inferred from `.cuda()`, `.to(device)` and `device=` in the same
-    file.
+    file. A list comprehension that moves each piece is reported on its
+    element, the expression that moves it, not on the statement's first
+    line.
 
     ## References
     - [torch.utils.data](https://pytorch.org/docs/stable/data.html)
@@ -114,13 +116,13 @@ class DatasetOnDevice(Rule):
                 on_device = value.kind is Kind.TENSOR and value.device is Tri.YES and \
                     self._handed_out_as_item(function, name.split(".", 1)[1])
             if on_device and not semantic.enclosing_loops(node) and not self._used_as_module(name, function):
-                self.report(node)
+                self.report(_anchor(node))
             return
         if "." in name or semantic.enclosing_loops(node):
             return
         batched = self._iterated_in_batches(name, node, semantic.unit_of(node)) or self._batched_by_callers(name, node)
         if batched and self._is_data_on_device(node.value):
-            self.report(node)
+            self.report(_anchor(node))
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in TENSOR_DATASETS:
@@ -259,6 +261,16 @@ def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDe
             if node.value.value.id == receiver and names_in(node.slice) & parameters:
                 return True
     return False
+
+
+def _anchor(assignment: ast.Assign) -> ast.AST:
+    """Where a finding on ``assignment`` is reported: the element of a list
+    comprehension (``[t.to(device) for t in parts]``, the expression that
+    moves each piece, on its own line when the comprehension spans several),
+    otherwise the statement."""
+    if isinstance(assignment.value, ast.ListComp):
+        return assignment.value.elt
+    return assignment
 
 
 def _moves_to_device(expr: ast.expr, ctx) -> bool:

@@ -95,7 +95,10 @@ class FigureNotClosedInLoop(Rule):
     the number changes per iteration. A function that returns its figure
     leaves closing to its caller and is not reported. A figure handed to a
     function this file cannot see (a logger of another module) may be
-    closed there: not reported. `plt.show()` in the loop counts as closing
+    closed there: not reported; what a call made on the figure returns
+    (`figure_to_array(fig)`, `fig.canvas.buffer_rgba()`) is not the figure,
+    unless that call is a function of the file that returns one of its
+    parameters. `plt.show()` in the loop counts as closing
     (with a GUI backend the user closes the window). `Figure(...)` built
     without pyplot is not tracked by pyplot and is never reported.
 
@@ -226,7 +229,7 @@ class FigureNotClosedInLoop(Rule):
                     if _keeps_open(node):
                         continue
                     return True
-                if not names or not any(_mentions(arg, names) for arg in _arguments(node)):
+                if not names or not any(self._hands(arg, names) for arg in _arguments(node)):
                     continue
                 if method in KEEPING_METHODS or (qualified is not None and qualified.startswith(NON_CLOSING_LIBRARIES)):
                     continue
@@ -237,6 +240,30 @@ class FigureNotClosedInLoop(Rule):
                     continue
                 return True  # handed to code this file does not show: it may close the figure
         return False
+
+    def _hands(self, argument: ast.expr, names: frozenset[str]) -> bool:
+        """``argument`` is the figure, or holds it (``fig``, ``fig.canvas``,
+        ``[fig, ax]``), and not only the result of a call made on it
+        (``figure_to_array(fig)``, ``np.asarray(fig.canvas.buffer_rgba())``):
+        that call is judged on its own, and what it returns is another
+        value, unless it is a function of this file that returns one of its
+        parameters (it may hand the figure back)."""
+        if isinstance(argument, ast.Name):
+            return argument.id in names
+        if isinstance(argument, ast.Call):
+            semantic = self.ctx.semantic
+            callee = semantic.callee(argument) if semantic.may_call_local(argument) else None
+            if not isinstance(callee, FUNCTION_TYPES) or not _returns_parameter(callee):
+                return False
+            return any(self._hands(arg, names) for arg in _arguments(argument))
+        return any(self._hands(child, names) for child in ast.iter_child_nodes(argument) if isinstance(child, ast.expr))
+
+
+def _returns_parameter(function: ast.AST) -> bool:
+    """A ``return`` of ``function`` gives back one of its parameters as it is (``return fig``)."""
+    parameters = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)}
+    return any(isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id in parameters
+               for node in ast.walk(function))
 
 
 def _creates_between(rule, unit: ast.AST, first: ast.Call, last: ast.Call) -> bool:

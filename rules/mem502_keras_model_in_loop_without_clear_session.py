@@ -86,7 +86,10 @@ class KerasModelInLoopWithoutClearSession(Rule):
     predicting with it. A loop that keeps every model it trains in a
     container made before the loop and read after it (a deep ensemble, the
     best model of each fold) is not reported: the models are the program's
-    own state, and `clear_session()` would free none of them.
+    own state, and `clear_session()` would free none of them. Models that a
+    helper of the file builds, trains and returns inside a record
+    (`{"loss": ..., "model": model}`) under a key the file never reads are
+    not kept on purpose: that loop is reported.
 
     ## References
     - [tf.keras.backend.clear_session](https://www.tensorflow.org/api_docs/python/tf/keras/backend/clear_session)
@@ -164,7 +167,15 @@ class KerasModelInLoopWithoutClearSession(Rule):
         klass = semantic.class_of_method(function) if function is not None else None
         if klass is not None and "keras" in klass.roles and "module" in klass.roles:
             return True
-        return self._kept(call, loop) and not _trains_a_model(loop)
+        return self._kept(call, loop) and not _trains_a_model(loop) and not self._builder_trains(call)
+
+    def _builder_trains(self, call: ast.Call) -> bool:
+        """``call`` runs a function of this file that compiles, fits, evaluates
+        or predicts with a model it builds (``create_model(x, y, **params)``
+        that fits and returns it): a trained model per iteration, not a part."""
+        semantic = self.ctx.semantic
+        function = semantic.callee(call) if semantic.may_call_local(call) else None
+        return isinstance(function, FUNCTION_TYPES) and _trains_a_model(function)
 
     def _ensemble(self, call: ast.Call, loop: ast.AST) -> bool:
         """Every model the loop builds is kept on purpose: stored
@@ -173,12 +184,40 @@ class KerasModelInLoopWithoutClearSession(Rule):
         of each fold). The container holds the models, so `clear_session()`
         would free nothing of theirs, and no model is dropped to leak."""
         semantic = self.ctx.semantic
+        if self._model_left_in_record(call):
+            return False
         for container in _containers_keeping(semantic, call, loop):
             if not semantic.outside(container, loop):
                 continue
             if "." in container or _read_after(semantic, container, loop):
                 return True
         return False
+
+    def _model_left_in_record(self, call: ast.Call) -> bool:
+        """``call`` runs a function of this file that returns a record (a dict
+        display) holding the model it builds under a key that the file never
+        reads (``return {"loss": -acc, "model": model}`` and only ``r["loss"]``
+        used): the models stay in the records without being used, so keeping
+        them is no ensemble."""
+        semantic = self.ctx.semantic
+        function = semantic.callee(call) if semantic.may_call_local(call) else None
+        if not isinstance(function, FUNCTION_TYPES):
+            return False
+        returns = [node.value for node in semantic.own_nodes(function, (ast.Return,)) if node.value is not None]
+        if not returns or not all(isinstance(value, ast.Dict) for value in returns):
+            return False
+        built = self._names_of_built_models(function)
+        keys = {key.value for value in returns for key, item in zip(value.keys, value.values)
+                if isinstance(key, ast.Constant) and isinstance(item, ast.Name) and item.id in built}
+        return bool(keys) and not (keys & _keys_read(self.ctx.module))
+
+    def _names_of_built_models(self, function) -> set[str]:
+        """Names that ``function`` binds to a Keras model it builds."""
+        names = set()
+        for node in self.ctx.semantic.own_nodes(function, (ast.Assign,)):
+            if isinstance(node.value, ast.Call) and self._builds_model(node.value, depth=1, seen=set()):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        return names
 
     def _kept(self, call: ast.Call, loop: ast.AST) -> bool:
         """What ``call`` builds is stored: appended, put in a list, set as an attribute or item."""
@@ -296,6 +335,18 @@ def _local_class(semantic, func: ast.expr):
     bindings = semantic.scopes.bindings_of(func.id, semantic.scopes.scope_for(func))
     classes = [b.node for b in bindings if b.kind is BindingKind.CLASS]
     return semantic.classes.of(classes[0]) if len(classes) == 1 else None
+
+
+def _keys_read(module: ast.Module) -> set:
+    """Constant keys the module reads from a mapping: ``r["model"]``, ``r.get("model")``, ``r.pop("model")``."""
+    found = set()
+    for node in ast.walk(module):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant):
+            found.add(node.slice.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop", "setdefault") \
+                and node.args and isinstance(node.args[0], ast.Constant):
+            found.add(node.args[0].value)
+    return found
 
 
 def _trains_a_model(loop: ast.AST) -> bool:

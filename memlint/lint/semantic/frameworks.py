@@ -397,6 +397,10 @@ OPTIMIZER_FACTORIES = frozenset({
     "timm.optim.create_optimizer", "timm.optim.create_optimizer_v2",
     "torch.distributed.optim.ZeroRedundancyOptimizer", "torch.distributed.optim.DistributedOptimizer",
     "apex.optimizers.FusedAdam", "apex.optimizers.FusedLAMB", "deepspeed.ops.adam.FusedAdam",
+    # horovod/torch/optimizer.py (horovod 0.28.1): ``DistributedOptimizer(optimizer, named_parameters=...)``
+    # returns an instance of a subclass of ``optimizer.__class__`` (built with ``type(...)``) whose
+    # ``step`` allreduces the gradients and steps the wrapped optimizer; ``zero_grad`` is its own.
+    "horovod.torch.DistributedOptimizer", "horovod.torch.optimizer.DistributedOptimizer",
 })
 OPTIMIZER_NAMESPACE = re.compile(r"^(?:torch\.optim|bitsandbytes\.optim|bnb\.optim|apex\.optimizers|torch_optimizer)\.[A-Z]\w*$")
 LR_SCHEDULER_NAMESPACE = re.compile(r"^(?:torch\.optim\.lr_scheduler\.\w+|transformers\.get_\w*schedule\w*|transformers\.optimization\.get_\w+)$")

@@ -1796,7 +1796,7 @@ def is_run_loop(model, loop: ast.AST) -> bool:
     if iterable.stream is Tri.NO:
         return False  # a fixed structure: layers, heads, a container of the file
     analysis = model.analysis_of(loop)
-    targets = set(targets_of(loop.target))
+    targets = _with_comprehension_targets(loop, set(targets_of(loop.target)), analysis)
     over_range = iterable.type_name == "range" and not _range_of_structure(model, loop.iter)
     for call in model._calls_within(loop):
         if _is_next(model, call):
@@ -1807,6 +1807,19 @@ def is_run_loop(model, loop: ast.AST) -> bool:
         if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
             return True
     return False
+
+
+def _with_comprehension_targets(loop: ast.AST, targets: set[str], analysis) -> set[str]:
+    """``targets`` and the variables of the comprehensions in ``loop`` that
+    iterate them (``t`` in ``x, y = (t.to(device) for t in batch)``): each
+    is a part of the loop's item."""
+    found = set(targets)
+    for node in ast.walk(loop):
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            for clause in node.generators:
+                if _mentions(clause.iter, found, analysis):
+                    found.update(targets_of(clause.target))
+    return found
 
 
 def _moves_to_device(call: ast.Call, analysis) -> bool:
