@@ -58,7 +58,9 @@ class TensorCollectedWithGraph(Rule):
     ## Known problems
     A comprehension inside a loop over values of the loop's own iteration
     (`conds = [c.to(dtype) for c in conds]`, `conds` bound in the body)
-    holds one batch's items and is not reported. A list whose elements are later stacked and backpropagated on purpose
+    holds one batch's items and is not reported, nor is one over `zip`
+    with what this step's forward pass returned (`[t(o) for t, o in
+    zip(targets, outputs)]`: `zip` stops at the output's rows). A list whose elements are later stacked and backpropagated on purpose
     (`torch.stack(losses).sum().backward()`) is not reported, also when the
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for

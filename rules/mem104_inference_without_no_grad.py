@@ -105,7 +105,8 @@ class InferenceWithoutNoGrad(Rule):
     open, autograd off, while the caller runs).
 
     ## Known problems
-    Only the first forward pass of a function is reported. A forward of a
+    Only the first forward pass of a function is reported (in a notebook's
+    top level, the first of each cell: each cell runs on its own). A forward of a
     library module that runs an adversarial attack when asked
     (robustness's `model(x, y, make_adv=True)`) needs autograd and is not
     one; a call of the file's helper whose backward passes and steps all
@@ -248,11 +249,29 @@ class InferenceWithoutNoGrad(Rule):
             forward = [call for call in forward if not self._backpropagated(call, unit)]
         if not forward or self._output_trained_by_callers(unit):
             return
-        first = min(forward, key=lambda call: (call.lineno, call.col_offset))
-        message = None
-        if first in helpers:
-            message = f"{self.MESSAGE} (the forward passes run in `{self.ctx.semantic.callee(first).name}`)"
-        self.report(first, message=message, fix=self._fix(unit, first, trains, in_loops_only))
+        for first in self._firsts(unit, forward):
+            message = None
+            if first in helpers:
+                message = f"{self.MESSAGE} (the forward passes run in `{self.ctx.semantic.callee(first).name}`)"
+            self.report(first, message=message, fix=self._fix(unit, first, trains, in_loops_only))
+
+    def _firsts(self, unit: ast.AST, forward: list[ast.Call]) -> list[ast.Call]:
+        """The forward passes to report: the unit's first one, and in a
+        notebook's top level the first one of each cell -- the kernel runs
+        each cell on its own, and each cell's outputs keep their graphs in
+        its globals (a module re-wrapped after `.eval()` in a later cell
+        and run again there is another evaluation)."""
+        def order(call: ast.Call) -> tuple[int, int]:
+            return call.lineno, call.col_offset
+
+        layout = self.ctx.notebook
+        if layout is None or not isinstance(unit, ast.Module):
+            return [min(forward, key=order)]
+        by_cell: dict[object, ast.Call] = {}
+        for call in sorted(forward, key=order):
+            cell = layout.cell_of(call.lineno)
+            by_cell.setdefault(None if cell is None else cell.number, call)
+        return list(by_cell.values())
 
     # -- the fix -------------------------------------------------------------
     def _fix(self, unit: ast.AST, first: ast.Call, trains: bool, in_loops_only: bool) -> Fix | None:

@@ -97,7 +97,9 @@ class HiddenStateNotDetached(Rule):
     a fresh value anywhere in the loop (even conditionally). A loop over
     time steps inside a module's forward pass is backpropagation through
     the sequence on purpose and is not reported, nor is a loop over a fixed
-    structure, nor one unroll of a single sequence: a loop over the time
+    structure (a loop that calls its own item, `for blk in net.stages:
+    h = blk(h)`, walks the callables of one forward pass, also over a model
+    handed in from elsewhere and stopped early), nor one unroll of a single sequence: a loop over the time
     steps of one tensor (or a `range`) that takes no training step, whose
     state is bound just before it from values made in the same function or
     outer iteration (`h = model.init_hidden()`), and whose outputs are

@@ -68,7 +68,12 @@ class TfFunctionRetracing(Rule):
     (`np.array([[x, y]])`: traced by shape and dtype, like a tensor), and neither is a function whose
     `input_signature` is given or that follows type hints
     (`experimental_follow_type_hints=True`). Loops over a literal
-    tuple/list or a small literal `range` are not reported.
+    tuple/list or a small literal `range` are not reported. A nested
+    `@tf.function` that the enclosing function itself calls in a loop is
+    not reported when the enclosing function repeats only once per
+    checkpoint (`for ckpt in tf.train.checkpoints_iterator(...)`): one
+    trace per evaluation, reused by its steps; repeated per dataset or per
+    batch, it is.
 
     ## References
     - [Better performance with tf.function: rules of tracing](https://www.tensorflow.org/guide/function#rules_of_tracing)
@@ -121,8 +126,39 @@ class TfFunctionRetracing(Rule):
             self.report(decorator, message="a `@tf.function` defined inside a loop is a new function every iteration: it traces from scratch and keeps its graphs; define it once, outside the loop")
             return
         enclosing = semantic.function_of(node)
-        if isinstance(enclosing, FUNCTION_TYPES) and semantic.called_repeatedly(enclosing):
+        if isinstance(enclosing, FUNCTION_TYPES) and semantic.called_repeatedly(enclosing) \
+                and not self._reused_within(node, enclosing):
             self.report(decorator, message=f"a `@tf.function` defined inside `{enclosing.name}`, which is called repeatedly, is a new function on every call: it traces from scratch and keeps its graphs; define it once, outside")
+
+    def _reused_within(self, function: ast.AST, enclosing: ast.AST) -> bool:
+        """The enclosing function itself calls the nested ``tf.function`` in a
+        loop (``for _ in range(steps): step(it)``), and the enclosing function
+        repeats only once per checkpoint that training writes (each call of it
+        runs in a loop over :data:`~memlint.lint.semantic.frameworks.TF_CHECKPOINT_STREAMS`,
+        an evaluator following a training job): one trace per checkpoint,
+        reused by every step of that evaluation and released with the local
+        function when it returns. A function repeated per dataset, per batch
+        or per call of another repeated function is still reported."""
+        semantic = self.ctx.semantic
+        if not any(semantic.function_of(call) is enclosing and semantic.repeating_loops(call)
+                   for call in semantic.call_sites_of(function)):
+            return False
+        per_checkpoint = False
+        for call in semantic.call_sites_of(enclosing):
+            loops = semantic.repeating_loops(call)
+            if not loops:
+                caller = semantic.unit_of(call)
+                if isinstance(caller, FUNCTION_TYPES) and semantic.called_repeatedly(caller):
+                    return False  # repeated through its caller: not known to be per checkpoint
+                continue  # a single call (`train_then_eval`'s final evaluation)
+            if not all(self._over_checkpoints(loop) for loop in loops):
+                return False
+            per_checkpoint = True
+        return per_checkpoint
+
+    def _over_checkpoints(self, loop: ast.AST) -> bool:
+        return isinstance(loop, FOR_TYPES) and isinstance(loop.iter, ast.Call) \
+            and self.ctx.qualified(loop.iter.func) in fw.TF_CHECKPOINT_STREAMS
 
     # -- a tf.function made repeatedly --------------------------------------------------
     def _is_decorator(self, call: ast.Call) -> bool:

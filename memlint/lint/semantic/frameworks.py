@@ -675,6 +675,16 @@ SESSION = "tensorflow.Session"
 #: ``tf.GradientTape`` (``tensorflow/python/eager/backprop.py``).
 TF_TAPES = frozenset({"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"})
 GRADIENT_TAPE = "tensorflow.GradientTape"
+#: Iterators that yield one item per checkpoint a training job writes: TF 2.13.1
+#: ``tensorflow/python/training/checkpoint_utils.py`` ``checkpoints_iterator(checkpoint_dir,
+#: min_interval_secs=0, timeout=None, timeout_fn=None)`` "continuously yield[s] new
+#: checkpoint files as they appear" (string paths), waiting for each; exported as
+#: ``tf.train.checkpoints_iterator``, ``tf.compat.v1.train.checkpoints_iterator`` and (the
+#: v2 API under ``tf.compat.v2``) ``tf.compat.v2.train.checkpoints_iterator``.
+TF_CHECKPOINT_STREAMS = frozenset({
+    "tensorflow.train.checkpoints_iterator", "tensorflow.compat.v1.train.checkpoints_iterator",
+    "tensorflow.compat.v2.train.checkpoints_iterator",
+})
 
 
 

@@ -1046,13 +1046,22 @@ def _torch_attribute_by_name(call: CallInfo) -> Value | None:
 
 
 def _zip_stream(values: list[Value]) -> Tri:
+    """``zip`` stops at its shortest argument: one that is no stream (a fixed
+    container, or what a forward pass returned, whose items are one batch's
+    rows or heads) bounds it."""
     stream = Tri.YES
     for value in values:
-        if value.stream is Tri.NO:
+        if value.stream is Tri.NO or _one_forward_result(value):
             return Tri.NO
         if value.stream is Tri.MAYBE:
             stream = Tri.MAYBE
     return stream
+
+
+def _one_forward_result(value: Value) -> bool:
+    """A graph-attached tensor or model output that is not known to be a
+    stream: iterating it yields the rows (or heads) of one step's result."""
+    return value.graph is Tri.YES and value.stream is not Tri.YES and value.kind in (Kind.TENSOR, Kind.UNKNOWN)
 
 
 def _range_stream(call: CallInfo) -> Tri:
@@ -1802,6 +1811,8 @@ def is_run_loop(model, loop: ast.AST) -> bool:
         if _is_next(model, call):
             return True
         forward = call in analysis.forward_calls or call in analysis.forwarding_calls
+        if forward and _calls_the_item(call, targets, analysis):
+            continue  # `x = layer(x)` over layers: each item is a callable of one forward pass, not a batch
         if forward and (over_range or _mentions(call, targets, analysis)):
             return True  # a forward pass per batch, or per step of `range(steps)` (sampling, benchmarking)
         if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
@@ -1820,6 +1831,15 @@ def _with_comprehension_targets(loop: ast.AST, targets: set[str], analysis) -> s
                 if _mentions(clause.iter, found, analysis):
                     found.update(targets_of(clause.target))
     return found
+
+
+def _calls_the_item(call: ast.Call, targets: set[str], analysis) -> bool:
+    """The call's callee is the loop's own item and its arguments are not
+    (``for block in blocks: x = block(x)``): the loop walks callables -- the
+    layers of one forward pass, the members of an ensemble -- not batches."""
+    if not (isinstance(call.func, ast.Name) and call.func.id in targets):
+        return False
+    return not any(_mentions(argument, targets, analysis) for argument in [*call.args, *(k.value for k in call.keywords)])
 
 
 def _moves_to_device(call: ast.Call, analysis) -> bool:
