@@ -813,7 +813,7 @@ class SemanticModel:
         """``unit`` interpreted for one call one level deeper; None for a
         recursive call, past MAX_SUMMARY_DEPTH, or when the work budget is
         spent and no analysis of that call is at hand."""
-        if unit in self._active or self._summary_depth >= MAX_SUMMARY_DEPTH:
+        if unit in self._active or (self._summary_depth >= MAX_SUMMARY_DEPTH and not self._is_leaf(unit)):
             self._cuts += 1
             return None
         if self._work > self._budget:
@@ -827,6 +827,19 @@ class SemanticModel:
             return self.analyse(unit, context)
         finally:
             self._summary_depth -= 1
+
+    def _is_leaf(self, unit: ast.AST) -> bool:
+        """``unit`` calls nothing defined in this file (and builds no lambda or
+        nested function): its summary is the same at any depth, so the depth
+        limit does not cut it off."""
+        found = self._evidence_memo.get(("leaf", unit))
+        if found is None:
+            position = self.index.position_of(unit)
+            nested = self.index.subtree_of_type(position, UNIT_TYPES, ()) if position is not None else []
+            found = position is not None and len(nested) <= 1 and not any(
+                self.may_call_local(call) for call in self._calls_of_unit(unit))
+            self._evidence_memo[("leaf", unit)] = found
+        return found
 
     def canonical(self, unit: ast.AST) -> Analysis:
         """The analysis rules read: ``unit`` under its calling context, its
