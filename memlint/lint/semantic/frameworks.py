@@ -401,6 +401,11 @@ OPTIMIZER_FACTORIES = frozenset({
     # returns an instance of a subclass of ``optimizer.__class__`` (built with ``type(...)``) whose
     # ``step`` allreduces the gradients and steps the wrapped optimizer; ``zero_grad`` is its own.
     "horovod.torch.DistributedOptimizer", "horovod.torch.optimizer.DistributedOptimizer",
+    # IBM/aihwkit aihwkit/optim/analog_optimizer.py: ``AnalogSGD`` and ``AnalogAdam`` are
+    # ``torch.optim.SGD``/``Adam`` with an analog mixin (``AnalogOptimizerMixin``); ``zero_grad``
+    # is torch's, gradients accumulate until it is called (IBM/aihwkit#446)
+    "aihwkit.optim.AnalogSGD", "aihwkit.optim.AnalogAdam",
+    "aihwkit.optim.analog_optimizer.AnalogSGD", "aihwkit.optim.analog_optimizer.AnalogAdam",
 })
 OPTIMIZER_NAMESPACE = re.compile(r"^(?:torch\.optim|bitsandbytes\.optim|bnb\.optim|apex\.optimizers|torch_optimizer)\.[A-Z]\w*$")
 LR_SCHEDULER_NAMESPACE = re.compile(r"^(?:torch\.optim\.lr_scheduler\.\w+|transformers\.get_\w*schedule\w*|transformers\.optimization\.get_\w+)$")

@@ -498,6 +498,7 @@ def module_method(model, receiver: Value, name: str, call: CallInfo, interpreter
     if name in fw.NO_GRAD_MODULE_METHODS:
         return tensor(Tri.NO, receiver.device)
     if name in fw.SENTENCE_ENCODER_METHODS and receiver.type_name in fw.SENTENCE_ENCODERS:
+        interpreter.record_forward(call.node, grad=Tri.NO)  # `encode` runs the model's forward under no_grad
         on_device = is_constant(call.argument_node(99, "convert_to_tensor"), True) or is_constant(
             call.argument_node(99, "convert_to_numpy"), False)
         return tensor(Tri.NO, receiver.device) if on_device else PLAIN.evolve(type_name=fw.NUMPY_ARRAY)
