@@ -194,10 +194,9 @@ class Tf1OpCreatedInLoop(Rule):
                 return True
             if isinstance(node.func, ast.Attribute) and node.func.attr == "as_default":
                 return True
-            else:
-                callee = self.ctx.semantic.callee(node)
-                if isinstance(callee, FUNCTION_TYPES) and self._fresh_graph(callee.body, depth + 1):
-                    return True
+            callee = self.ctx.semantic.callee(node)
+            if isinstance(callee, FUNCTION_TYPES) and self._fresh_graph(callee.body, depth + 1):
+                return True
         return False
 
     # -- what the run call runs ---------------------------------------------------------------
