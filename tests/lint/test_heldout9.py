@@ -91,20 +91,21 @@ PER_GROUP_BATCH_OK = """
             return scores
 """
 
-# the same shape whose joined list is kept as the run's output: each group's
-# rows stay on the device until the loop ends
+# the same batches, but each group's output is kept on the device for the
+# whole run: the per-group list is still one batch, the outer list grows
 PER_GROUP_KEPT_BUG = """
     import torch
+    from helpers import batched
 
-    @torch.no_grad()
-    def embed_all(net, groups, device):
+    def embed_all(net, requests, device, size):
         net = net.to(device)
         kept = []
-        for group in groups:
-            rows = list()
-            for tokens in group:
-                rows.append(net(torch.as_tensor(tokens, device=device)))  # expect: MEM103
-            kept.append(rows)  # expect: MEM103
+        with torch.no_grad():
+            for group in batched(requests, size):
+                rows = []
+                for tokens in group:
+                    rows.append(torch.tensor(tokens).to(device)[None])
+                kept.append(net(torch.cat(rows, dim=0)))  # expect: MEM103
         return kept
 """
 
@@ -113,7 +114,7 @@ def test_mem103_list_rebuilt_per_outer_item_and_fed_to_the_model_is_one_batch():
     assert_silent(PER_GROUP_BATCH_OK, "MEM103")
 
 
-def test_mem103_list_rebuilt_per_outer_item_but_kept_is_reported():
+def test_mem103_outputs_of_each_batch_kept_on_device_are_reported():
     assert_reported(PER_GROUP_KEPT_BUG, "MEM103")
 
 
