@@ -134,7 +134,8 @@ class DeviceTensorCollectedInLoop(Rule):
         keeper = semantic.keeper(store.root, node) if store is not None else None
         if keeper is None or keeper.why == "loop" and not self._grows_with_the_run(keeper.loop):
             return
-        if keeper.why == "loop" and self._builds_one_batch(keeper.loop, store.root):
+        if keeper.why == "loop" and (self._builds_one_batch(keeper.loop, store.root)
+                                     or self._assembles_outer_item(keeper.loop, store.root)):
             return
         if any(semantic.value(value).graph is Tri.YES and not semantic.value(value).leaf for value in store.values):
             return  # attached: MEM102's finding
@@ -183,6 +184,47 @@ class DeviceTensorCollectedInLoop(Rule):
                 return False
             after = True
         return after
+
+    def _assembles_outer_item(self, loop: ast.AST, container: str) -> bool:
+        """``loop`` walks the item of the loop around it (``for chunk in
+        chunks: rows = []; for req in chunk: rows.append(...)``) into a local
+        list made afresh in that outer iteration, which is then joined
+        (``torch.cat(rows)``) and the joined tensor handed straight to a
+        forward pass or an in-file function: the list is one input batch,
+        built and dropped once per outer item, never the run's outputs."""
+        semantic = self.ctx.semantic
+        if not isinstance(loop, FOR_TYPES) or "." in container or not isinstance(loop.iter, ast.Name):
+            return False
+        outers = semantic.enclosing_loops(loop)
+        if not outers or not isinstance(outers[0], FOR_TYPES):
+            return False
+        outer = outers[0]
+        item = {n.id for n in ast.walk(outer.target) if isinstance(n, ast.Name)}
+        if loop.iter.id not in item or semantic.outside(container, outer):
+            return False
+        unit = semantic.unit_of(loop)
+        scope = semantic.scopes.own_scope(unit) if isinstance(unit, FUNCTION_TYPES) else None
+        if scope is None or container not in scope.bindings:
+            return False  # a global or a free variable lives on
+        fed = False
+        for node in ast.walk(unit):
+            if not isinstance(node, ast.Name) or node.id != container or not isinstance(node.ctx, ast.Load):
+                continue
+            if not outer.lineno <= node.lineno <= outer.end_lineno:
+                return False  # read after the outer loop: it outlives the item
+            parent = semantic.parents.get(node)
+            if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func is not node \
+                    and parent.func.attr in STORING_METHODS:
+                return False  # stored into another container
+            if isinstance(parent, (ast.Assign, ast.Return, ast.Yield)) or (
+                    isinstance(parent, ast.Attribute) and parent.attr not in STORING_METHODS):
+                return False  # aliased or handed out
+            if (node.lineno > loop.end_lineno and isinstance(parent, ast.Call) and parent.args
+                    and parent.args[0] is node and self.ctx.qualified(parent.func) in _JOINS):
+                consumer = semantic.parents.get(parent)
+                fed = fed or (isinstance(consumer, ast.Call) and parent in consumer.args
+                              and (semantic.is_forward_call(consumer) or semantic.callee(consumer) is not None))
+        return fed
 
     def _evaluation_loop(self, node: ast.AST) -> bool:
         """The innermost run loop around ``node`` does no training step: per-batch

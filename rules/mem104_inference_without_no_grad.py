@@ -122,7 +122,11 @@ class InferenceWithoutNoGrad(Rule):
     layers, `for block in self.blocks`, is one forward pass); its `forward`, `predict` and other
     helpers serve training and evaluation alike, so a call of such a method
     (`model.inference(a, b)`) in an evaluation context is reported at the
-    call, as a helper function's would be, and not in the method. Test
+    call, as a helper function's would be, and not in the method. A call
+    of a method decorated `@torch.no_grad()`/`@torch.inference_mode()` is
+    not reported: of the file's function it resolves to, or, on a module
+    of unknown class, when every module class of the file that defines a
+    method of that name decorates it so. Test
     files (pytest's default `test_*.py`/`*_test.py`, `conftest.py`) and
     test functions elsewhere are not reported: test code is not inference
     code. A
@@ -232,6 +236,7 @@ class InferenceWithoutNoGrad(Rule):
         forward = [call for call in semantic.forward_calls(unit)
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
                    and not self._frozen_callee(call) and not self._attacking_forward(call)
+                   and not self._callee_disables_grad(call)
                    and (not in_loops_only or self._in_sampling_loop(call))]
         helpers = [] if in_loops_only else self._helper_forwards(unit)
         forward += helpers
@@ -372,6 +377,32 @@ class InferenceWithoutNoGrad(Rule):
         if semantic.is_module_method(callee):
             return callee.name.startswith("__") or callee.name == "forward" or bool(SAMPLING_METHOD.search(callee.name))
         return bool(EVAL_FUNCTION.search(callee.name))
+
+    def _callee_disables_grad(self, call: ast.Call) -> bool:
+        """The call runs an in-file function or method decorated
+        ``@torch.inference_mode()`` / ``@torch.no_grad()``: its forward pass
+        runs with grad disabled, whatever the caller's mode. A method called
+        on a module whose class the model does not know (``self.net =
+        net``, then ``self.net.score(x)``) is taken for that method of the
+        file's module classes when every one of them that defines it
+        decorates it so."""
+        semantic = self.ctx.semantic
+        callee = semantic.callee(call)
+        if isinstance(callee, FUNCTION_TYPES):
+            return semantic.decorator_grad(callee) is Tri.NO
+        if not isinstance(call.func, ast.Attribute):
+            return False
+        owner = semantic.value(call.func.value)
+        if owner.kind is not Kind.MODULE:
+            return False
+        if owner.klass is not None:
+            info = semantic.classes.get(owner.klass)
+            candidates = [] if info is None else [klass for klass in info.mro() if call.func.attr in klass.methods][:1]
+        else:
+            candidates = [klass for klass in semantic.classes.by_node.values()
+                          if klass.is_module and call.func.attr in klass.methods]
+        return bool(candidates) and all(
+            semantic.decorator_grad(klass.methods[call.func.attr]) is Tri.NO for klass in candidates)
 
     def _frozen_callee(self, call: ast.Call) -> bool:
         """The module called has every parameter frozen (``requires_grad_(False)``,

@@ -10,6 +10,8 @@ from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import CPU_ENGINE_KEYWORDS, DEVICE_PLACED_ROLES
 from memlint.lint.semantic.operations import engine_by_use
 from memlint.lint.semantic.values import PLAIN, Kind, Tri
+from memlint.lint.signatures import arguments_bound
+from memlint.lint.syntax import FUNCTION_TYPES
 
 LOAD_FUNCTIONS = frozenset({"torch.load"})
 SAVE_FUNCTIONS = frozenset({"torch.save"})
@@ -45,6 +47,8 @@ XLA_PACKAGES = ("torch_xla",)
 MEMORY_BUFFERS = frozenset({"io.BytesIO", "_io.BytesIO"})
 #: Classes whose methods load data files, not checkpoints.
 DATA_ROLES = frozenset({"dataset", "datamodule"})
+#: How many (function, name) places the sample-use walk of a loaded object follows.
+_SAMPLE_FLOW_LIMIT = 16
 #: A file name inside a path literal: ``"generator_%d.pth"``, ``"model.pt"``.
 _FILE_NAME = re.compile(r"[\w%{}\-]+\.[A-Za-z]\w*$")
 
@@ -104,7 +108,12 @@ class LoadWithoutMapLocation(Rule):
     of a module built and never moved, a `GradScaler`'s state), or of any
     path when every checkpoint the file writes holds host data only (a
     checkpoint from elsewhere loaded by such a file is missed); a load
-    inside a `Dataset` or `LightningDataModule` (data files); an in-memory
+    inside a `Dataset` or `LightningDataModule` (data files), or of an
+    object that the file, through the functions it is returned to and
+    passed to, only reads as samples (indexed or sliced, never by a string
+    key; `len`; given to an in-file `Dataset`) and never hands to
+    `load_state_dict`, a model, a move or a library call (a data file
+    written elsewhere); an in-memory
     `io.BytesIO` round trip; a function's own working state that it saves
     back to the same path later, every process that loads it saving it too
     (`queue = torch.load(p)["queue"]` ... `torch.save({"queue": queue}, p)`,
@@ -175,9 +184,95 @@ class LoadWithoutMapLocation(Rule):
         origin = self._origin(path)
         if origin is Tri.NO or origin is Tri.MAYBE and not self._runs_on_accelerator(node):
             return
+        if origin is Tri.MAYBE and self._read_as_samples(node):
+            return  # a data file (token lists, sample tensors), not a checkpoint
         if self._reloads_own_state(node, path):
             return  # the process's own working state, back where it kept it
         self.report(node, fix=self._map_location_fix(node))
+
+    def _read_as_samples(self, load: ast.Call) -> bool:
+        """Everything the file does with the loaded object treats it as a
+        collection of samples: it is indexed or sliced (``data[i]``,
+        ``data[:n]``, not ``ckpt["model"]``), measured with ``len``, or given
+        to an in-file ``Dataset`` class, through the names it is bound to,
+        the in-file functions it is passed to and the callers it is returned
+        to; at least one of those reads happens, and nothing else (no
+        ``load_state_dict``, no model, no move, no library call) touches it.
+        Such a file is a dataset written elsewhere, not a checkpoint of the
+        training run; where any use is of another kind the rule decides as
+        usual."""
+        semantic = self.ctx.semantic
+        unit = semantic.unit_of(load)
+        parent = semantic.parents.get(load)
+        if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+            return False
+        pending = [(unit, parent.targets[0].id)]
+        seen: set[tuple[ast.AST, str]] = set()
+        sampled = False
+        while pending:
+            place = pending.pop()
+            if place in seen:
+                continue
+            seen.add(place)
+            if len(seen) > _SAMPLE_FLOW_LIMIT:
+                return False
+            scope, name = place
+            for read in ast.walk(scope):
+                if not (isinstance(read, ast.Name) and read.id == name and isinstance(read.ctx, ast.Load)):
+                    continue
+                use = semantic.parents.get(read)
+                if isinstance(use, ast.Subscript) and use.value is read:
+                    if isinstance(use.slice, ast.Constant) and isinstance(use.slice.value, str):
+                        return False  # an entry by key: a checkpoint's layout
+                    sampled = True
+                elif isinstance(use, ast.Call) and read in use.args:
+                    if self.ctx.qualified(use.func) == "len":
+                        continue
+                    kind = semantic.value(use)
+                    klass = semantic.classes.get(kind.klass) if kind.klass else None
+                    if klass is not None and DATA_ROLES & klass.roles:
+                        sampled = True
+                        continue
+                    callee = semantic.callee(use)
+                    if not isinstance(callee, FUNCTION_TYPES):
+                        return False
+                    bound = arguments_bound(use, callee, skip_receiver=isinstance(use.func, ast.Attribute))
+                    names = [parameter for parameter, argument in bound.items() if argument is read]
+                    if not names:
+                        return False
+                    pending.extend((callee, parameter) for parameter in names)
+                elif isinstance(use, ast.Return) or isinstance(use, ast.Tuple) and isinstance(
+                        semantic.parents.get(use), ast.Return):
+                    returned = self._returned_to(scope, None if isinstance(use, ast.Return) else use.elts.index(read))
+                    if returned is None:
+                        return False
+                    pending.extend(returned)
+                else:
+                    return False
+        return sampled
+
+    def _returned_to(self, function: ast.AST, position: int | None) -> list[tuple[ast.AST, str]] | None:
+        """The names the callers of ``function`` bind its result to (its
+        ``position``-th element when it returns a tuple), or None when a
+        caller does something else with it."""
+        semantic = self.ctx.semantic
+        if not isinstance(function, FUNCTION_TYPES):
+            return None
+        places = []
+        calls = semantic.call_sites_of(function)
+        for call in calls:
+            assignment = semantic.parents.get(call)
+            if not (isinstance(assignment, ast.Assign) and len(assignment.targets) == 1):
+                return None
+            target = assignment.targets[0]
+            if position is not None:
+                if not (isinstance(target, ast.Tuple) and len(target.elts) > position):
+                    return None
+                target = target.elts[position]
+            if not isinstance(target, ast.Name):
+                return None
+            places.append((semantic.unit_of(call), target.id))
+        return places or None
 
     def _reloads_own_state(self, load: ast.Call, path: ast.expr | None) -> bool:
         """The load restores the working state that the same function writes

@@ -32,6 +32,7 @@ NOT_OPS = re.compile(
     r")"
 )
 #: Calls that give the loop a fresh graph each iteration (or drop the old one).
+RESET_GRAPH = re.compile(r"^tensorflow\.(?:compat\.v1\.)?reset_default_graph$")
 FRESH_GRAPH = re.compile(r"^tensorflow\.(?:compat\.v1\.)?(?:reset_default_graph|Graph)$")
 #: Arguments of ``Session.run`` that name what is run or fed.
 RUN_ARGUMENTS = ("fetches", "feed_dict", "options")
@@ -83,7 +84,10 @@ class Tf1OpCreatedInLoop(Rule):
     the `sess.run` of the same iteration directly or through names assigned
     in it; ops built in a helper of another module are not seen. A loop
     that resets the default graph or builds a new `tf.Graph()` per
-    iteration (at the level that builds the op) is not reported. Loops that build the graph (layers in a
+    iteration (at the level that builds the op), itself or through an
+    in-file helper it calls whose body calls `tf.reset_default_graph()`
+    (one call level; a helper's own `tf.Graph()` scope does not count),
+    is not reported. Loops that build the graph (layers in a
     `for` loop) and run nothing are never reported. Loops over a literal
     tuple/list or a small literal `range` are not reported. A `sess.run`
     that runs ops built by several statements of the step is reported once
@@ -174,12 +178,24 @@ class Tf1OpCreatedInLoop(Rule):
             regions.append(function.body)
         return regions
 
-    def _fresh_graph(self, region: list[ast.stmt]) -> bool:
-        """The step resets the default graph or builds in a new ``tf.Graph()``."""
+    def _fresh_graph(self, region: list[ast.stmt], depth: int = 0) -> bool:
+        """The step resets the default graph or builds in a new ``tf.Graph()``,
+        itself or in an in-file function it calls (one level: a
+        ``reset_graph()`` helper that calls ``tf.reset_default_graph()``)."""
         for node in walk(region):
-            if isinstance(node, ast.Call) and FRESH_GRAPH.match(self.ctx.qualified(node.func) or ""):
+            if not isinstance(node, ast.Call):
+                continue
+            qualified = self.ctx.qualified(node.func) or ""
+            if depth > 0:  # a helper's own `tf.Graph()` / `as_default()` scope ends with it: only a reset lasts
+                if RESET_GRAPH.match(qualified):
+                    return True
+                continue
+            if FRESH_GRAPH.match(qualified):
                 return True
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "as_default":
+            if isinstance(node.func, ast.Attribute) and node.func.attr == "as_default":
+                return True
+            callee = self.ctx.semantic.callee(node)
+            if isinstance(callee, FUNCTION_TYPES) and self._fresh_graph(callee.body, depth + 1):
                 return True
         return False
 
