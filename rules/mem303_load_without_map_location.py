@@ -193,7 +193,7 @@ class LoadWithoutMapLocation(Rule):
     def _read_as_samples(self, load: ast.Call) -> bool:
         """Everything the file does with the loaded object treats it as a
         collection of samples: it is indexed or sliced (``data[i]``,
-        ``data[:n]``, not ``ckpt["model"]``), measured with ``len``, or given
+        ``data[:n]``, not ``ckpt["model"]`` or a saved tuple's ``state[0]``), measured with ``len``, or given
         to an in-file ``Dataset`` class, through the names it is bound to,
         the in-file functions it is passed to and the callers it is returned
         to; at least one of those reads happens, and nothing else (no
@@ -222,8 +222,8 @@ class LoadWithoutMapLocation(Rule):
                     continue
                 use = semantic.parents.get(read)
                 if isinstance(use, ast.Subscript) and use.value is read:
-                    if isinstance(use.slice, ast.Constant) and isinstance(use.slice.value, str):
-                        return False  # an entry by key: a checkpoint's layout
+                    if isinstance(use.slice, ast.Constant):
+                        return False  # an entry by key or a fixed field (`ckpt["model"]`, `state[0]`): a checkpoint's layout
                     sampled = True
                 elif isinstance(use, ast.Call) and read in use.args:
                     if self.ctx.qualified(use.func) == "len":
