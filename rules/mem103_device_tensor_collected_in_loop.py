@@ -167,13 +167,11 @@ class DeviceTensorCollectedInLoop(Rule):
         unit = semantic.unit_of(loop)
         if not isinstance(unit, FUNCTION_TYPES) or container not in semantic.bound_before(loop):
             return False
-        scope = semantic.scopes.own_scope(unit)
-        if scope is None or container not in scope.bindings:
+        reads = _local_reads(semantic, unit, container)
+        if reads is None:
             return False  # a global or a free variable lives on
         after = False
-        for node in ast.walk(unit):
-            if not isinstance(node, ast.Name) or node.id != container or not isinstance(node.ctx, ast.Load):
-                continue
+        for node in reads:
             if node.lineno <= loop.end_lineno and node.lineno >= loop.lineno:
                 continue
             if node.lineno < loop.lineno:
@@ -202,14 +200,11 @@ class DeviceTensorCollectedInLoop(Rule):
         item = {n.id for n in ast.walk(outer.target) if isinstance(n, ast.Name)}
         if loop.iter.id not in item or semantic.outside(container, outer):
             return False
-        unit = semantic.unit_of(loop)
-        scope = semantic.scopes.own_scope(unit) if isinstance(unit, FUNCTION_TYPES) else None
-        if scope is None or container not in scope.bindings:
+        reads = _local_reads(semantic, semantic.unit_of(loop), container)
+        if reads is None:
             return False  # a global or a free variable lives on
         fed = False
-        for node in ast.walk(unit):
-            if not isinstance(node, ast.Name) or node.id != container or not isinstance(node.ctx, ast.Load):
-                continue
+        for node in reads:
             if not outer.lineno <= node.lineno <= outer.end_lineno:
                 return False  # read after the outer loop: it outlives the item
             parent = semantic.parents.get(node)
@@ -314,6 +309,16 @@ def _device_tensor(value) -> bool:
     accelerator (``x.cuda()`` of an unknown ``x``: a tensor or a module, and
     modules are not what a loop collects), held without a graph."""
     return value.device is Tri.YES and value.kind in (Kind.TENSOR, Kind.CONTAINER, Kind.UNKNOWN)
+
+
+def _local_reads(semantic, unit: ast.AST, container: str) -> list[ast.Name] | None:
+    """Every read of ``container`` in ``unit`` when it is a local of that
+    function; None for a global, a free variable or a unit that is no function."""
+    scope = semantic.scopes.own_scope(unit) if isinstance(unit, FUNCTION_TYPES) else None
+    if scope is None or container not in scope.bindings:
+        return None
+    return [node for node in ast.walk(unit)
+            if isinstance(node, ast.Name) and node.id == container and isinstance(node.ctx, ast.Load)]
 
 
 def _key_varies(target: ast.expr, loops: list[ast.stmt]) -> bool:
