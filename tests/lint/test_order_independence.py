@@ -154,3 +154,36 @@ def test_one_function_keeps_a_device_value_of_either_branch():
         """)
     model, module = model_of(source)
     assert model.value(node_at(module, 6, ast.Return).value).device is Tri.YES
+
+
+#: ``Trainer.fit`` calls ``_step`` once, through ``self``: the canonical
+#: analysis of ``_step`` is the summary ``fit``'s call already made (its
+#: context is the call's own, receiver included), not a second interpretation.
+CALLED_ONCE = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    def _step(self, batch):
+        loss = self.model(batch).sum()
+        loss.backward()
+        return loss.item()
+
+    def fit(self, loader):
+        for batch in loader:
+            self._step(batch)
+"""
+
+
+def test_a_method_called_once_is_not_interpreted_again_for_its_canonical_analysis():
+    model, module = model_of(CALLED_ONCE)
+    klass = next(n for n in module.body if isinstance(n, ast.ClassDef))
+    step, fit = (n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name in ("_step", "fit"))
+    model.canonical(fit)
+    work = model._work
+    analysis = model.canonical(step)
+    assert model._work == work
+    assert analysis.trains and analysis.context.param("self") is not None

@@ -695,8 +695,18 @@ class SemanticModel:
             for name, value in site.bound:
                 if name != receiver:
                     params[name] = value if name not in params else join_call_arguments(params[name], value)
+        if receiver is not None and sites and self._receives_default(unit, receiver, sites):
+            # the same environment as leaving it out, and the context is then the tuple a
+            # call's summary was memoized under: a function called once reuses that summary
+            params[receiver] = dict(sites[0].bound)[receiver]
         grad = self.entry_grad(unit, sites if complete else None)
         return Context(tuple(sorted(params.items())), grad), complete
+
+    def _receives_default(self, unit: ast.AST, receiver: str, sites: list[CallSite]) -> bool:
+        """Every call site binds the receiver of method ``unit`` to the value
+        the method is entered with when no call says (its class's instance)."""
+        default = self.parameter_default(unit, receiver, 0)
+        return all(dict(site.bound).get(receiver) == default for site in sites)
 
     def entry_grad(self, unit: ast.AST, sites: list[CallSite] | None) -> Tri:
         """Grad mode at entry: NO when decorated with ``no_grad`` or driven by a
