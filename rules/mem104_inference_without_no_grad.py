@@ -435,9 +435,13 @@ class InferenceWithoutNoGrad(Rule):
     def _repeated_or_script(self, call: ast.Call, unit: ast.AST) -> bool:
         """After ``model.eval()`` in a function that does not say it
         evaluates: the forward pass runs once per batch (a run loop, a
-        comprehension over a stream), or in a script's top level."""
+        comprehension over a stream, or a function that its callers run
+        repeatedly: a ``detect(net, image)`` called for every image), or in
+        a script's top level."""
         semantic = self.ctx.semantic
         if isinstance(unit, ast.Module) or semantic.run_loops(call):
+            return True
+        if isinstance(unit, FUNCTION_TYPES) and semantic.repetition(unit) is not None:
             return True
         comprehension = semantic.comprehension_of(call)
         return comprehension is not None and semantic.is_run_comprehension(comprehension)

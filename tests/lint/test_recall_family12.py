@@ -88,3 +88,45 @@ def test_mem103_encoded_chunks_kept_on_the_device():
 
 def test_mem103_encoded_chunks_moved_to_the_host_are_silent():
     assert_silent(MEM103_ENCODE_OK, "MEM103")
+
+
+# -- MEM104 miss (bug_316): a helper that switches the model to eval mode and
+# runs one forward pass, with no loop of its own, called by the script for
+# every input. The loop over inputs is a run loop when its item, through a
+# library call the model cannot trace (``cv2.imread(path)``), feeds a call
+# that runs a forward pass. Here: a method-less captioning script that reads
+# each file with PIL and passes the result on under another name.
+
+MEM104_PER_INPUT_HELPER_BUG = """
+    import os
+    import torch
+    from PIL import Image
+    from torchvision import transforms
+    from captioner import Captioner
+
+    def caption(model, picture):
+        model.eval()
+        batch = transforms.ToTensor()(picture).unsqueeze(0).cuda()
+        return model(batch).argmax(-1).tolist()  # expect: MEM104
+
+    def main(folder):
+        model = Captioner()
+        model.load_state_dict(torch.load("captioner.pt", map_location="cpu"))
+        model.cuda()
+        for name in os.listdir(folder):
+            picture = Image.open(os.path.join(folder, name)).convert("RGB")
+            print(name, caption(model, picture))
+"""
+
+MEM104_PER_INPUT_HELPER_OK = MEM104_PER_INPUT_HELPER_BUG.replace(
+    "        for name in os.listdir(folder):", "        with torch.inference_mode():\n            for name in os.listdir(folder):").replace(
+    "            picture = Image", "                picture = Image").replace("            print(name", "                print(name")
+
+
+def test_mem104_helper_called_for_every_input_runs_with_autograd():
+    assert_reported(MEM104_PER_INPUT_HELPER_BUG, "MEM104")
+
+
+def test_mem104_helper_called_under_inference_mode_is_silent():
+    assert "inference_mode" in MEM104_PER_INPUT_HELPER_OK
+    assert_silent(MEM104_PER_INPUT_HELPER_OK, "MEM104")

@@ -1803,10 +1803,10 @@ def is_run_loop(model, loop: ast.AST) -> bool:
         return False  # a literal range of a few steps, a tuple or list display
     if model.trains(loop.body):
         return True  # a training loop, whatever it iterates
-    if iterable.stream is Tri.NO:
-        return False  # a fixed structure: layers, heads, a container of the file
+    if iterable.stream is Tri.NO and not model.walks_file_contents(loop):
+        return False  # a fixed structure: layers, heads, a container of the file (not the files of a directory)
     analysis = model.analysis_of(loop)
-    targets = _with_comprehension_targets(loop, set(targets_of(loop.target)), analysis)
+    targets = _with_derived_names(loop, _with_comprehension_targets(loop, set(targets_of(loop.target)), analysis), analysis)
     over_range = iterable.type_name == "range" and not _range_of_structure(model, loop.iter)
     for call in model._calls_within(loop):
         if _is_next(model, call):
@@ -1831,6 +1831,25 @@ def _with_comprehension_targets(loop: ast.AST, targets: set[str], analysis) -> s
             for clause in node.generators:
                 if _mentions(clause.iter, found, analysis):
                     found.update(targets_of(clause.target))
+    return found
+
+
+def _with_derived_names(loop: ast.AST, targets: set[str], analysis) -> set[str]:
+    """``targets`` and the names that ``loop``'s body binds, in source order,
+    from expressions that mention them (``image = cv2.imread(path)`` in
+    ``for path in paths:``): each holds a part of this iteration's item,
+    through library calls whose results the model cannot trace. Not a name
+    bound before the loop (state carried across iterations, ``h = blk(h)``)
+    nor the result of calling the item itself (a layer's output)."""
+    found = set(targets)
+    before = analysis.bound_before.get(loop, frozenset())
+    assignments = sorted((node for node in ast.walk(loop) if isinstance(node, ast.Assign)), key=lambda node: (node.lineno, node.col_offset))
+    for statement in assignments:
+        value = statement.value
+        if isinstance(value, ast.Call) and _calls_the_item(value, found, analysis) or not _mentions(value, found, analysis):
+            continue
+        for target in statement.targets:
+            found.update(name for name in targets_of(target) if name not in before)
     return found
 
 
