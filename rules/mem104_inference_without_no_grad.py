@@ -220,14 +220,14 @@ class InferenceWithoutNoGrad(Rule):
             return False
         if semantic.decorator_grad(function) is Tri.NO or not semantic.may_run_forward(function):
             return False
+        if not (semantic.runs_backward(semantic.module) or any(
+                semantic.runs_backward(other) for other in semantic.functions if other is not function)):
+            return False  # the file trains nowhere else (syntactic, so before interpreting the function)
         analysis = semantic.canonical(function)
         if analysis.trains or analysis.backward_calls:
             return False
-        if not any(semantic.value(loop.iter).stream is Tri.YES and any(
-                semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)) for loop in loops):
-            return False
-        return semantic.runs_backward(semantic.module) or any(
-            semantic.runs_backward(other) for other in semantic.functions if other is not function)
+        return any(semantic.value(loop.iter).stream is Tri.YES and any(
+            semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)) for loop in loops)
 
     def _check_unit(self, unit: ast.AST, named: bool, eval_calls: list[ast.Call], in_loops_only: bool = False) -> None:
         semantic = self.ctx.semantic
