@@ -8,6 +8,7 @@ from memlint.lint.names import dotted_name
 from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic import torch_ops
 from memlint.lint.semantic.constants import literal_arguments, ruled_out_by_arguments
 from memlint.lint.semantic.operations import parameterless
 from memlint.lint.semantic.values import Kind, Tri
@@ -47,8 +48,9 @@ class InferenceWithoutNoGrad(Rule):
     construction (`nn.Linear(...)`, a class deriving from `nn.Module`,
     `from_pretrained`) or by use (`.eval()`, `.parameters()`); calling a
     constructor is not a forward pass, and neither is a call of a module
-    without parameters (a `torch.nn` loss, or a module class of the file
-    whose methods create none) on values without a graph. The
+    without parameters (a `torch.nn` loss, a torchmetrics metric such as
+    `Accuracy(task=...)`, or a module class of the file whose methods create
+    none) on values without a graph. The
     `model.eval()` that opens an evaluation context must be a module's
     apart from that switch (built as one, called, or used with
     `.parameters()`-like methods): an environment wrapper's or another
@@ -64,6 +66,13 @@ class InferenceWithoutNoGrad(Rule):
     and `.to()`, also when the model learns only at `.eval()` that the
     value is a module. Callers beyond the depth the model follows are taken to run
     with grad on when nothing in the file can turn it off.
+
+    At a script's (or a notebook cell's) top level, outside every loop, one
+    call of a single `torch.nn` convolution, linear or embedding layer whose
+    output is only shown or measured (`conv(img).shape`, `print(out.shape)`)
+    is not reported: such a layer saves for backward only its input and its
+    weight, tensors alive anyway, so nothing is saved for nothing. Its output
+    fed to another layer (`pool(conv(img))`) is reported.
 
     A module whose forward disables autograd itself is not reported: an in-file `forward` decorated
     `@torch.no_grad()`, or yolov5's `torch.hub.load("ultralytics/yolov5", ...)`
@@ -236,7 +245,7 @@ class InferenceWithoutNoGrad(Rule):
         forward = [call for call in semantic.forward_calls(unit)
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
                    and not self._frozen_callee(call) and not self._attacking_forward(call)
-                   and not self._callee_disables_grad(call)
+                   and not self._callee_disables_grad(call) and not self._lone_layer_probe(call, unit)
                    and (not in_loops_only or self._in_sampling_loop(call))]
         helpers = [] if in_loops_only else self._helper_forwards(unit)
         forward += helpers
@@ -417,6 +426,19 @@ class InferenceWithoutNoGrad(Rule):
         owner = semantic.value(call.func.value)  # `model.encode(x)`
         return owner.kind is Kind.MODULE and owner.frozen
 
+    def _lone_layer_probe(self, call: ast.Call, unit: ast.AST) -> bool:
+        """At a script's (or a notebook cell's) top level, outside every loop
+        and comprehension: a call of one ``torch.nn`` layer that saves only
+        its input and its own parameters for backward
+        (:data:`~memlint.lint.semantic.torch_ops.INPUT_SAVING_LAYERS`:
+        ``conv(img).shape``), whose output is only shown or measured and
+        fed to nothing else. Autograd then keeps no tensor that is not alive
+        anyway: no activation is saved for nothing."""
+        semantic = self.ctx.semantic
+        if not isinstance(unit, ast.Module) or semantic.enclosing_loops(call) or semantic.comprehension_of(call) is not None:
+            return False
+        return _input_saving_layer(semantic.value(call.func)) and _only_inspected(semantic, call, unit)
+
     def _attacking_forward(self, call: ast.Call) -> bool:
         """A forward pass of a module built by a library whose forward runs an
         adversarial attack with autograd when asked to
@@ -551,6 +573,46 @@ def _switches_back(statement: ast.stmt, receiver: str | None) -> bool:
         return False
     call = statement.value
     return _is_mode_switch(call, "train") and dotted_name(call.func.value) == receiver
+
+def _input_saving_layer(value) -> bool:
+    """``value`` is a single ``torch.nn`` layer of
+    :data:`~memlint.lint.semantic.torch_ops.INPUT_SAVING_LAYERS` (built by the
+    library, not a container nor a module class of the file)."""
+    name = value.type_name or ""
+    return (value.kind is Kind.MODULE and value.klass is None and name.startswith("torch.nn.")
+            and name.rsplit(".", 1)[-1] in torch_ops.INPUT_SAVING_LAYERS)
+
+
+def _only_inspected(semantic, call: ast.Call, unit: ast.AST) -> bool:
+    """What ``call`` returns is only shown or measured (:func:`_inspection`):
+    the call itself, or every read in ``unit`` of the one name it is
+    assigned to."""
+    if _inspection(semantic, call):
+        return True
+    parent = semantic.parents.get(call)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    reads = [node for node in ast.walk(unit) if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)]
+    return all(_inspection(semantic, read) for read in reads)
+
+
+def _inspection(semantic, node: ast.expr) -> bool:
+    """``node``'s value is only shown or measured, which records nothing in
+    autograd: a bare expression statement, a metadata attribute
+    (``.shape``, :data:`~memlint.lint.semantic.torch_ops.METADATA_ATTRIBUTES`),
+    a method returning a Python value (``.size()``), an argument of
+    ``print`` or a field of an f-string."""
+    parent = semantic.parents.get(node)
+    if isinstance(parent, (ast.Expr, ast.FormattedValue)):
+        return True
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        if parent.attr in torch_ops.METADATA_ATTRIBUTES:
+            return True
+        caller = semantic.parents.get(parent)
+        return parent.attr in torch_ops.PYTHON_RESULT and isinstance(caller, ast.Call) and caller.func is parent
+    return isinstance(parent, ast.Call) and node in parent.args and semantic.qualified(parent.func) == "print"
+
 
 def _builder_of(semantic, func: ast.expr) -> ast.Call | None:
     """The call whose result was last assigned, before ``func``, to the name

@@ -337,9 +337,10 @@ def _no_grad_hub_model(call: CallInfo) -> str | None:
 
 
 def parameterless(callee: Value) -> bool:
-    """A module with no parameters (a torch.nn loss, :data:`~.frameworks.PARAMETERLESS_MODULES`):
-    its output has a graph only when an input has one."""
-    return callee.type_name in fw.PARAMETERLESS_MODULES
+    """A module with no parameters (a torch.nn loss, :data:`~.frameworks.PARAMETERLESS_MODULES`,
+    a torchmetrics metric, :func:`~.frameworks.is_state_only_metric`): its output
+    has a graph only when an input has one."""
+    return callee.type_name in fw.PARAMETERLESS_MODULES or fw.is_state_only_metric(callee.type_name)
 
 
 def _forward_device(callee: Value, arguments: list[Value]) -> Tri:
@@ -963,6 +964,9 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     if qualified in fw.SENTENCE_ENCODERS:
         placed = device_of_value(call.argument_node(99, "device"), call.keywords["device"]) if "device" in call.keywords else None
         return module(type_name=qualified, device=placed or Tri.MAYBE)
+    if fw.is_state_only_metric(qualified):
+        # a torchmetrics metric: a module without parameters, its states on the CPU until moved
+        return module(output=Kind.TENSOR, type_name=qualified, device=construction_device(model, call)).evolve(frozen=True)
     if last[:1].isupper() and head != "torch":
         # An instance of a library class the tables do not know: an object
         # whose use may still show it is a module (``MyNet().cuda()``).
