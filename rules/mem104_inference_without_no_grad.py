@@ -10,7 +10,7 @@ from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import torch_ops
 from memlint.lint.semantic.constants import literal_arguments, ruled_out_by_arguments
-from memlint.lint.semantic.operations import parameterless
+from memlint.lint.semantic.operations import literal_iterable, parameterless
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES
 
@@ -61,7 +61,11 @@ class InferenceWithoutNoGrad(Rule):
     when what it does makes it one: the file calls it and trains elsewhere,
     and it forwards a module in a loop over a stream of batches (a loader)
     while neither it nor what it calls takes a training step or a backward
-    pass (a script's `test()` after its `train()`). A module frozen with
+    pass (a script's `test()` after its `train()`). So is a method of a
+    class that is no module, another of whose methods runs a backward pass
+    (a trainer), when it forwards a module in a loop over batches, takes no
+    training step and returns nothing with a graph, also when the file
+    never calls it (`BERTTrainer.test(self, epoch)`). A module frozen with
     `requires_grad_(False)` stays frozen through `copy.deepcopy`, `.eval()`
     and `.to()`, also when the model learns only at `.eval()` that the
     value is a module. Callers beyond the depth the model follows are taken to run
@@ -131,7 +135,12 @@ class InferenceWithoutNoGrad(Rule):
     layers, `for block in self.blocks`, is one forward pass); its `forward`, `predict` and other
     helpers serve training and evaluation alike, so a call of such a method
     (`model.inference(a, b)`) in an evaluation context is reported at the
-    call, as a helper function's would be, and not in the method. A call
+    call, as a helper function's would be, and not in the method. A
+    helper function that only a script's top level calls, each call after
+    `model.eval()` with grad on (`for name in os.listdir(d):
+    process_image(net, name)`), is reported at its own forward pass, where
+    `@torch.no_grad()` on the helper fixes it: the top level has no function
+    to decorate. A call
     of a method decorated `@torch.no_grad()`/`@torch.inference_mode()` is
     not reported: of the file's function it resolves to, or, on a module
     of unknown class, when every module class of the file that defines a
@@ -187,7 +196,7 @@ class InferenceWithoutNoGrad(Rule):
         semantic = self.ctx.semantic
         named = bool(EVAL_FUNCTION.search(node.name))
         if not named and not _mode_switches(semantic, node, "eval"):
-            if self._evaluates_a_stream(node):
+            if self._evaluates_a_stream(node) or self._evaluates_for_the_script(node) or self._evaluates_for_a_trainer(node):
                 self._check_unit(node, True, [])
             return  # not an evaluation context: the rest interprets the function
         if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
@@ -237,6 +246,82 @@ class InferenceWithoutNoGrad(Rule):
             return False
         return semantic.runs_backward(semantic.module) or any(
             semantic.runs_backward(other) for other in semantic.functions if other is not function)
+
+    def _evaluates_for_the_script(self, function: ast.AST) -> bool:
+        """Every call of ``function`` in the file runs at the script's top
+        level as an evaluation -- after ``model.eval()``, with grad on, its
+        result backpropagated nowhere, and per input or outside the script's
+        training (``for name in os.listdir(d): process_image(net, name)``)
+        -- while ``function`` itself forwards a module and takes no training
+        step. The function is then the evaluation, reported in its body where
+        ``@torch.no_grad()`` fixes it, not at the calls: a script's top level
+        has no function to decorate. A helper also called from a function is
+        judged at each call, by that caller's context."""
+        memo = self.__dict__.setdefault("_for_the_script", {})
+        if function not in memo:
+            memo[function] = self._script_helper(function)
+        return memo[function]
+
+    def _evaluates_for_a_trainer(self, function: ast.AST) -> bool:
+        """``function`` is a method of a class that is no module, another of
+        whose methods runs a backward pass (a trainer), and it forwards a
+        module in a loop over the run's batches while neither it nor what it
+        calls takes a training step, and returns nothing with a graph: the
+        trainer's evaluation pass (``BERTTrainer.test(epoch)``), also when
+        the file never calls it (a command line or another file does).
+        Called in the file, each call must run with grad on and its result
+        be backpropagated nowhere."""
+        semantic = self.ctx.semantic
+        klass = semantic.class_of_method(function) if isinstance(function, FUNCTION_TYPES) else None
+        if klass is None or klass.is_module or semantic.is_test_file or semantic.is_test_function(function):
+            return False
+        if semantic.hook_of(function) is not None or semantic.decorator_grad(function) is Tri.NO:
+            return False
+        loops = [loop for loop in semantic.own_nodes(function, (ast.For, ast.AsyncFor, ast.While))
+                 if any(isinstance(node, ast.Call) for statement in loop.body for node in ast.walk(statement))]
+        if not loops or not any(semantic.runs_backward(other) for other in klass.methods.values() if other is not function):
+            return False  # cheap, syntactic checks first: the rest interprets the method
+        analysis = semantic.canonical(function)
+        if analysis.trains or analysis.backward_calls or semantic.returns(function).graph is Tri.YES:
+            return False
+        if any(semantic.grad_mode(call) is not Tri.YES or semantic.result_backpropagated(call) for call in semantic.call_sites_of(function)):
+            return False
+        return any(self._walks_batches(loop) and any(
+            semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)) for loop in loops)
+
+    def _walks_batches(self, loop: ast.AST) -> bool:
+        """A loop over the run's data: a run loop, or a loop over anything but
+        a literal whose item feeds the forward pass (``for data in
+        self.test_data:`` with ``data = {k: v.to(device) ...}``), when the
+        model cannot tell what the attribute holds."""
+        semantic = self.ctx.semantic
+        if semantic.is_run_loop(loop):
+            return True
+        return isinstance(loop, (ast.For, ast.AsyncFor)) and not literal_iterable(loop.iter) and semantic.feeds_items_forward(loop)
+
+    def _script_helper(self, function: ast.AST) -> bool:
+        semantic = self.ctx.semantic
+        if not isinstance(function, FUNCTION_TYPES) or semantic.is_test_file or semantic.is_test_function(function):
+            return False
+        if semantic.is_module_method(function) or semantic.hook_of(function) is not None:
+            return False
+        calls = semantic.call_sites_of(function)
+        module = semantic.module
+        if not calls or any(semantic.unit_of(call) is not module for call in calls):
+            return False
+        eval_calls = _eval_calls(semantic, module)
+        if not eval_calls or semantic.decorator_grad(function) is Tri.NO or not semantic.may_run_forward(function):
+            return False
+        analysis = semantic.canonical(function)
+        if analysis.trains or analysis.backward_calls:
+            return False
+        script_trains = bool(semantic.backward_calls(module)) or semantic.trains(module.body)
+        for call in calls:
+            if semantic.grad_mode(call) is not Tri.YES or semantic.result_backpropagated(call) or not self._after_eval(eval_calls, call):
+                return False
+            if script_trains and not (self._in_evaluation_loop(call, eval_calls) or self._script_evaluation(call, module, eval_calls)):
+                return False
+        return any(semantic.grad_mode(inner) is Tri.YES for inner in semantic.forward_calls(function))
 
     def _check_unit(self, unit: ast.AST, named: bool, eval_calls: list[ast.Call], in_loops_only: bool = False) -> None:
         semantic = self.ctx.semantic
@@ -385,7 +470,8 @@ class InferenceWithoutNoGrad(Rule):
         semantic = self.ctx.semantic
         if semantic.is_module_method(callee):
             return callee.name.startswith("__") or callee.name == "forward" or bool(SAMPLING_METHOD.search(callee.name))
-        return bool(EVAL_FUNCTION.search(callee.name))
+        return bool(EVAL_FUNCTION.search(callee.name)) or self._evaluates_for_the_script(callee) \
+            or self._evaluates_for_a_trainer(callee)
 
     def _callee_disables_grad(self, call: ast.Call) -> bool:
         """The call runs an in-file function or method decorated
