@@ -8,8 +8,9 @@ from memlint.lint.names import dotted_name
 from memlint.lint.patterns import module_spelling
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic import torch_ops
 from memlint.lint.semantic.constants import literal_arguments, ruled_out_by_arguments
-from memlint.lint.semantic.operations import parameterless
+from memlint.lint.semantic.operations import literal_iterable, parameterless
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES
 
@@ -47,8 +48,9 @@ class InferenceWithoutNoGrad(Rule):
     construction (`nn.Linear(...)`, a class deriving from `nn.Module`,
     `from_pretrained`) or by use (`.eval()`, `.parameters()`); calling a
     constructor is not a forward pass, and neither is a call of a module
-    without parameters (a `torch.nn` loss, or a module class of the file
-    whose methods create none) on values without a graph. The
+    without parameters (a `torch.nn` loss, a torchmetrics metric such as
+    `Accuracy(task=...)`, or a module class of the file whose methods create
+    none) on values without a graph. The
     `model.eval()` that opens an evaluation context must be a module's
     apart from that switch (built as one, called, or used with
     `.parameters()`-like methods): an environment wrapper's or another
@@ -59,11 +61,22 @@ class InferenceWithoutNoGrad(Rule):
     when what it does makes it one: the file calls it and trains elsewhere,
     and it forwards a module in a loop over a stream of batches (a loader)
     while neither it nor what it calls takes a training step or a backward
-    pass (a script's `test()` after its `train()`). A module frozen with
+    pass (a script's `test()` after its `train()`). So is a method of a
+    class that is no module, another of whose methods runs a backward pass
+    (a trainer), when it forwards a module in a loop over batches, takes no
+    training step and returns nothing with a graph, also when the file
+    never calls it (`BERTTrainer.test(self, epoch)`). A module frozen with
     `requires_grad_(False)` stays frozen through `copy.deepcopy`, `.eval()`
     and `.to()`, also when the model learns only at `.eval()` that the
     value is a module. Callers beyond the depth the model follows are taken to run
     with grad on when nothing in the file can turn it off.
+
+    At a script's (or a notebook cell's) top level, outside every loop, one
+    call of a single `torch.nn` convolution, linear or embedding layer whose
+    output is only shown or measured (`conv(img).shape`, `print(out.shape)`)
+    is not reported: such a layer saves for backward only its input and its
+    weight, tensors alive anyway, so nothing is saved for nothing. Its output
+    fed to another layer (`pool(conv(img))`) is reported.
 
     A module whose forward disables autograd itself is not reported: an in-file `forward` decorated
     `@torch.no_grad()`, or yolov5's `torch.hub.load("ultralytics/yolov5", ...)`
@@ -122,7 +135,12 @@ class InferenceWithoutNoGrad(Rule):
     layers, `for block in self.blocks`, is one forward pass); its `forward`, `predict` and other
     helpers serve training and evaluation alike, so a call of such a method
     (`model.inference(a, b)`) in an evaluation context is reported at the
-    call, as a helper function's would be, and not in the method. A call
+    call, as a helper function's would be, and not in the method. A
+    helper function that only a script's top level calls, each call after
+    `model.eval()` with grad on (`for name in os.listdir(d):
+    process_image(net, name)`), is reported at its own forward pass, where
+    `@torch.no_grad()` on the helper fixes it: the top level has no function
+    to decorate. A call
     of a method decorated `@torch.no_grad()`/`@torch.inference_mode()` is
     not reported: of the file's function it resolves to, or, on a module
     of unknown class, when every module class of the file that defines a
@@ -178,7 +196,7 @@ class InferenceWithoutNoGrad(Rule):
         semantic = self.ctx.semantic
         named = bool(EVAL_FUNCTION.search(node.name))
         if not named and not _mode_switches(semantic, node, "eval"):
-            if self._evaluates_a_stream(node):
+            if self._evaluates_a_stream(node) or self._evaluates_for_the_script(node) or self._evaluates_for_a_trainer(node):
                 self._check_unit(node, True, [])
             return  # not an evaluation context: the rest interprets the function
         if semantic.hook_of(node) is not None and semantic.hook_of(node).grad == "disabled":
@@ -229,6 +247,82 @@ class InferenceWithoutNoGrad(Rule):
         return any(semantic.value(loop.iter).stream is Tri.YES and any(
             semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)) for loop in loops)
 
+    def _evaluates_for_the_script(self, function: ast.AST) -> bool:
+        """Every call of ``function`` in the file runs at the script's top
+        level as an evaluation -- after ``model.eval()``, with grad on, its
+        result backpropagated nowhere, and per input or outside the script's
+        training (``for name in os.listdir(d): process_image(net, name)``)
+        -- while ``function`` itself forwards a module and takes no training
+        step. The function is then the evaluation, reported in its body where
+        ``@torch.no_grad()`` fixes it, not at the calls: a script's top level
+        has no function to decorate. A helper also called from a function is
+        judged at each call, by that caller's context."""
+        memo = self.__dict__.setdefault("_for_the_script", {})
+        if function not in memo:
+            memo[function] = self._script_helper(function)
+        return memo[function]
+
+    def _evaluates_for_a_trainer(self, function: ast.AST) -> bool:
+        """``function`` is a method of a class that is no module, another of
+        whose methods runs a backward pass (a trainer), and it forwards a
+        module in a loop over the run's batches while neither it nor what it
+        calls takes a training step, and returns nothing with a graph: the
+        trainer's evaluation pass (``BERTTrainer.test(epoch)``), also when
+        the file never calls it (a command line or another file does).
+        Called in the file, each call must run with grad on and its result
+        be backpropagated nowhere."""
+        semantic = self.ctx.semantic
+        klass = semantic.class_of_method(function) if isinstance(function, FUNCTION_TYPES) else None
+        if klass is None or klass.is_module or semantic.is_test_file or semantic.is_test_function(function):
+            return False
+        if semantic.hook_of(function) is not None or semantic.decorator_grad(function) is Tri.NO:
+            return False
+        loops = [loop for loop in semantic.own_nodes(function, (ast.For, ast.AsyncFor, ast.While))
+                 if any(isinstance(node, ast.Call) for statement in loop.body for node in ast.walk(statement))]
+        if not loops or not any(semantic.runs_backward(other) for other in klass.methods.values() if other is not function):
+            return False  # cheap, syntactic checks first: the rest interprets the method
+        analysis = semantic.canonical(function)
+        if analysis.trains or analysis.backward_calls or semantic.returns(function).graph is Tri.YES:
+            return False
+        if any(semantic.grad_mode(call) is not Tri.YES or semantic.result_backpropagated(call) for call in semantic.call_sites_of(function)):
+            return False
+        return any(self._walks_batches(loop) and any(
+            semantic.is_forward_call(call) for call in ast.walk(loop) if isinstance(call, ast.Call)) for loop in loops)
+
+    def _walks_batches(self, loop: ast.AST) -> bool:
+        """A loop over the run's data: a run loop, or a loop over anything but
+        a literal whose item feeds the forward pass (``for data in
+        self.test_data:`` with ``data = {k: v.to(device) ...}``), when the
+        model cannot tell what the attribute holds."""
+        semantic = self.ctx.semantic
+        if semantic.is_run_loop(loop):
+            return True
+        return isinstance(loop, (ast.For, ast.AsyncFor)) and not literal_iterable(loop.iter) and semantic.feeds_items_forward(loop)
+
+    def _script_helper(self, function: ast.AST) -> bool:
+        semantic = self.ctx.semantic
+        if not isinstance(function, FUNCTION_TYPES) or semantic.is_test_file or semantic.is_test_function(function):
+            return False
+        if semantic.is_module_method(function) or semantic.hook_of(function) is not None:
+            return False
+        calls = semantic.call_sites_of(function)
+        module = semantic.module
+        if not calls or any(semantic.unit_of(call) is not module for call in calls):
+            return False
+        eval_calls = _eval_calls(semantic, module)
+        if not eval_calls or semantic.decorator_grad(function) is Tri.NO or not semantic.may_run_forward(function):
+            return False
+        analysis = semantic.canonical(function)
+        if analysis.trains or analysis.backward_calls:
+            return False
+        script_trains = bool(semantic.backward_calls(module)) or semantic.trains(module.body)
+        for call in calls:
+            if semantic.grad_mode(call) is not Tri.YES or semantic.result_backpropagated(call) or not self._after_eval(eval_calls, call):
+                return False
+            if script_trains and not (self._in_evaluation_loop(call, eval_calls) or self._script_evaluation(call, module, eval_calls)):
+                return False
+        return any(semantic.grad_mode(inner) is Tri.YES for inner in semantic.forward_calls(function))
+
     def _check_unit(self, unit: ast.AST, named: bool, eval_calls: list[ast.Call], in_loops_only: bool = False) -> None:
         semantic = self.ctx.semantic
         if not semantic.may_run_forward(unit) or (isinstance(unit, FUNCTION_TYPES) and semantic.decorator_grad(unit) is Tri.NO):
@@ -236,7 +330,7 @@ class InferenceWithoutNoGrad(Rule):
         forward = [call for call in semantic.forward_calls(unit)
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
                    and not self._frozen_callee(call) and not self._attacking_forward(call)
-                   and not self._callee_disables_grad(call)
+                   and not self._callee_disables_grad(call) and not self._lone_layer_probe(call, unit)
                    and (not in_loops_only or self._in_sampling_loop(call))]
         helpers = [] if in_loops_only else self._helper_forwards(unit)
         forward += helpers
@@ -376,7 +470,8 @@ class InferenceWithoutNoGrad(Rule):
         semantic = self.ctx.semantic
         if semantic.is_module_method(callee):
             return callee.name.startswith("__") or callee.name == "forward" or bool(SAMPLING_METHOD.search(callee.name))
-        return bool(EVAL_FUNCTION.search(callee.name))
+        return bool(EVAL_FUNCTION.search(callee.name)) or self._evaluates_for_the_script(callee) \
+            or self._evaluates_for_a_trainer(callee)
 
     def _callee_disables_grad(self, call: ast.Call) -> bool:
         """The call runs an in-file function or method decorated
@@ -416,6 +511,19 @@ class InferenceWithoutNoGrad(Rule):
             return False
         owner = semantic.value(call.func.value)  # `model.encode(x)`
         return owner.kind is Kind.MODULE and owner.frozen
+
+    def _lone_layer_probe(self, call: ast.Call, unit: ast.AST) -> bool:
+        """At a script's (or a notebook cell's) top level, outside every loop
+        and comprehension: a call of one ``torch.nn`` layer that saves only
+        its input and its own parameters for backward
+        (:data:`~memlint.lint.semantic.torch_ops.INPUT_SAVING_LAYERS`:
+        ``conv(img).shape``), whose output is only shown or measured and
+        fed to nothing else. Autograd then keeps no tensor that is not alive
+        anyway: no activation is saved for nothing."""
+        semantic = self.ctx.semantic
+        if not isinstance(unit, ast.Module) or semantic.enclosing_loops(call) or semantic.comprehension_of(call) is not None:
+            return False
+        return _input_saving_layer(semantic.value(call.func)) and _only_inspected(semantic, call, unit)
 
     def _attacking_forward(self, call: ast.Call) -> bool:
         """A forward pass of a module built by a library whose forward runs an
@@ -551,6 +659,46 @@ def _switches_back(statement: ast.stmt, receiver: str | None) -> bool:
         return False
     call = statement.value
     return _is_mode_switch(call, "train") and dotted_name(call.func.value) == receiver
+
+def _input_saving_layer(value) -> bool:
+    """``value`` is a single ``torch.nn`` layer of
+    :data:`~memlint.lint.semantic.torch_ops.INPUT_SAVING_LAYERS` (built by the
+    library, not a container nor a module class of the file)."""
+    name = value.type_name or ""
+    return (value.kind is Kind.MODULE and value.klass is None and name.startswith("torch.nn.")
+            and name.rsplit(".", 1)[-1] in torch_ops.INPUT_SAVING_LAYERS)
+
+
+def _only_inspected(semantic, call: ast.Call, unit: ast.AST) -> bool:
+    """What ``call`` returns is only shown or measured (:func:`_inspection`):
+    the call itself, or every read in ``unit`` of the one name it is
+    assigned to."""
+    if _inspection(semantic, call):
+        return True
+    parent = semantic.parents.get(call)
+    if not (isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)):
+        return False
+    name = parent.targets[0].id
+    reads = [node for node in ast.walk(unit) if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)]
+    return all(_inspection(semantic, read) for read in reads)
+
+
+def _inspection(semantic, node: ast.expr) -> bool:
+    """``node``'s value is only shown or measured, which records nothing in
+    autograd: a bare expression statement, a metadata attribute
+    (``.shape``, :data:`~memlint.lint.semantic.torch_ops.METADATA_ATTRIBUTES`),
+    a method returning a Python value (``.size()``), an argument of
+    ``print`` or a field of an f-string."""
+    parent = semantic.parents.get(node)
+    if isinstance(parent, (ast.Expr, ast.FormattedValue)):
+        return True
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        if parent.attr in torch_ops.METADATA_ATTRIBUTES:
+            return True
+        caller = semantic.parents.get(parent)
+        return parent.attr in torch_ops.PYTHON_RESULT and isinstance(caller, ast.Call) and caller.func is parent
+    return isinstance(parent, ast.Call) and node in parent.args and semantic.qualified(parent.func) == "print"
+
 
 def _builder_of(semantic, func: ast.expr) -> ast.Call | None:
     """The call whose result was last assigned, before ``func``, to the name

@@ -6,6 +6,7 @@ import re
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.diagnostic import Applicability, Fix, Severity
+from memlint.lint.semantic.operations import SMALL_RANGE, literal_iterable
 from memlint.lint.semantic.scopes import BindingKind
 from memlint.lint.syntax import FUNCTION_TYPES
 from memlint.lint.walk import Visitor, visit as walk_visit
@@ -89,7 +90,10 @@ class KerasModelInLoopWithoutClearSession(Rule):
     own state, and `clear_session()` would free none of them. Models that a
     helper of the file builds, trains and returns inside a record
     (`{"loss": ..., "model": model}`) under a key the file never reads are
-    not kept on purpose: that loop is reported.
+    not kept on purpose: that loop is reported. Test code (a file pytest
+    collects tests from, a test function) whose loops each walk a literal of
+    a few items (`for nb_actions in (1, 3):`) is not reported: it builds a
+    fixed, small number of models, one per case, and is no search.
 
     ## References
     - [tf.keras.backend.clear_session](https://www.tensorflow.org/api_docs/python/tf/keras/backend/clear_session)
@@ -130,6 +134,8 @@ class KerasModelInLoopWithoutClearSession(Rule):
         repeated = not loops and self._driven(function)
         if not (loops or repeated) or not self._builds_model(node, depth=0, seen=set()):
             return
+        if loops and self._bounded_test_loops(loops, function):
+            return  # a test's loop over a few literal cases builds a fixed, small number of models
         if loops and self._in_enclosing_builder(node):
             return  # reported where the builder is called in a loop
         if loops and (self._builds_parts(node, loops[-1]) or self._ensemble(node, loops[-1])):
@@ -138,6 +144,17 @@ class KerasModelInLoopWithoutClearSession(Rule):
         if any(_clears_session(body, self.ctx) for body in bodies):
             return
         self.report(node, fix=self._fix(loops[0]) if loops else None)
+
+    def _bounded_test_loops(self, loops: list[ast.AST], function) -> bool:
+        """The loops around the model run in test code (a file pytest collects
+        tests from, or a test function) and each walks a literal of a few
+        items (``for nb_actions in (1, 3):``, ``range(2)``): the test builds
+        a fixed, small number of models, once per case, and is not a search
+        whose iterations grow with a run."""
+        semantic = self.ctx.semantic
+        in_test = semantic.is_test_file or function is not None and (
+            semantic.is_test_function(function) or any(semantic.is_test_function(a) for a in semantic.ancestors(function)))
+        return in_test and all(isinstance(loop, (ast.For, ast.AsyncFor)) and _few_literal_items(loop.iter) for loop in loops)
 
     def _fix(self, loop: ast.AST) -> Fix | None:
         """``clear_session()`` as the first statement of the innermost loop
@@ -264,6 +281,14 @@ class KerasModelInLoopWithoutClearSession(Rule):
         finder = _Calls()
         walk_visit(function.body, finder)
         return any(self._builds_model(inner, depth + 1, seen) for inner in finder.calls)
+
+
+def _few_literal_items(iterable: ast.expr) -> bool:
+    """A literal iterable (:func:`~memlint.lint.semantic.operations.literal_iterable`:
+    a display, a small literal ``range``) of at most ``SMALL_RANGE`` items."""
+    if not literal_iterable(iterable):
+        return False
+    return not isinstance(iterable, (ast.Tuple, ast.List, ast.Set)) or len(iterable.elts) <= SMALL_RANGE
 
 
 def _containers_keeping(semantic, call: ast.Call, loop: ast.AST) -> list[str]:

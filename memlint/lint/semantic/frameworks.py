@@ -121,6 +121,38 @@ PARAMETERLESS_MODULES = frozenset(
     [f"torch.nn.{name}" for name in _PARAMETERLESS_LOSSES] + [f"torch.nn.modules.loss.{name}" for name in _PARAMETERLESS_LOSSES]
     + [f"torch.nn.{name}" for names in _PARAMETERLESS_LAYERS.values() for name in names.split()]
     + [f"torch.nn.modules.{file}.{name}" for file, names in _PARAMETERLESS_LAYERS.items() for name in names.split()])
+#: torchmetrics metrics: modules (``Metric`` derives from ``torch.nn.Module``,
+#: torchmetrics 1.9.0 ``torchmetrics/metric.py``) whose state is registered with
+#: ``add_state`` as buffers, never as parameters (no ``Parameter(`` anywhere in the
+#: package), so a call -- ``Metric.forward``, then ``_forward_reduce_state_update``
+#: or ``_forward_full_state_update``, which run ``update``/``compute`` -- builds a
+#: graph only when its inputs have one. Checked on torchmetrics 1.9.0 with torch
+#: 2.13.0+cpu: 247 metric classes of the namespaces below, each built with its
+#: required arguments, have 0 ``.parameters()``. Only the domains whose metrics
+#: compute from the inputs alone: not image/text/multimodal/audio metrics, some of
+#: which hold a network (``FrechetInceptionDistance``, ``BERTScore``), nor the
+#: wrappers and collections, whose members decide (:data:`METRIC_HOLDERS`).
+TORCHMETRICS = "torchmetrics 1.9.0"
+STATE_ONLY_METRICS = re.compile(
+    r"^torchmetrics\.(?:(?:classification|regression|aggregation|nominal|retrieval|clustering|segmentation)"
+    r"(?:\.\w+)?\.)?[A-Z]\w*$"
+)
+#: torchmetrics names of that pattern that hold other metrics (or are the
+#: abstract base): torchmetrics 1.9.0 ``torchmetrics/__init__.py`` exports
+#: ``MetricCollection`` (collections.py) and the wrappers of
+#: ``torchmetrics/wrappers/``; ``aggregation.Running`` wraps a ``base_metric``.
+METRIC_HOLDERS = frozenset(
+    f"torchmetrics.{name}" for name in
+    "Metric MetricCollection BootStrapper ClasswiseWrapper MetricTracker MinMaxMetric MultioutputWrapper "
+    "MultitaskWrapper aggregation.Running aggregation.Metric".split())
+
+
+def is_state_only_metric(qualified: str | None) -> bool:
+    """``qualified`` names a torchmetrics metric class without parameters
+    (:data:`STATE_ONLY_METRICS`, less :data:`METRIC_HOLDERS`)."""
+    return bool(qualified) and bool(STATE_ONLY_METRICS.match(qualified)) and qualified not in METRIC_HOLDERS
+
+
 #: Library bases that give a subclass no parameters of their own (torch 2.13.0
 #: ``torch/nn/modules/module.py``: ``Module.__init__`` registers none).
 PLAIN_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})

@@ -1951,6 +1951,12 @@ class SemanticModel:
                 return False
         return True
 
+    def feeds_items_forward(self, loop: ast.AST) -> bool:
+        """A ``for`` loop whose item feeds a forward pass or is moved to the
+        accelerator (:func:`operations.feeds_items_forward`): it walks data,
+        also when the model does not know its iterable is a stream."""
+        return isinstance(loop, FOR_TYPES) and operations.feeds_items_forward(self, loop)
+
     def is_run_loop(self, loop: ast.AST) -> bool:
         found = self._run_loop_memo.get(loop)
         if found is None:

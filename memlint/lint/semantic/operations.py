@@ -337,9 +337,10 @@ def _no_grad_hub_model(call: CallInfo) -> str | None:
 
 
 def parameterless(callee: Value) -> bool:
-    """A module with no parameters (a torch.nn loss, :data:`~.frameworks.PARAMETERLESS_MODULES`):
-    its output has a graph only when an input has one."""
-    return callee.type_name in fw.PARAMETERLESS_MODULES
+    """A module with no parameters (a torch.nn loss, :data:`~.frameworks.PARAMETERLESS_MODULES`,
+    a torchmetrics metric, :func:`~.frameworks.is_state_only_metric`): its output
+    has a graph only when an input has one."""
+    return callee.type_name in fw.PARAMETERLESS_MODULES or fw.is_state_only_metric(callee.type_name)
 
 
 def _forward_device(callee: Value, arguments: list[Value]) -> Tri:
@@ -963,6 +964,9 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     if qualified in fw.SENTENCE_ENCODERS:
         placed = device_of_value(call.argument_node(99, "device"), call.keywords["device"]) if "device" in call.keywords else None
         return module(type_name=qualified, device=placed or Tri.MAYBE)
+    if fw.is_state_only_metric(qualified):
+        # a torchmetrics metric: a module without parameters, its states on the CPU until moved
+        return module(output=Kind.TENSOR, type_name=qualified, device=construction_device(model, call)).evolve(frozen=True)
     if last[:1].isupper() and head != "torch":
         # An instance of a library class the tables do not know: an object
         # whose use may still show it is a module (``MyNet().cuda()``).
@@ -1805,11 +1809,21 @@ def is_run_loop(model, loop: ast.AST) -> bool:
         return True  # a training loop, whatever it iterates
     if iterable.stream is Tri.NO and not model.walks_file_contents(loop):
         return False  # a fixed structure: layers, heads, a container of the file (not the files of a directory)
+    over_range = iterable.type_name == "range" and not _range_of_structure(model, loop.iter)
+    return feeds_items_forward(model, loop, over_range=over_range, pulls_next=True)
+
+
+def feeds_items_forward(model, loop: ast.AST, over_range: bool = False, pulls_next: bool = False) -> bool:
+    """``loop`` walks data, whatever the model knows of its iterable: a name
+    derived from its item (:func:`_with_derived_names`) feeds a forward pass
+    or is moved to the accelerator (``batch = {k: v.to(device) ...}`` then
+    ``model(batch["ids"])``); with ``over_range``, any forward pass per
+    step; with ``pulls_next``, a ``next()`` from a stream. Not a loop over
+    layers that calls each item (``x = layer(x)``)."""
     analysis = model.analysis_of(loop)
     targets = _with_derived_names(loop, _with_comprehension_targets(loop, set(targets_of(loop.target)), analysis), analysis)
-    over_range = iterable.type_name == "range" and not _range_of_structure(model, loop.iter)
     for call in model._calls_within(loop):
-        if _is_next(model, call):
+        if pulls_next and _is_next(model, call):
             return True
         forward = call in analysis.forward_calls or call in analysis.forwarding_calls
         if forward and _calls_the_item(call, targets, analysis):

@@ -141,6 +141,17 @@ FUNCTIONAL_LOSSES = frozenset({
 #: ``nn.LSTM`` returns ``(output, (h_n, c_n))``, ``nn.MultiheadAttention``
 #: ``(attn_output, attn_weights)``; every other ``torch.nn`` module returns one tensor.
 TUPLE_OUTPUT_MODULES = frozenset({"RNN", "LSTM", "GRU", "LSTMCell", "MultiheadAttention", "AdaptiveLogSoftmaxWithLoss"})
+#: ``torch.nn`` layers whose forward saves for backward nothing but its input and its
+#: own parameters (tensors that live anyway while the caller holds them): measured on
+#: torch 2.13.0+cpu with ``torch.autograd.graph.saved_tensors_hooks`` around one forward
+#: of each (1-3d, with and without bias, strided and padded; an unbatched conv input
+#: too), every saved tensor shares its storage with the input or a parameter
+#: (``tests/lint/test_heldout10_m104b.py`` re-checks it against the installed torch).
+#: Not ``LSTM``/``GRU`` (gates and a workspace), ``LayerNorm``/``BatchNorm*`` (mean and
+#: inverse std), nor any pooling that saves indices.
+INPUT_SAVING_LAYERS = frozenset({
+    "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Embedding",
+})
 #: ``torch.nn`` containers: not layers themselves; indexing or iterating one gives modules.
 MODULE_CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict"})
 #: ``nn.Module`` attributes that are dicts of the module's own submodules, by name
