@@ -14,6 +14,7 @@ import ast
 import io
 import tokenize
 
+from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.values import Kind, Value
 
 #: Scopes whose names are not the kernel's top-level names.
@@ -71,14 +72,50 @@ def holds_tensor_memory(value: Value) -> bool:
     """A tensor, or a container of tensors (a model output), known to keep an
     autograd graph or to be on the accelerator. Modules, optimizers, objects,
     plain values, and values of which neither is known are not (the model
-    cannot decide: stay silent)."""
+    cannot decide: stay silent). A container whose elements the model knows
+    holds tensor memory only through them: a dict of Python numbers and of
+    results of another module's function (``{"acc": helpers.acc(y, p)}``)
+    does not, nor a list of leaf parameters (a leaf keeps no graph)."""
     if value.kind not in _TENSOR_KINDS:
         return False
     if value.kind is Kind.UNKNOWN and not _of_tensors(value.element):
         # a library method's result (`model.save_pretrained(...)`, `results.print()`) takes
         # its graph and device from its receiver: it is not known to be tensors
         return False
+    parts = _parts(value)
+    if parts is not None:
+        return any(holds_tensor_memory(part) for part in parts)
     return value.attached or value.on_accelerator
+
+
+def _parts(value: Value) -> tuple[Value, ...] | None:
+    """A container's known elements (its items, else the join of its
+    elements); None for another value or a container whose elements are
+    not kept (nested too deep: its own graph and device then decide)."""
+    if value.kind is not Kind.CONTAINER:
+        return None
+    if value.items is not None:
+        return value.items
+    return None if value.element is None else (value.element,)
+
+
+#: Builtins that copy an iterable's items into a new container (the items themselves are not copied).
+_COPYING_BUILTINS = frozenset({"list", "tuple", "dict", "sorted", "collections.OrderedDict"})
+
+
+def module_storage(ctx, expr: ast.expr) -> bool:
+    """``expr`` is a module's own storage: ``model.state_dict()``,
+    ``model.parameters()``, ``named_parameters()``, ``buffers()`` (of a value
+    the semantic model knows to be a module), optionally copied into a
+    ``list``/``dict``/``tuple``. Like the module itself, it holds no graph
+    and no memory the module does not already hold."""
+    while isinstance(expr, ast.Call) and len(expr.args) == 1 and not expr.keywords and \
+            ctx.qualified(expr.func) in _COPYING_BUILTINS:
+        expr = expr.args[0]
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in ops.MODULE_STORAGE_METHODS):
+        return False
+    return ctx.semantic.value(expr.func.value).kind is Kind.MODULE
 
 
 def _of_tensors(element: Value | None) -> bool:

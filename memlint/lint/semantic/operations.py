@@ -958,6 +958,8 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         return module(type_name=qualified)
     if qualified in fw.NUMPY_ARRAY_FACTORIES:
         return PLAIN.evolve(type_name=fw.NUMPY_ARRAY)
+    if qualified in fw.INPUT_SPLITTERS and call.positional and not call.spread:
+        return _split_inputs(call.positional)
     if head in ("numpy", "math", "random", "time", "os", "json", "pickle", "logging", "sys", "re"):
         return PLAIN
     if qualified in fw.SENTENCE_ENCODERS:
@@ -973,6 +975,13 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     if qualified == "itertools.chain":
         return container(join_all(element_of(a) for a in call.positional), stream=join_all(call.positional).stream if call.positional else Tri.NO)
     return None
+
+
+def _split_inputs(arrays) -> Value:
+    """``train_test_split(X, y)``: the list ``[X_train, X_test, y_train,
+    y_test]``, each piece the value it was indexed from (a tensor stays a
+    tensor, with its graph and device; a numpy array stays one)."""
+    return container(None, items=tuple(piece for array in arrays for piece in (array, array)), type_name="list")
 
 
 def _dict_values_of(argument: Value) -> Value:
