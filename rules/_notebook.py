@@ -72,31 +72,28 @@ def holds_tensor_memory(value: Value) -> bool:
     """A tensor, or a container of tensors (a model output), known to keep an
     autograd graph or to be on the accelerator. Modules, optimizers, objects,
     plain values, and values of which neither is known are not (the model
-    cannot decide: stay silent). A container whose elements the model knows
-    holds tensor memory only through them: a dict of Python numbers and of
-    results of another module's function (``{"acc": helpers.acc(y, p)}``)
-    does not, nor a list of leaf parameters (a leaf keeps no graph)."""
+    cannot decide: stay silent)."""
     if value.kind not in _TENSOR_KINDS:
         return False
     if value.kind is Kind.UNKNOWN and not _of_tensors(value.element):
         # a library method's result (`model.save_pretrained(...)`, `results.print()`) takes
         # its graph and device from its receiver: it is not known to be tensors
         return False
-    parts = _parts(value)
-    if parts is not None:
-        return any(holds_tensor_memory(part) for part in parts)
-    return value.attached or value.on_accelerator
+    return keeps_graph(value) or value.on_accelerator
 
 
-def _parts(value: Value) -> tuple[Value, ...] | None:
-    """A container's known elements (its items, else the join of its
-    elements); None for another value or a container whose elements are
-    not kept (nested too deep: its own graph and device then decide)."""
-    if value.kind is not Kind.CONTAINER:
-        return None
-    if value.items is not None:
-        return value.items
-    return None if value.element is None else (value.element,)
+def keeps_graph(value: Value) -> bool:
+    """``value`` holds an autograd graph: a tensor with history, or a
+    container with such a tensor among its known elements. A leaf (a
+    parameter) keeps none, so neither does a tuple or list of leaves and
+    Python values (``(param, param.shape)``, ``list(model.parameters())``);
+    a container whose elements are not kept (nested too deep) is judged
+    by its own graph."""
+    if value.kind is Kind.CONTAINER:
+        parts = value.items if value.items is not None else (None if value.element is None else (value.element,))
+        if parts is not None:
+            return any(keeps_graph(part) for part in parts)
+    return value.attached
 
 
 #: Builtins that copy an iterable's items into a new container (the items themselves are not copied).

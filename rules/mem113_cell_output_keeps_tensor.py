@@ -20,8 +20,7 @@ class CellOutputKeepsTensor(Rule):
     made under `no_grad`, a parameter-free layer such as `nn.MaxPool2d` or
     `nn.ReLU` applied to a CPU tensor that needs no grad, a tensor made with
     `device=x.device` of a CPU `x`, a number, a dict of Python numbers and
-    of results of another module's functions),
-    are not reported. A cell starting with
+    strings such as `model.__class__.__name__`), are not reported. A cell starting with
     `%%time` is reported like a plain cell (IPython caches the value the
     magic returns); `%%timeit`, `%%capture` and other cell magics are not.
 
@@ -75,9 +74,7 @@ class CellOutputKeepsTensor(Rule):
     decide (a function of another module, `helpers.f(model, x)` with
     `import helpers`, included, an object's attribute, a method
     called on a model output whose type is not known, such as
-    `results.print()`) are not reported, nor a container of them (a dict of
-    such a function's results and Python numbers; the model also merges a
-    dict's values, so one that mixes them with a GPU tensor is missed). IPython's `InteractiveShell.cache_size = 0` turns the cache
+    `results.print()`) are not reported. IPython's `InteractiveShell.cache_size = 0` turns the cache
     off; the rule does not read the IPython configuration.
 
     ## References

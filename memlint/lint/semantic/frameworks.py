@@ -374,16 +374,6 @@ KERAS_ROOTS = frozenset({"keras", "tensorflow", "tf_keras"})
 #: ``sklearn/base.py`` ``BaseEstimator``; developers' guide "APIs of scikit-learn
 #: objects"). Their ``fit`` runs no TensorFlow.
 NON_KERAS_FIT_LIBRARIES = frozenset({"sklearn"})
-#: Functions that split each of their positional arrays in two and return the pieces in
-#: order, ``[a_train, a_test, b_train, b_test, ...]``, each an indexed copy of its input
-#: of the input's own type: scikit-learn ``sklearn/model_selection/_split.py``
-#: ``train_test_split`` (commit 0018d9716a97 of scikit-learn/scikit-learn, 0.19 era:
-#: ``chain.from_iterable((safe_indexing(a, train), safe_indexing(a, test)) for a in
-#: arrays)``, and ``X[indices]`` for an array with a ``shape``; its docstring: "splitting :
-#: list, length=2 * len(arrays)", since 0.16; later releases name it ``_safe_indexing``).
-#: A torch tensor split this way gives two tensors.
-INPUT_SPLITTERS = frozenset({"sklearn.model_selection.train_test_split",
-                             "sklearn.model_selection._split.train_test_split"})
 #: Attributes every Keras layer, hence every model, has: the ``trainable_weights`` /
 #: ``trainable_variables`` properties of ``Layer`` (keras 3.15.1 ``keras/src/layers/layer.py``;
 #: tf.keras 2.x ``keras/engine/base_layer.py``). An object of unknown class that a file

@@ -958,8 +958,6 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
         return module(type_name=qualified)
     if qualified in fw.NUMPY_ARRAY_FACTORIES:
         return PLAIN.evolve(type_name=fw.NUMPY_ARRAY)
-    if qualified in fw.INPUT_SPLITTERS and call.positional and not call.spread:
-        return _split_inputs(call.positional)
     if head in ("numpy", "math", "random", "time", "os", "json", "pickle", "logging", "sys", "re"):
         return PLAIN
     if qualified in fw.SENTENCE_ENCODERS:
@@ -975,13 +973,6 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     if qualified == "itertools.chain":
         return container(join_all(element_of(a) for a in call.positional), stream=join_all(call.positional).stream if call.positional else Tri.NO)
     return None
-
-
-def _split_inputs(arrays) -> Value:
-    """``train_test_split(X, y)``: the list ``[X_train, X_test, y_train,
-    y_test]``, each piece the value it was indexed from (a tensor stays a
-    tensor, with its graph and device; a numpy array stays one)."""
-    return container(None, items=tuple(piece for array in arrays for piece in (array, array)), type_name="list")
 
 
 def _dict_values_of(argument: Value) -> Value:
@@ -1262,8 +1253,21 @@ def library_attribute(qualified: str) -> Value:
 _LEGACY_TENSOR_TYPE = re.compile(r"^torch\.(?:cuda\.)?(?:Float|Double|Half|BFloat16|Byte|Char|Short|Int|Long|Bool|)Tensor$")
 
 
+#: Attributes that Python's object model gives every class, function and module, as text
+#: (Python 3 reference, "Data model", 3.2 "The standard type hierarchy": ``__name__``,
+#: ``__qualname__`` and ``__module__`` are strings, ``__doc__`` a string or None), so
+#: ``model.__class__.__name__`` is a ``str`` whatever device the model is on.
+_NAME_ATTRIBUTES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+#: An instance's class (``__class__``, the same reference section): a callable, no tensor.
+_CLASS_OF_INSTANCE = Value(Kind.FUNCTION, Tri.NO, Tri.NO, stream=Tri.NO)
+
+
 def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter) -> Value:
     """``base.attr``."""
+    if attr in _NAME_ATTRIBUTES:
+        return PLAIN
+    if attr == "__class__":
+        return _CLASS_OF_INSTANCE
     klass = model.classes.get(base.klass)
     if klass is not None and base.kind in (Kind.OBJECT, Kind.MODULE, Kind.OPTIMIZER):
         value = model.class_attribute(klass, attr, interpreter)
