@@ -113,10 +113,15 @@ class CellSpan:
 
 @dataclass(frozen=True)
 class NotebookLayout:
-    """The code cells of a notebook in module order (picklable)."""
+    """The code cells of a notebook in module order (picklable).
+
+    ``backends``: the backend each ``%matplotlib``/``%pylab`` line magic of
+    the notebook selects, in order (``""`` for the bare magic, which
+    selects the kernel's default: inline in Jupyter)."""
 
     cells: tuple[CellSpan, ...] = ()
     _starts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    backends: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_starts", tuple(cell.start for cell in self.cells))
@@ -245,6 +250,7 @@ def build_module(cells: list, sources: dict[int, str]) -> tuple[NotebookLayout, 
     """The layout and the masked module text of the code cells ``sources``."""
     spans = []
     out: list[str] = []
+    backends: list[str] = []
     line = 1
     for index in sorted(sources):
         lines = split_lines(sources[index])
@@ -254,9 +260,24 @@ def build_module(cells: list, sources: dict[int, str]) -> tuple[NotebookLayout, 
         masked, masked_lines, magic = mask_cell(lines)
         raised = index < len(cells) and stored_run_raised(cells[index])
         spans.append(CellSpan(index + 1, index, line, len(lines), magic, frozenset(masked_lines), indent, dedented, raised))
+        if magic is None or magic in PYTHON_CELL_MAGICS:
+            backends.extend(_backend_of(lines[number - 1]) for number in sorted(masked_lines)
+                            if _BACKEND_MAGIC.match(lines[number - 1]))
         out.extend(masked)
         line += len(lines)
-    return NotebookLayout(tuple(spans)), "".join(text + "\n" for text in out)
+    return NotebookLayout(tuple(spans), backends=tuple(backends)), "".join(text + "\n" for text in out)
+
+
+#: ``%matplotlib [backend]`` and ``%pylab [backend]`` (IPython's ``%matplotlib`` magic,
+#: IPython/core/magics/pylab.py: the optional argument names the backend; options such
+#: as ``--list`` select none).
+_BACKEND_MAGIC = re.compile(r"^\s*%(?:matplotlib|pylab)\b")
+
+
+def _backend_of(text: str) -> str:
+    """The backend a ``%matplotlib``/``%pylab`` line selects (``""``: the default)."""
+    words = [word for word in text.split("#", 1)[0].split()[1:] if not word.startswith("-")]
+    return words[0] if words else ""
 
 
 _LEADING_WHITESPACE = re.compile(r"^[ \t]+")

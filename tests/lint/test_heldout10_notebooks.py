@@ -236,3 +236,65 @@ def test_fix_in_an_indented_cell_writes_the_cells_own_indentation():
     assert "".join(cells[1]["source"]).splitlines()[3] == '  scaler = torch.amp.GradScaler("cuda")'
     assert "".join(cells[2]["source"]).splitlines()[3:5] == [" for x in torch.randn(5, 3, 4):",
                                                              "     opt.zero_grad()"]
+
+
+# -- MEM403 FP: figures made in a loop of a notebook cell under Jupyter's
+# inline backend, which closes the cell's figures when the cell ends. The
+# judged cell plots five test images with their predictions at its top
+# level; here a helper of the notebook plots sample reconstructions and a
+# cell calls it once.
+
+_PLOT_HELPER = """
+    # %%
+    %matplotlib inline
+    import torch
+    import matplotlib.pyplot as plt
+    from torch import nn
+    autoencoder = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.Linear(32, 784))
+    digits = torch.rand(6, 1, 28, 28)
+
+    # %%
+    def show_reconstructions(net, images):
+        for image in images:
+            fig = plt.figure(figsize=(2, 2))  # MARK
+            with torch.no_grad():
+                plt.imshow(net(image.unsqueeze(0)).view(28, 28))
+            plt.axis("off")
+
+    # %%
+    show_reconstructions(autoencoder, digits)
+"""
+
+
+def test_mem403_notebook_figures_closed_by_the_inline_backend_are_silent():
+    assert_silent(_PLOT_HELPER.replace("  # MARK", ""), "MEM403")
+
+
+def test_mem403_notebook_that_switches_to_a_window_backend_is_reported():
+    assert_reported(_PLOT_HELPER.replace("%matplotlib inline", "%matplotlib qt")
+                    .replace("  # MARK", "  # expect: MEM403"), "MEM403")
+
+
+# the figures of a training loop pile up until its cell ends, inline backend or not
+TRAINING_CELL_BUG = """
+    # %%
+    %matplotlib inline
+    import torch
+    import matplotlib.pyplot as plt
+    from torch import nn
+    net = nn.Linear(4, 1)
+    opt = torch.optim.Adam(net.parameters())
+
+    # %%
+    for epoch in range(200):
+        loss = net(torch.randn(8, 4)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        plt.figure()  # expect: MEM403
+        plt.plot(net.weight.detach().flatten())
+"""
+
+
+def test_mem403_training_loop_in_a_notebook_cell_is_reported():
+    assert_reported(TRAINING_CELL_BUG, "MEM403")
