@@ -298,3 +298,61 @@ TRAINING_CELL_BUG = """
 
 def test_mem403_training_loop_in_a_notebook_cell_is_reported():
     assert_reported(TRAINING_CELL_BUG, "MEM403")
+
+
+# -- MEM301 FP (info): a CPU training loop at a cell's top level, in a
+# notebook that first picks the GPU in a later cell (the judged course
+# notebook trains on the CPU first and adds device-agnostic code 25 cells
+# later). Here a `while` loop fits a line on the CPU, and a later cell only
+# prints which device a next part would use.
+
+LATER_DEVICE_OK = """
+    # %%
+    import torch
+    w = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    step = 0
+    while step < 50:
+        loss = ((w * 2.0 - 4.0) ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+
+    # %%
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    print(dev)
+"""
+
+# the later cell trains on that device: its loop is the one reported
+LATER_DEVICE_BUG = """
+    # %%
+    import torch
+    w = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    step = 0
+    while step < 50:
+        loss = ((w * 2.0 - 4.0) ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        step += 1
+
+    # %%
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    v = torch.zeros(1, device=dev, requires_grad=True)
+    opt_v = torch.optim.SGD([v], lr=0.1)
+    for _ in range(50):
+        loss = ((v * 2.0 - 4.0) ** 2).sum()
+        opt_v.zero_grad()
+        loss.backward()  # expect: MEM301
+        opt_v.step()
+"""
+
+
+def test_mem301_cpu_loop_before_the_notebook_picks_a_device_is_silent():
+    assert_silent(LATER_DEVICE_OK, "MEM301")
+
+
+def test_mem301_loop_in_the_cell_that_picks_the_device_is_reported():
+    assert_reported(LATER_DEVICE_BUG, "MEM301")
