@@ -121,9 +121,9 @@ class FigureNotClosedInLoop(Rule):
     magic naming another backend, no `matplotlib.use(...)`), the backend
     closes every figure when a cell ends, so a loop of a cell's own code,
     or of a function that cells call outside loops, is not reported when
-    it neither trains, nor walks a stream of batches, nor is a `while`
-    loop (a few sample predictions plotted one by one); those loops still
-    are, since their figures pile up until the cell ends. The rule does
+    it neither trains, nor walks a stream of batches or the files on disk,
+    nor is a `while` loop (a few sample predictions plotted one by one);
+    those loops still are, since their figures pile up until the cell ends. The rule does
     not read `MPLBACKEND` or the IPython configuration
     (`InlineBackend.close_figures = False`).
 
@@ -159,10 +159,12 @@ class FigureNotClosedInLoop(Rule):
         if qualified not in CREATORS or _numbered(node, qualified):
             return
         semantic = self.ctx.semantic
+        if self._closed_by_inline_backend(node):
+            return
         names = _figure_names(node, semantic.parents)
         loops = semantic.run_loops(node) or self._loops_over_files(node) or self._tape_step_loops(node)
         if loops:
-            if not self._closes(loops[0].body, names, created=node) and not self._closed_by_inline_backend(node):
+            if not self._closes(loops[0].body, names, created=node):
                 self.report(node)
             return
         if semantic.enclosing_loops(node):
@@ -187,14 +189,18 @@ class FigureNotClosedInLoop(Rule):
         cell makes are closed when the cell ends (:data:`INLINE_BACKENDS`):
         a loop of the cell's own code, or of a function that cells call
         outside any loop, leaves nothing behind. Not when a loop around the
-        figure walks a stream of batches, trains or is a ``while``: those
-        repeat with the run inside one cell, and every figure stays open
-        until the cell ends."""
+        figure walks a stream of batches or the files on disk, trains or is
+        a ``while``, nor in a comprehension: those repeat with the run (or
+        the data) inside one cell, and every figure stays open until the
+        cell ends."""
         if self.ctx.notebook is None or not self._keeps_inline_backend():
             return False
         semantic = self.ctx.semantic
+        if semantic.comprehension_of(node) is not None:
+            return False
         for loop in semantic.enclosing_loops(node):
-            if isinstance(loop, ast.While) or semantic.trains(loop.body) or semantic.value(loop.iter).stream is Tri.YES:
+            if isinstance(loop, ast.While) or semantic.trains(loop.body) or semantic.walks_file_contents(loop) \
+                    or semantic.value(loop.iter).stream is Tri.YES:
                 return False
         function = semantic.function_of(node)
         if function is None:

@@ -300,6 +300,25 @@ def test_mem403_training_loop_in_a_notebook_cell_is_reported():
     assert_reported(TRAINING_CELL_BUG, "MEM403")
 
 
+# one figure per file of a directory: as many open figures as files until the cell ends
+FILES_CELL_BUG = """
+    # %%
+    %matplotlib inline
+    import os
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    # %%
+    for name in os.listdir("scans"):
+        plt.figure()  # expect: MEM403
+        plt.imshow(Image.open(os.path.join("scans", name)))
+"""
+
+
+def test_mem403_loop_over_a_directory_in_a_notebook_cell_is_reported():
+    assert_reported(FILES_CELL_BUG, "MEM403")
+
+
 # -- MEM301 FP (info): a CPU training loop at a cell's top level, in a
 # notebook that first picks the GPU in a later cell (the judged course
 # notebook trains on the CPU first and adds device-agnostic code 25 cells
