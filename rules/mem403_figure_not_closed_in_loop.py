@@ -7,7 +7,6 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import GRADIENT_TAPE
-from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import FUNCTION_TYPES, is_constant
 
 #: pyplot calls that create a figure and register it with pyplot's figure manager
@@ -34,6 +33,9 @@ ELSEWHERE = frozenset({"<a figure of the called function>"})
 KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "savefig", "tight_layout", "suptitle", "colorbar"})
 
 
+REPEATED_MESSAGE = ("matplotlib figure created in a function that runs repeatedly is never closed: pyplot keeps every "
+                    "figure alive; call `plt.close(fig)`")
+
 #: Calls that switch matplotlib's backend (matplotlib 3.x ``matplotlib/__init__.py`` ``use``,
 #: ``pyplot.switch_backend``).
 BACKEND_SWITCHES = frozenset({"matplotlib.use", "matplotlib.pyplot.switch_backend"})
@@ -47,9 +49,6 @@ BACKEND_SWITCHES = frozenset({"matplotlib.use", "matplotlib.pyplot.switch_backen
 #: default (matplotlib-inline 0.2.2 ``matplotlib_inline/backend_inline.py`` ``flush_figures``
 #: and ``show``; ``matplotlib_inline/config.py`` ``close_figures = Bool(True, ...)``).
 INLINE_BACKENDS = frozenset({"", "inline"})
-
-REPEATED_MESSAGE = ("matplotlib figure created in a function that runs repeatedly is never closed: pyplot keeps every "
-                    "figure alive; call `plt.close(fig)`")
 
 
 class FigureNotClosedInLoop(Rule):
@@ -195,6 +194,8 @@ class FigureNotClosedInLoop(Rule):
         cell ends."""
         if self.ctx.notebook is None or not self._keeps_inline_backend():
             return False
+        from memlint.lint.semantic.values import Tri
+
         semantic = self.ctx.semantic
         if semantic.comprehension_of(node) is not None:
             return False
