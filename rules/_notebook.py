@@ -14,6 +14,7 @@ import ast
 import io
 import tokenize
 
+from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.values import Kind, Value
 
 #: Scopes whose names are not the kernel's top-level names.
@@ -78,7 +79,40 @@ def holds_tensor_memory(value: Value) -> bool:
         # a library method's result (`model.save_pretrained(...)`, `results.print()`) takes
         # its graph and device from its receiver: it is not known to be tensors
         return False
-    return value.attached or value.on_accelerator
+    return keeps_graph(value) or value.on_accelerator
+
+
+def keeps_graph(value: Value) -> bool:
+    """``value`` holds an autograd graph: a tensor with history, or a
+    container with such a tensor among its known elements. A leaf (a
+    parameter) keeps none, so neither does a tuple or list of leaves and
+    Python values (``(param, param.shape)``, ``list(model.parameters())``);
+    a container whose elements are not kept (nested too deep) is judged
+    by its own graph."""
+    if value.kind is Kind.CONTAINER:
+        parts = value.items if value.items is not None else (None if value.element is None else (value.element,))
+        if parts is not None:
+            return any(keeps_graph(part) for part in parts)
+    return value.attached
+
+
+#: Builtins that copy an iterable's items into a new container (the items themselves are not copied).
+_COPYING_BUILTINS = frozenset({"list", "tuple", "dict", "sorted", "collections.OrderedDict"})
+
+
+def module_storage(ctx, expr: ast.expr) -> bool:
+    """``expr`` is a module's own storage: ``model.state_dict()``,
+    ``model.parameters()``, ``named_parameters()``, ``buffers()`` (of a value
+    the semantic model knows to be a module), optionally copied into a
+    ``list``/``dict``/``tuple``. Like the module itself, it holds no graph
+    and no memory the module does not already hold."""
+    while isinstance(expr, ast.Call) and len(expr.args) == 1 and not expr.keywords and \
+            ctx.qualified(expr.func) in _COPYING_BUILTINS:
+        expr = expr.args[0]
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in ops.MODULE_STORAGE_METHODS):
+        return False
+    return ctx.semantic.value(expr.func.value).kind is Kind.MODULE
 
 
 def _of_tensors(element: Value | None) -> bool:

@@ -37,6 +37,11 @@ class SyntaxErrorRule(Rule):
     line and column (docs/semantic-model.md, "newer syntax"); no fix is
     offered on such a file. A construct the down-levelling does not cover
     (Python 3.14's `except A, B:` and t-strings) is still reported.
+    A notebook cell is parsed as IPython runs it: a cell whose first line
+    is indented (every line starting with one space, say) loses that
+    indentation on each line that starts with it first (IPython's
+    `leading_indent` input transform), so it is no syntax error; findings
+    and fixes in it keep the cell's own columns.
 
     ## References
     - [Python `ast` module](https://docs.python.org/3/library/ast.html)

@@ -7,7 +7,7 @@ import ast
 from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.rule import Rule
 from memlint.rules._notebook import (cell_span, cell_statements, holds_tensor_memory, last_token, method_result_known,
-                                     what_it_keeps)
+                                     module_storage, what_it_keeps)
 
 
 class CellOutputKeepsTensor(Rule):
@@ -19,7 +19,8 @@ class CellOutputKeepsTensor(Rule):
     that holds neither a graph nor GPU memory (`loss.item()`, a CPU tensor
     made under `no_grad`, a parameter-free layer such as `nn.MaxPool2d` or
     `nn.ReLU` applied to a CPU tensor that needs no grad, a tensor made with
-    `device=x.device` of a CPU `x`, a number), are not reported. A cell starting with
+    `device=x.device` of a CPU `x`, a number, a dict of Python numbers and
+    strings such as `model.__class__.__name__`), are not reported. A cell starting with
     `%%time` is reported like a plain cell (IPython caches the value the
     magic returns); `%%timeit`, `%%capture` and other cell magics are not.
 
@@ -56,7 +57,20 @@ class CellOutputKeepsTensor(Rule):
     repr is the usual way to look at an architecture, and the name that
     holds the module keeps its weights anyway; note that `del model` then
     does not free the weights while `Out` holds the module
-    (`%reset -f out` clears the cache). Values the semantic model cannot
+    (`%reset -f out` clears the cache). The same holds for the module's own
+    storage shown: `model.state_dict()`, `model.parameters()`,
+    `named_parameters()`, `buffers()`, also copied into a `list` or `dict`
+    (the module's parameters and detached views of them, no graph); a
+    parameter built at top level (`nn.Parameter(...)`) is a leaf, so a CPU
+    one is not reported, while one on the GPU is, as any GPU tensor.
+
+    A cell whose stored outputs (the `outputs` saved in the `.ipynb`) hold
+    an `error` and no `execute_result` is not reported: as its authors ran
+    it, it raised, and nothing reached `Out` (error demonstrations in
+    course notebooks). This reads the notebook as its authors last ran
+    it; a notebook saved without outputs gives no such evidence, and a cell
+    that raised only because of an earlier bug is skipped until it is run
+    again. Values the semantic model cannot
     decide (a function of another module, `helpers.f(model, x)` with
     `import helpers`, included, an object's attribute, a method
     called on a model output whose type is not known, such as
@@ -109,14 +123,16 @@ class CellOutputKeepsTensor(Rule):
         if self.ctx.notebook is None or self.ctx.semantic.parents.get(node) is not self.ctx.module:
             return
         cell = self.ctx.notebook.cell_of(node.lineno)
-        if cell is None or cell.magic not in (None, "time"):
-            return
+        if cell is None or cell.magic not in (None, "time") or cell.raised:
+            return  # `raised`: as its authors ran it, the cell raised and stored no value in `Out`
         statements = self._by_cell().get(cell.number, [])
         if not statements or statements[-1] is not node:
             return
         value = self.ctx.semantic.value(node.value)
         if not holds_tensor_memory(value) or not method_result_known(self.ctx, node.value):
             return
+        if module_storage(self.ctx, node.value):
+            return  # the module's own parameters or state dict, as for a module shown
         last = last_token(self.ctx, cell_span(self.ctx, cell.number))
         if last is None or last[0] == ";":
             return

@@ -59,7 +59,10 @@ class NoMixedPrecision(Rule):
     The check is per file: any use of a precision setting in the code (not
     in comments or strings) silences it, and a training loop whose
     precision is configured in another module is reported (suppress with
-    `# noqa: MEM301`).
+    `# noqa: MEM301`). In a notebook, a loop of a cell's top-level code
+    counts only when a cell up to its own shows the accelerator (a device
+    first chosen in a later cell does not place it); a loop in a function
+    counts wherever the evidence is.
 
     ## References
     - [Automatic Mixed Precision recipe](https://pytorch.org/tutorials/recipes/recipes/amp_recipe.html)
@@ -96,6 +99,8 @@ class NoMixedPrecision(Rule):
         first = None
         for unit in units:
             for loop in loops_in(unit):
+                if unit is node and not self._accelerator_shown_by(loop):
+                    continue
                 calls = calls_in(loop.body)
                 backwards = [c for c in calls if is_backward(c, self.ctx)]
                 if backwards and any(is_optimizer_step(c, self.ctx.semantic) for c in calls):
@@ -103,6 +108,28 @@ class NoMixedPrecision(Rule):
                     break
         if first is not None:
             self.report(first)
+
+    def _accelerator_shown_by(self, loop: ast.AST) -> bool:
+        """For a loop of a notebook's top-level code: a cell up to the loop's
+        own shows the accelerator. The kernel runs cells in order, so a
+        `device = "cuda"` first written in a later cell does not place the
+        loop's work (True outside notebooks, and for loops in functions,
+        which run wherever their callers are)."""
+        layout = self.ctx.notebook
+        if layout is None:
+            return True
+        cell = layout.cell_of(loop.lineno)
+        first = self._first_accelerator_line()
+        return cell is not None and first is not None and first <= cell.end
+
+    def _first_accelerator_line(self) -> int | None:
+        """The first line of the first top-level statement whose code shows the accelerator."""
+        if "_first_accelerator" not in self.__dict__:
+            semantic = self.ctx.semantic
+            self.__dict__["_first_accelerator"] = next(
+                (statement.lineno for statement in self.ctx.module.body
+                 if semantic.uses_accelerator(statement, explicit=True)), None)
+        return self.__dict__["_first_accelerator"]
 
     def _earlier(self, current: ast.Call | None, candidate: ast.Call) -> ast.Call:
         if current is None:

@@ -36,6 +36,20 @@ KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "savefig", "ti
 REPEATED_MESSAGE = ("matplotlib figure created in a function that runs repeatedly is never closed: pyplot keeps every "
                     "figure alive; call `plt.close(fig)`")
 
+#: Calls that switch matplotlib's backend (matplotlib 3.x ``matplotlib/__init__.py`` ``use``,
+#: ``pyplot.switch_backend``).
+BACKEND_SWITCHES = frozenset({"matplotlib.use", "matplotlib.pyplot.switch_backend"})
+#: What a notebook's ``%matplotlib`` magic may select and still leave the inline backend:
+#: the bare magic (the kernel's default) and ``inline``. A Jupyter kernel's default is
+#: inline: ipykernel sets ``MPLBACKEND=module://matplotlib_inline.backend_inline`` unless
+#: it is set (ipython/ipykernel ``ipykernel/kernelapp.py`` ``IPKernelApp.init_gui_pylab``,
+#: commit 0021a6a7b823). The inline backend closes every figure when a cell ends: its
+#: ``flush_figures`` runs as an IPython ``post_execute`` callback and calls ``show(True)``,
+#: which issues ``plt.close("all")`` while ``InlineBackend.close_figures`` is True, its
+#: default (matplotlib-inline 0.2.2 ``matplotlib_inline/backend_inline.py`` ``flush_figures``
+#: and ``show``; ``matplotlib_inline/config.py`` ``close_figures = Bool(True, ...)``).
+INLINE_BACKENDS = frozenset({"", "inline"})
+
 
 class FigureNotClosedInLoop(Rule):
     """## What it does
@@ -102,6 +116,16 @@ class FigureNotClosedInLoop(Rule):
     (with a GUI backend the user closes the window). `Figure(...)` built
     without pyplot is not tracked by pyplot and is never reported.
 
+    In a notebook that keeps Jupyter's inline backend (no `%matplotlib`
+    magic naming another backend, no `matplotlib.use(...)`), the backend
+    closes every figure when a cell ends, so a loop of a cell's own code,
+    or of a function that cells call outside loops, is not reported when
+    it neither trains, nor walks a stream of batches or the files on disk,
+    nor is a `while` loop (a few sample predictions plotted one by one);
+    those loops still are, since their figures pile up until the cell ends. The rule does
+    not read `MPLBACKEND` or the IPython configuration
+    (`InlineBackend.close_figures = False`).
+
     ## References
     - [matplotlib.pyplot.close](https://matplotlib.org/stable/api/_as_gen/matplotlib.pyplot.close.html)
     - [rcParams `figure.max_open_warning`](https://matplotlib.org/stable/users/explain/customizing.html)
@@ -134,6 +158,8 @@ class FigureNotClosedInLoop(Rule):
         if qualified not in CREATORS or _numbered(node, qualified):
             return
         semantic = self.ctx.semantic
+        if self._closed_by_inline_backend(node):
+            return
         names = _figure_names(node, semantic.parents)
         loops = semantic.run_loops(node) or self._loops_over_files(node) or self._tape_step_loops(node)
         if loops:
@@ -155,6 +181,45 @@ class FigureNotClosedInLoop(Rule):
         function = semantic.function_of(node)
         if isinstance(function, FUNCTION_TYPES) and self._repeated_without_close(function, node, names):
             self.report(node, message=REPEATED_MESSAGE)
+
+    # -- a notebook's inline backend -----------------------------------------------------
+    def _closed_by_inline_backend(self, node: ast.Call) -> bool:
+        """In a notebook that keeps Jupyter's inline backend, the figures a
+        cell makes are closed when the cell ends (:data:`INLINE_BACKENDS`):
+        a loop of the cell's own code, or of a function that cells call
+        outside any loop, leaves nothing behind. Not when a loop around the
+        figure walks a stream of batches or the files on disk, trains or is
+        a ``while``, nor in a comprehension: those repeat with the run (or
+        the data) inside one cell, and every figure stays open until the
+        cell ends."""
+        if self.ctx.notebook is None or not self._keeps_inline_backend():
+            return False
+        from memlint.lint.semantic.values import Tri
+
+        semantic = self.ctx.semantic
+        if semantic.comprehension_of(node) is not None:
+            return False
+        for loop in semantic.enclosing_loops(node):
+            if isinstance(loop, ast.While) or semantic.trains(loop.body) or semantic.walks_file_contents(loop) \
+                    or semantic.value(loop.iter).stream is Tri.YES:
+                return False
+        function = semantic.function_of(node)
+        if function is None:
+            return semantic.unit_of(node) is self.ctx.module
+        sites = semantic.call_sites_of(function)
+        return bool(sites) and all(semantic.unit_of(site) is self.ctx.module and not semantic.enclosing_loops(site)
+                                   for site in sites)
+
+    def _keeps_inline_backend(self) -> bool:
+        """No ``%matplotlib``/``%pylab`` magic of the notebook selects another
+        backend and no code switches it (``matplotlib.use``)."""
+        found = self.__dict__.get("_inline")
+        if found is None:
+            found = all(backend in INLINE_BACKENDS for backend in self.ctx.notebook.backends) and not any(
+                isinstance(call, ast.Call) and self.ctx.qualified(call.func) in BACKEND_SWITCHES
+                for call in ast.walk(self.ctx.module))
+            self.__dict__["_inline"] = found
+        return found
 
     def _loops_over_files(self, node: ast.Call) -> list[ast.AST]:
         """The loops around ``node`` over the records of a data file or the

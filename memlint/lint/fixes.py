@@ -665,6 +665,7 @@ def resolve_cells(notebook, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     if all(d.fix is None or d.fix.resolved for d in diagnostics):
         return diagnostics
     from memlint.fix import resolve
+    from memlint.lint.notebook import to_source_edit
 
     cells = {cell.number: cell for cell in notebook.layout.cells}
     module_lines = source_lines(notebook.module)
@@ -678,9 +679,9 @@ def resolve_cells(notebook, diagnostics: list[Diagnostic]) -> list[Diagnostic]:
         (resolved,) = resolve(text, [diagnostic])
         if resolved.fix is not None and _touches(resolved.fix, cell.masked):
             resolved = replace(resolved, fix=None)
-        if resolved.fix is not None:
+        if resolved.fix is not None:  # the edits are in the module's text of the cell: in its source
             resolved = replace(resolved, fix=replace(resolved.fix, edits=tuple(
-                replace(edit, cell=cell.number) for edit in resolved.fix.edits)))
+                to_source_edit(replace(edit, cell=cell.number), cell) for edit in resolved.fix.edits)))
         out.append(resolved)
     return out
 

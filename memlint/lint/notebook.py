@@ -20,6 +20,12 @@ whole cell (``%%bash``, ``%%writefile`` ... are not Python). Only lines at
 the start of a statement are candidates: a ``%`` that continues a bracketed
 expression, or text inside a triple-quoted string, is left alone.
 
+A cell whose first line is indented is dedented first, as IPython does
+(:func:`leading_indent`): the module holds its lines without that
+indentation, and :class:`CellSpan` keeps what was removed, so that
+findings' columns and fixes' edits are mapped back to the cell's own text
+(:func:`to_cells`, :func:`to_source_edit`).
+
 Reading uses the JSON exactly as nbformat defines it (``nbformat`` 4.x: a
 ``cells`` list, each with ``cell_type`` and a ``source`` string or list of
 strings, joined) with the standard :mod:`json` module: importing
@@ -68,6 +74,16 @@ class CellSpan:
     ``cells``; ``start`` is the module line of its first line and ``lines``
     how many lines it has; ``magic`` the ``%%`` cell magic it starts with;
     ``masked`` the 1-based lines of the cell that were masked.
+
+    ``indent`` is the leading indentation IPython strips from the cell before
+    running it (its ``leading_indent`` transform, see :func:`leading_indent`)
+    and ``dedented`` the 1-based lines it was stripped from: the module holds
+    those lines without it, so a module column on one of them is
+    ``len(indent)`` columns left of the cell's (:meth:`source_col`).
+    ``raised``: the cell's stored outputs (as saved in the notebook) hold an
+    ``error`` output and no ``execute_result``: when its authors last ran it,
+    it raised before its last expression's value reached IPython's output
+    cache (:func:`stored_run_raised`).
     """
 
     number: int
@@ -76,6 +92,13 @@ class CellSpan:
     lines: int
     magic: str | None = None
     masked: frozenset[int] = frozenset()
+    indent: str = ""
+    dedented: frozenset[int] = frozenset()
+    raised: bool = False
+
+    def source_col(self, line: int, col: int) -> int:
+        """The cell's column of module column ``col`` on the cell's ``line``."""
+        return col + len(self.indent) if line in self.dedented else col
 
     @property
     def end(self) -> int:
@@ -90,10 +113,15 @@ class CellSpan:
 
 @dataclass(frozen=True)
 class NotebookLayout:
-    """The code cells of a notebook in module order (picklable)."""
+    """The code cells of a notebook in module order (picklable).
+
+    ``backends``: the backend each ``%matplotlib``/``%pylab`` line magic of
+    the notebook selects, in order (``""`` for the bare magic, which
+    selects the kernel's default: inline in Jupyter)."""
 
     cells: tuple[CellSpan, ...] = ()
     _starts: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    backends: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_starts", tuple(cell.start for cell in self.cells))
@@ -222,14 +250,73 @@ def build_module(cells: list, sources: dict[int, str]) -> tuple[NotebookLayout, 
     """The layout and the masked module text of the code cells ``sources``."""
     spans = []
     out: list[str] = []
+    backends: list[str] = []
     line = 1
     for index in sorted(sources):
         lines = split_lines(sources[index])
+        indent, dedented = leading_indent(lines)
+        if indent:
+            lines = [text[len(indent):] if number in dedented else text for number, text in enumerate(lines, start=1)]
         masked, masked_lines, magic = mask_cell(lines)
-        spans.append(CellSpan(index + 1, index, line, len(lines), magic, frozenset(masked_lines)))
+        raised = index < len(cells) and stored_run_raised(cells[index])
+        spans.append(CellSpan(index + 1, index, line, len(lines), magic, frozenset(masked_lines), indent, dedented, raised))
+        if magic is None or magic in PYTHON_CELL_MAGICS:
+            backends.extend(_backend_of(lines[number - 1]) for number in sorted(masked_lines)
+                            if _BACKEND_MAGIC.match(lines[number - 1]))
         out.extend(masked)
         line += len(lines)
-    return NotebookLayout(tuple(spans)), "".join(text + "\n" for text in out)
+    return NotebookLayout(tuple(spans), backends=tuple(backends)), "".join(text + "\n" for text in out)
+
+
+#: ``%matplotlib [backend]`` and ``%pylab [backend]`` (IPython's ``%matplotlib`` magic,
+#: IPython/core/magics/pylab.py: the optional argument names the backend; options such
+#: as ``--list`` select none).
+_BACKEND_MAGIC = re.compile(r"^\s*%(?:matplotlib|pylab)\b")
+
+
+def _backend_of(text: str) -> str:
+    """The backend a ``%matplotlib``/``%pylab`` line selects (``""``: the default)."""
+    words = [word for word in text.split("#", 1)[0].split()[1:] if not word.startswith("-")]
+    return words[0] if words else ""
+
+
+_LEADING_WHITESPACE = re.compile(r"^[ \t]+")
+
+
+def leading_indent(lines: list[str]) -> tuple[str, frozenset[int]]:
+    """The indentation IPython strips from a cell before running it, and the
+    1-based lines it strips it from.
+
+    IPython's input transformer (``IPython/core/inputtransformer2.py``,
+    IPython 8.12.3: ``TransformerManager.cleanup_transforms`` runs
+    ``leading_empty_lines`` then ``leading_indent``) drops the cell's
+    leading blank lines, takes the spaces and tabs that start the first
+    remaining line, and removes them from every line that starts with them
+    (other lines are kept as they are). Only then are magics and the code
+    read, so a cell whose lines all start with one space runs as if they
+    did not. Returns ``("", frozenset())`` when the first non-blank line is
+    not indented.
+    """
+    first = next((text for text in lines if text.strip()), None)
+    match = None if first is None else _LEADING_WHITESPACE.match(first)
+    if match is None:
+        return "", frozenset()
+    indent = match.group(0)
+    return indent, frozenset(number for number, text in enumerate(lines, start=1) if text.startswith(indent))
+
+
+def stored_run_raised(cell: dict) -> bool:
+    """The cell's stored outputs show that it raised when it was last run: an
+    ``error`` output and no ``execute_result`` (nbformat 4's output types,
+    ``nbformat/v4/nbformat.v4.schema.json``). IPython's display hook stores
+    the value of a cell's last expression in ``Out`` only when that
+    expression ran; a cell that raised stored nothing. A cell saved without
+    outputs says nothing (False)."""
+    outputs = cell.get("outputs")
+    if not isinstance(outputs, list):
+        return False
+    kinds = {output.get("output_type") for output in outputs if isinstance(output, dict)}
+    return "error" in kinds and "execute_result" not in kinds
 
 
 def mask_cell(lines: list[str]) -> tuple[list[str], set[int], str | None]:
@@ -396,7 +483,8 @@ def to_cells(diagnostic, layout: NotebookLayout):
     end = _inside(cell, diagnostic.end_line, diagnostic.end_col)
     end_line, end_col = end if end is not None else (line, diagnostic.col + 1)
     fix = _fix_in_cell(diagnostic.fix, cell)
-    return replace(diagnostic, cell=cell.number, line=line, end_line=end_line, end_col=end_col, fix=fix)
+    return replace(diagnostic, cell=cell.number, line=line, col=cell.source_col(line, diagnostic.col),
+                   end_line=end_line, end_col=cell.source_col(end_line, end_col), fix=fix)
 
 
 def _inside(cell: CellSpan, line: int, col: int) -> tuple[int, int] | None:
@@ -422,15 +510,43 @@ def _fix_in_cell(fix, cell: CellSpan):
         touched = range(start[0], max(start[0], end[0] - (1 if end[1] == 1 and end[0] > start[0] else 0)) + 1)
         if any(number in cell.masked for number in touched):
             return None
-        edits.append(replace(edit, start_line=start[0], start_col=start[1], end_line=end[0], end_col=end[1],
-                             cell=cell.number))
+        edits.append(to_source_edit(replace(edit, start_line=start[0], start_col=start[1], end_line=end[0],
+                                            end_col=end[1], cell=cell.number), cell))
     plans = []
-    for plan in fix.plans:  # resolved on the cell's text when fixing (memlint.lint.fixes.resolve_cells)
+    for plan in fix.plans:  # resolved on the cell's (dedented) module text when fixing (memlint.lint.fixes.resolve_cells)
         start, end = _inside(cell, *plan.start), _inside(cell, *plan.end)
         if start is None or end is None:
             return None
         plans.append(replace(plan, start=start, end=end, cell=cell.number))
     return replace(fix, edits=tuple(edits), plans=tuple(plans))
+
+
+def to_source_edit(edit, cell: CellSpan):
+    """``edit``, in the cell's lines as the module holds them, in the cell's
+    own source: for a cell whose indentation IPython strips
+    (:func:`leading_indent`), columns on the lines it is stripped from move
+    right by the indentation, and every line the edit's text starts gets it
+    too, so that IPython strips it from the new lines as from the old ones.
+    An edit of whole lines (from column 1 to column 1, its text whole lines)
+    stays at column 1."""
+    if not cell.indent:
+        return edit
+    from dataclasses import replace
+
+    indent = cell.indent
+    pieces = edit.content.split("\n")
+    if edit.start_col == 1 and edit.end_col == 1 and (not edit.content or edit.content.endswith("\n")):
+        content = "\n".join(indent + piece if piece else piece for piece in pieces)
+        return replace(edit, content=content)
+    start_col = cell.source_col(edit.start_line, edit.start_col)
+    if pieces[0] and start_col == 1:  # the text starts a line that held no indentation to strip
+        pieces[0] = indent + pieces[0]
+    last = len(pieces) - 1
+    for number in range(1, len(pieces)):
+        if pieces[number] or number == last and edit.end_line in cell.dedented:
+            pieces[number] = indent + pieces[number]  # the rest of the end line follows the last piece
+    return replace(edit, start_col=start_col, end_col=cell.source_col(edit.end_line, edit.end_col),
+                   content="\n".join(pieces))
 
 
 # ---------------------------------------------------------------------------------

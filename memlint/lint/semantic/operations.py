@@ -1257,8 +1257,21 @@ def library_attribute(qualified: str) -> Value:
 _LEGACY_TENSOR_TYPE = re.compile(r"^torch\.(?:cuda\.)?(?:Float|Double|Half|BFloat16|Byte|Char|Short|Int|Long|Bool|)Tensor$")
 
 
+#: Attributes that Python's object model gives every class, function and module, as text
+#: (Python 3 reference, "Data model", 3.2 "The standard type hierarchy": ``__name__``,
+#: ``__qualname__`` and ``__module__`` are strings, ``__doc__`` a string or None), so
+#: ``model.__class__.__name__`` is a ``str`` whatever device the model is on.
+_NAME_ATTRIBUTES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+#: An instance's class (``__class__``, the same reference section): a callable, no tensor.
+_CLASS_OF_INSTANCE = Value(Kind.FUNCTION, Tri.NO, Tri.NO, stream=Tri.NO)
+
+
 def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter) -> Value:
     """``base.attr``."""
+    if attr in _NAME_ATTRIBUTES:
+        return PLAIN
+    if attr == "__class__":
+        return _CLASS_OF_INSTANCE
     klass = model.classes.get(base.klass)
     if klass is not None and base.kind in (Kind.OBJECT, Kind.MODULE, Kind.OPTIMIZER):
         value = model.class_attribute(klass, attr, interpreter)

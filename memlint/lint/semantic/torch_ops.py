@@ -183,6 +183,13 @@ MODULE_DETACHED_METHODS = frozenset({"state_dict", "buffers", "named_buffers", "
                                      "num_parameters", "compile"})
 #: Module methods that return its parameters (leaves that require grad).
 MODULE_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+#: Module methods whose results are the module's own storage, no new tensor and no graph
+#: (torch 2.13.0 ``torch/nn/modules/module.py``): ``parameters``/``named_parameters`` and
+#: ``buffers``/``named_buffers`` yield the registered ``Parameter``/buffer objects themselves
+#: (``_named_members`` over ``_parameters``/``_buffers``), and ``state_dict`` stores
+#: ``param.detach()``/``buf.detach()`` (``_save_to_state_dict`` with ``keep_vars=False``),
+#: views that share the module's storage. Holding one keeps nothing the module does not hold.
+MODULE_STORAGE_METHODS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "state_dict"})
 #: Module methods that return its submodules.
 MODULE_CHILDREN_METHODS = frozenset({"modules", "named_modules", "children", "named_children", "get_submodule", "get_input_embeddings", "get_output_embeddings"})
 #: The public methods ``nn.Module`` itself defines (torch 2.13 ``torch/nn/modules/module.py``),
