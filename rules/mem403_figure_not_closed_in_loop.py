@@ -43,8 +43,9 @@ class FigureNotClosedInLoop(Rule):
     `plt.subplots()` or `plt.subplot_mosaic()` inside a loop that repeats
     with the run (over batches, a training loop over epochs, a `while`
     loop) or with the data on disk (over the records of a JSON or pickle
-    file, `for image in coco["images"]`, or the entries of
-    `os.listdir`/`os.walk`/`glob.glob`), or in a function that such a loop, a driver or a framework hook
+    file, `for image in coco["images"]`, the rows of an array that
+    `np.load` read, or the entries of `os.listdir`/`os.walk`/`glob.glob`
+    and of `Path.glob`/`rglob`/`iterdir`), or in a function that such a loop, a driver or a framework hook
     (once per batch or epoch) calls, when nothing in that loop or function
     closes it: no `plt.close(fig)`, `plt.close()`, `plt.close("all")`,
     `fig.clf()`/`plt.clf()`, and no `SummaryWriter.add_figure(...)` with its
@@ -186,7 +187,7 @@ class FigureNotClosedInLoop(Rule):
         if repetition is not None and repetition.reason in ("hook", "driver"):
             return True
         for site in semantic.call_sites_of(function):
-            loops = semantic.run_loops(site) or self._tape_step_loops(site)
+            loops = semantic.run_loops(site) or self._loops_over_files(site) or self._tape_step_loops(site)
             if loops and not self._closes(loops[0].body, ELSEWHERE):
                 return True
             if not loops and semantic.repetition(semantic.unit_of(site)) is not None and not self._closes(

@@ -476,6 +476,16 @@ LINE_READING_METHODS = frozenset({"readlines", "splitlines"})
 #: (Python 3.11 ``os.listdir``, ``os.scandir``, ``os.walk``; ``glob.glob``, ``glob.iglob``,
 #: Lib/glob.py, CPython 3.11.7).
 DIRECTORY_LISTINGS = frozenset({"os.listdir", "os.scandir", "os.walk", "glob.glob", "glob.iglob"})
+#: ``pathlib.Path`` methods that yield the entries of a directory, as many as it holds
+#: (CPython 3.11.7 Lib/pathlib.py ``Path.iterdir``, ``Path.glob``, ``Path.rglob``), by the
+#: type of the receiver the semantic model gives.
+PATH_TYPES = frozenset({"pathlib.Path", "pathlib.PosixPath", "pathlib.WindowsPath"})
+PATH_DIRECTORY_LISTINGS = frozenset({"iterdir", "glob", "rglob"})
+#: Readers of array files: ``numpy.load`` returns the stored array, or for an ``.npz``
+#: an ``NpzFile`` mapping each name to its array (numpy 1.26.4 numpy/lib/npyio.py
+#: ``load``, ``NpzFile.__getitem__``). A loop over its rows runs once per record the
+#: file holds.
+ARRAY_FILE_READERS = frozenset({"numpy.load"})
 #: Readers of :data:`PYTHON_OBJECT_READERS` whose files hold data records (annotations,
 #: pickled samples) as often as settings; YAML files are, in training code, configuration:
 #: a few entries the author wrote, a bounded structure.

@@ -233,17 +233,21 @@ class SemanticModel:
                 isinstance(k.value, ast.Constant) and fw.CPU_ENGINE_KEYWORDS.get(k.arg, ...) == k.value.value for k in node.keywords)
         return False
 
-    def assignment_before(self, name: ast.Name) -> ast.Assign | None:
+    def assignment_before(self, name: ast.Name, parallel: bool = False) -> ast.Assign | None:
         """The ``name = ...`` statement of ``name``'s scope that comes last
         before ``name`` in the text, passing over ones that derive the name
         from itself (``path = path if ok else path / "x"``); None when the
-        name is bound otherwise there (a parameter, a loop) or not at all."""
+        name is bound otherwise there (a parameter, a loop) or not at all.
+        With ``parallel``, a ``a, name = ...`` statement counts too (the
+        caller picks the part that binds ``name``)."""
         position = self.index.position_of(name)
         if position is None:
             return None
         found, found_at = None, -1
         for binding in self.scopes.bindings_of(name.id, self.scopes.scope_for(name)):
             statement = self.parents.get(binding.node)
+            if parallel and isinstance(statement, (ast.Tuple, ast.List)):
+                statement = self.parents.get(statement)
             at = self.index.position_of(binding.node)
             if at is None or at >= position:
                 continue
@@ -1865,9 +1869,9 @@ class SemanticModel:
         if isinstance(expr, ast.Subscript) and not isinstance(expr.slice, ast.Slice):
             return self._read_from_files(expr.value, depth + 1)
         if isinstance(expr, ast.Name):
-            assigned = self.assignment_before(expr)
-            return assigned is not None and len(assigned.targets) == 1 and isinstance(assigned.targets[0], ast.Name) \
-                and self._read_from_files(assigned.value, depth + 1)
+            assigned = self.assignment_before(expr, parallel=True)
+            source = None if assigned is None else _assigned_part(assigned, expr.id)
+            return source is not None and self._read_from_files(source, depth + 1)
         if not isinstance(expr, ast.Call):
             return False
         func = expr.func
@@ -1875,8 +1879,11 @@ class SemanticModel:
             return any(self._read_from_files(a, depth + 1) for a in expr.args)
         if isinstance(func, ast.Attribute) and func.attr in _MAPPING_VIEWS and not expr.args and not expr.keywords:
             return self._read_from_files(func.value, depth + 1)
+        if isinstance(func, ast.Attribute) and func.attr in fw.PATH_DIRECTORY_LISTINGS \
+                and self.value(func.value).type_name in fw.PATH_TYPES:
+            return True
         qualified = self.qualified(func)
-        return qualified in fw.DATA_RECORD_READERS or qualified in fw.DIRECTORY_LISTINGS
+        return qualified in fw.DATA_RECORD_READERS or qualified in fw.DIRECTORY_LISTINGS or qualified in fw.ARRAY_FILE_READERS
 
     def walks_layers(self, loop: ast.AST) -> bool:
         """``loop`` is a ``for`` over a module's layers (``for block in
@@ -2233,6 +2240,22 @@ _BUILTIN_NAMES = frozenset(dir(builtins)) - {"map", "filter"}
 #: Methods that walk a module's or a mapping's fixed contents (torch 2.13.0 nn.Module; dict).
 _STRUCTURE_METHODS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "children",
                                 "named_children", "modules", "named_modules", "items", "keys", "values"})
+def _assigned_part(statement: ast.Assign, name: str) -> ast.expr | None:
+    """What ``statement`` binds to ``name``: its whole value for ``name = v``,
+    the matching element for a parallel ``a, name = x, y``; None otherwise."""
+    if len(statement.targets) != 1:
+        return None
+    target, value = statement.targets[0], statement.value
+    if isinstance(target, ast.Name):
+        return value if target.id == name else None
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts):
+        for part, part_value in zip(target.elts, value.elts):
+            if isinstance(part, ast.Name) and part.id == name:
+                return part_value
+    return None
+
+
 _ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "sorted", "list", "reversed", "tuple"})
 #: ``dict`` methods that iterate its entries.
 _MAPPING_VIEWS = frozenset({"items", "keys", "values"})
