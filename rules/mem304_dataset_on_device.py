@@ -11,7 +11,7 @@ from memlint.lint.semantic.frameworks import LEGACY_CUDA_TENSOR_TYPES
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, call_arguments, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit
-from memlint.lint.signatures import first_parameter, parameter_names
+from memlint.lint.signatures import first_parameter, parameter_names, positional_parameters
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
@@ -26,7 +26,10 @@ class DatasetOnDevice(Rule):
     hands out items or batches of its attributes (`__getitem__`, or a
     `get_batch(i)` that indexes them), passed to `TensorDataset(...)`, or assigned
     before a loop that then walks over them batch by batch
-    (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`).
+    (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`),
+    itself or through a function of the file it is passed to (an epoch
+    function whose loop reads `X[idx]`, a sampler that slices windows
+    `[x[s:s + w] for s in starts]` called from the training loop).
     A legacy CUDA tensor type (`torch.cuda.LongTensor(ids)`) places its data on
     the GPU like `.cuda()`; a tensor that `__init__` makes with a factory
     (`torch.randn(n, 3, 224, 224, device=d)`) is the data when `__getitem__`
@@ -188,7 +191,32 @@ class DatasetOnDevice(Rule):
         variable or iterates it, or it feeds a TensorDataset."""
         finder = _BatchUse(name, self.ctx)
         walk_visit(function, finder)
-        return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] and self._in_run_loop(use) for use in finder.uses)
+        if any(self.ctx.span(use)[0] > self.ctx.span(node)[1] and self._in_run_loop(use) for use in finder.uses):
+            return True
+        return self._batched_by_callees(name, node, function)
+
+    def _batched_by_callees(self, name: str, node: ast.Assign, function: ast.AST) -> bool:
+        """After ``node``, ``name`` is passed to a function of the file that
+        walks that parameter in batches (``self.trainepoch(trainX, ...)`` whose
+        loop reads ``X[idx]``, a sampler ``[x[s:s + w] for s in starts]``), in
+        a run loop of the callee or from a run loop of ``function``."""
+        semantic = self.ctx.semantic
+        after = self.ctx.span(node)[1]
+        for call in semantic.own_nodes(function, (ast.Call,)):
+            if self.ctx.span(call)[0] <= after or not semantic.may_call_local(call):
+                continue
+            callee = semantic.callee(call)
+            if not isinstance(callee, FUNCTION_TYPES) or callee is function:
+                continue
+            for parameter in _parameters_given(semantic, call, callee, name):
+                finder = _BatchUse(parameter, self.ctx)
+                walk_visit(callee.body, finder)
+                if not finder.uses:
+                    continue
+                if any(semantic.is_run_loop(loop) for loop in semantic.enclosing_loops(call)) \
+                        or any(self._in_run_loop(use) for use in finder.uses):
+                    return True
+        return False
 
     def _batched_by_callers(self, name: str, node: ast.Assign) -> bool:
         """``name`` is returned (alone or in a tuple) and a caller of the file,
@@ -241,6 +269,25 @@ class DatasetOnDevice(Rule):
         qualified = self.ctx.qualified(call.func)
         # None: a local or parameter; an undotted name that is no builtin: a global the file never binds
         return qualified is None or "." not in qualified and not hasattr(builtins, qualified)
+
+
+def _parameters_given(semantic, call: ast.Call, callee: ast.AST, name: str) -> list[str]:
+    """The parameters of ``callee`` that ``call`` fills with ``name`` itself
+    (by position, after the receiver of a method called on an object, or by keyword)."""
+    positional = [arg.arg for arg in positional_parameters(callee)]
+    if isinstance(call.func, ast.Attribute) and semantic.class_of_method(callee) is not None \
+            and not _is_static(callee) and positional:
+        positional = positional[1:]  # `obj.method(x)`: the receiver fills the first one
+    found = [positional[index] for index, argument in enumerate(call.args)
+             if index < len(positional) and not isinstance(argument, ast.Starred) and dotted_name(argument) == name]
+    keywords = parameter_names(callee)
+    found += [keyword.arg for keyword in call.keywords if keyword.arg in keywords and dotted_name(keyword.value) == name]
+    return found
+
+
+def _is_static(function: ast.AST) -> bool:
+    """``@staticmethod``: no receiver fills its first parameter."""
+    return any(dotted_name(decorator) == "staticmethod" for decorator in function.decorator_list)
 
 
 def _returned_parts(value: ast.expr) -> list[tuple[int | None, ast.expr]]:
@@ -369,6 +416,16 @@ class _BatchUse(Visitor):
 
     def leave_For(self, node: ast.For | ast.AsyncFor) -> None:
         self._loop_names.pop()
+
+    def visit_ListComp(self, node: ast.AST) -> None:
+        """A comprehension's variables index like a loop's (``[x[s:s + w] for s in starts]``)."""
+        self._loop_names.append({name for generator in node.generators for name in targets_of(generator.target)})
+
+    def leave_ListComp(self, node: ast.AST) -> None:
+        self._loop_names.pop()
+
+    visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_ListComp
+    leave_SetComp = leave_GeneratorExp = leave_DictComp = leave_ListComp
 
     def visit_Assign(self, node: ast.Assign) -> bool:
         walk_visit(node.value, self)

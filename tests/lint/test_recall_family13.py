@@ -93,3 +93,94 @@ def test_mem403_figure_per_row_of_a_loaded_array():
 
 def test_mem403_figure_per_row_closed_in_the_helper_is_silent():
     assert_silent(MEM403_ARRAY_ROWS_OK, "MEM403")
+
+
+# -- MEM304 misses (bug_353; heldout10 SentEval relatedness.py:61-66 and
+# classifier.py:53-56): the whole tensor is moved before the loop and the loop
+# hands it to a function of the file that walks it in batches (a sampler
+# slicing windows in a comprehension, a ``trainepoch(X, y)`` method indexing
+# ``X[idx]`` per batch). Here a module-level script passes the moved table to
+# an epoch function by keyword, and a method hands a series to a sampler by keyword.
+
+MEM304_CALLEE_BUG = """
+    import numpy as np
+    import torch
+
+    def run_epoch(net, opt, *, table, size=64):
+        for start in range(0, len(table), size):
+            loss = net(table[start:start + size]).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    dev = torch.device("cuda")
+    net = torch.nn.Linear(16, 1).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    feats = torch.as_tensor(np.load("feats.npy")).to(device=dev, dtype=torch.float32)  # expect: MEM304
+    for epoch in range(10):
+        run_epoch(net, opt, table=feats)
+"""
+
+MEM304_CALLEE_OK = """
+    import numpy as np
+    import torch
+
+    def describe(table):
+        return table.mean().item(), table.std().item()
+
+    dev = torch.device("cuda")
+    net = torch.nn.Linear(16, 1).to(dev)
+    feats = torch.as_tensor(np.load("feats.npy")).to(device=dev, dtype=torch.float32)
+    for epoch in range(10):
+        print(epoch, describe(feats))
+"""
+
+MEM304_SAMPLER_METHOD_BUG = """
+    import torch
+
+    def windows(series, starts, width):
+        return torch.stack([series[s:s + width] for s in starts])
+
+    class Fitter:
+        def fit(self, model, opt, series, steps):
+            series = torch.from_numpy(series).float().cuda()  # expect: MEM304
+            for _ in range(steps):
+                batch = windows(width=32, series=series, starts=torch.randint(0, len(series) - 32, (8,)))
+                loss = model(batch).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+"""
+
+MEM304_SAMPLER_METHOD_OK = """
+    import torch
+
+    def windows(series, starts, width):
+        return torch.stack([series[s:s + width] for s in starts])
+
+    class Fitter:
+        def fit(self, model, opt, series, steps):
+            series = torch.from_numpy(series).float().pin_memory()
+            for _ in range(steps):
+                batch = windows(width=32, series=series, starts=torch.randint(0, len(series) - 32, (8,))).cuda(non_blocking=True)
+                loss = model(batch).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+"""
+
+
+def test_mem304_moved_table_walked_by_an_epoch_function():
+    assert_reported(MEM304_CALLEE_BUG, "MEM304")
+
+
+def test_mem304_moved_table_only_summarised_by_a_function_is_silent():
+    assert_silent(MEM304_CALLEE_OK, "MEM304")
+
+
+def test_mem304_moved_series_sliced_by_a_sampler_method():
+    assert_reported(MEM304_SAMPLER_METHOD_BUG, "MEM304")
+
+
+def test_mem304_pinned_series_moved_per_batch_is_silent():
+    assert_silent(MEM304_SAMPLER_METHOD_OK, "MEM304")
