@@ -184,3 +184,90 @@ def test_mem304_moved_series_sliced_by_a_sampler_method():
 
 def test_mem304_pinned_series_moved_per_batch_is_silent():
     assert_silent(MEM304_SAMPLER_METHOD_OK, "MEM304")
+
+
+# -- MEM306 misses (bug_354; heldout10 SentEval classifier.py:77). bug_354 copies
+# the device model once per selected client and keeps every trained copy in a
+# list: in any loop that is no literal display, a copy handed to ``append`` (or
+# stored under a key) of a container made before the loop is one more device
+# copy per iteration. SentEval's base class deep-copies ``self.model`` in its
+# early-stopping loop while the subclass's ``__init__`` builds it with
+# ``.cuda()``: an attribute the base never assigns is what its file's
+# subclasses assign. Here a fold loop keeps copies in a dict, and a base
+# trainer snapshots the network its subclass puts on the GPU.
+
+MEM306_KEPT_COPIES_BUG = """
+    from copy import deepcopy
+    import torch
+
+    def fold_members(folds, train_fold):
+        base = torch.nn.LSTM(8, 8).to("cuda")
+        members = {}
+        for index, fold in enumerate(folds):
+            members[index] = train_fold(deepcopy(base), fold)  # expect: MEM306
+        return members
+"""
+
+MEM306_KEPT_COPIES_OK = """
+    from copy import deepcopy
+    import torch
+
+    def fold_scores(folds, train_fold):
+        base = torch.nn.LSTM(8, 8).to("cuda")
+        scores = {}
+        for index, fold in enumerate(folds):
+            trial = deepcopy(base)
+            scores[index] = float(train_fold(trial, fold))
+        return scores
+"""
+
+MEM306_SUBCLASS_MODEL_BUG = """
+    import copy
+    import torch
+    from torch import nn
+
+    class Trainer:
+        def __init__(self, patience):
+            self.patience = patience
+
+        def fit(self, batches, score):
+            best, waited, kept = -1.0, 0, None
+            while waited < self.patience:
+                for x, y in batches:
+                    loss = nn.functional.mse_loss(self.net(x), y)
+                    self.opt.zero_grad()
+                    loss.backward()
+                    self.opt.step()
+                current = score(self.net)
+                if current > best:
+                    best, waited = current, 0
+                    kept = copy.deepcopy(self.net)  # expect: MEM306
+                else:
+                    waited += 1
+            return kept
+
+    class GpuRegressor(Trainer):
+        def __init__(self, width, patience=3):
+            super().__init__(patience)
+            self.net = nn.Sequential(nn.Linear(width, 1)).cuda()
+            self.opt = torch.optim.Adam(self.net.parameters())
+"""
+
+MEM306_SUBCLASS_MODEL_OK = MEM306_SUBCLASS_MODEL_BUG.replace("  # expect: MEM306", "").replace(
+    "nn.Sequential(nn.Linear(width, 1)).cuda()", "nn.Sequential(nn.Linear(width, 1))")
+
+
+def test_mem306_copies_kept_per_fold():
+    assert_reported(MEM306_KEPT_COPIES_BUG, "MEM306")
+
+
+def test_mem306_copy_per_fold_reduced_to_a_score_is_silent():
+    assert_silent(MEM306_KEPT_COPIES_OK, "MEM306")
+
+
+def test_mem306_base_class_copies_the_subclass_gpu_model():
+    assert_reported(MEM306_SUBCLASS_MODEL_BUG, "MEM306")
+
+
+def test_mem306_base_class_copies_a_cpu_model_is_silent():
+    assert_silent(MEM306_SUBCLASS_MODEL_OK, "MEM306")

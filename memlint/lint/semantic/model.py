@@ -1137,7 +1137,15 @@ class SemanticModel:
                 return Value(Kind.FUNCTION, Tri.NO, Tri.NO)
             if attr == fw.KERAS_CALLBACK_MODEL_ATTRIBUTE and "keras_callback" in klass.roles:
                 return module("keras")  # set by `fit` before the first hook runs
-            return UNKNOWN
+        values = self._assigned_values(targets or (), interpreter)
+        if not values:  # never assigned here, or only by the method being interpreted (`self.model = best`)
+            values = self._assigned_values(self._subclass_targets(klass, attr), interpreter)
+        joined = join_all(values)
+        return joined if joined is not None else UNKNOWN
+
+    def _assigned_values(self, targets, interpreter: Interpreter) -> list[Value]:
+        """What the assignments ``targets`` (method, target) store, from the
+        methods' analyses; not the method being interpreted nor one running."""
         values = []
         for method, target in targets:
             if method is interpreter.unit or method in self._active:
@@ -1145,8 +1153,7 @@ class SemanticModel:
             analysis = self.canonical(method)
             if target in analysis.values:
                 values.append(analysis.values[target])
-        joined = join_all(values)
-        return joined if joined is not None else UNKNOWN
+        return values
 
     def submodule_name(self, attr: str, interpreter: Interpreter) -> bool:
         """``m.<attr>`` of a module whose class the file does not know (a
@@ -1178,6 +1185,17 @@ class SemanticModel:
     def assigned_attributes(self, klass: ClassInfo) -> frozenset[str]:
         """The ``self.x`` attributes the methods of ``klass`` (and its in-file bases) assign."""
         return frozenset(self._attribute_index(klass))
+
+    def _subclass_targets(self, klass: ClassInfo, attr: str) -> list[tuple[Function, ast.AST]]:
+        """The assignments to ``self.<attr>`` in the file's subclasses of
+        ``klass``, when ``klass`` and its bases never assign it: a base class
+        whose methods use what each subclass sets up (``fit`` reading the
+        ``self.model`` that a subclass's ``__init__`` builds) reads one of those."""
+        found = []
+        for info in self.classes.by_node.values():
+            if info is not klass and klass in info.mro():
+                found.extend(self._attribute_index(info).get(attr, ()))
+        return found
 
     def _attribute_index(self, klass: ClassInfo) -> dict[str, list[tuple[Function, ast.AST]]]:
         found = self._attribute_targets.get(klass)
