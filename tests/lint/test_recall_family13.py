@@ -271,3 +271,50 @@ def test_mem306_base_class_copies_the_subclass_gpu_model():
 
 def test_mem306_base_class_copies_a_cpu_model_is_silent():
     assert_silent(MEM306_SUBCLASS_MODEL_OK, "MEM306")
+
+
+# -- MEM305 misses (bug_352 L35/L36): torchdata's ``DataLoader2`` with a
+# ``MultiProcessingReadingService(num_workers>0)`` runs the datapipe graph in
+# worker processes (torchdata 0.7.1 torchdata/dataloader2/reading_service.py),
+# so the callables of its ``.map``/``.collate`` steps run there. bug_352 hands
+# a module-level collate function to ``.collate``; here a pipeline built step
+# by step hands a loader function to ``.map`` by keyword, and the reading
+# service is bound to a name with a positional worker count.
+
+MEM305_DATAPIPE_BUG = """
+    import torch
+    from torchdata.datapipes.iter import IterableWrapper
+    from torchdata.dataloader2 import DataLoader2, MultiProcessingReadingService
+
+    def load(path):
+        return torch.load(path, map_location="cpu").pin_memory().cuda(non_blocking=True)  # expect: MEM305
+
+    def build(paths):
+        pipe = IterableWrapper(paths).shuffle().sharding_filter()
+        pipe = pipe.map(fn=load)
+        service = MultiProcessingReadingService(8)
+        return DataLoader2(pipe, reading_service=service)
+"""
+
+MEM305_DATAPIPE_OK = """
+    import torch
+    from torchdata.datapipes.iter import IterableWrapper
+    from torchdata.dataloader2 import DataLoader2, MultiProcessingReadingService
+
+    def load(path):
+        return torch.load(path, map_location="cpu").pin_memory().cuda(non_blocking=True)
+
+    def build(paths):
+        pipe = IterableWrapper(paths).shuffle().sharding_filter()
+        pipe = pipe.map(fn=load)
+        service = MultiProcessingReadingService(num_workers=0)
+        return DataLoader2(pipe, reading_service=service)
+"""
+
+
+def test_mem305_datapipe_map_run_by_worker_processes():
+    assert_reported(MEM305_DATAPIPE_BUG, "MEM305")
+
+
+def test_mem305_datapipe_map_run_in_process_is_silent():
+    assert_silent(MEM305_DATAPIPE_OK, "MEM305")

@@ -493,6 +493,23 @@ DATA_RECORD_READERS = frozenset(name for name in PYTHON_OBJECT_READERS if not na
 #: DataLoader constructors and the keyword that forks worker processes
 #: (torch/utils/data/dataloader.py ``DataLoader(num_workers=0)``: 0 = in process).
 DATALOADER_WORKERS = {"torch.utils.data.DataLoader": "num_workers", "torch.utils.data.dataloader.DataLoader": "num_workers"}
+#: torchdata's ``DataLoader2(datapipe, datapipe_adapter_fn=None, reading_service=None)``
+#: -> (keyword, position) of its reading service (torchdata 0.7.1
+#: torchdata/dataloader2/dataloader2.py ``DataLoader2.__init__``).
+DATAPIPE_LOADERS = {"torchdata.dataloader2.DataLoader2": ("reading_service", 2),
+                    "torchdata.dataloader2.dataloader2.DataLoader2": ("reading_service", 2)}
+#: Reading services that run the datapipe graph in worker processes, -> (keyword, position)
+#: of their worker count, 0 by default: ``MultiProcessingReadingService(num_workers=0, ...)``
+#: replicates the pipeline into ``num_workers`` processes (torchdata 0.7.1
+#: torchdata/dataloader2/reading_service.py).
+WORKER_READING_SERVICES = {"torchdata.dataloader2.MultiProcessingReadingService": ("num_workers", 0),
+                           "torchdata.dataloader2.reading_service.MultiProcessingReadingService": ("num_workers", 0)}
+#: Functional datapipe methods whose callable runs on every element, where the pipeline
+#: runs, -> (keywords, position) of that callable: ``map`` is ``MapperIterDataPipe(datapipe,
+#: fn, ...)``, ``collate`` is ``CollatorIterDataPipe(datapipe, conversion=default_collate,
+#: collate_fn=None)``, ``filter`` is ``FilterIterDataPipe(datapipe, filter_fn, ...)``
+#: (torch 2.13.0 torch/utils/data/datapipes/iter/callable.py and selecting.py).
+DATAPIPE_CALLBACKS = {"map": (("fn",), 0), "collate": (("conversion", "collate_fn"), 0), "filter": (("filter_fn",), 0)}
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})
