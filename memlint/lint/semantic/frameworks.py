@@ -494,14 +494,14 @@ DATA_RECORD_READERS = frozenset(name for name in PYTHON_OBJECT_READERS if not na
 #: (torch/utils/data/dataloader.py ``DataLoader(num_workers=0)``: 0 = in process).
 DATALOADER_WORKERS = {"torch.utils.data.DataLoader": "num_workers", "torch.utils.data.dataloader.DataLoader": "num_workers"}
 #: torchdata's ``DataLoader2(datapipe, datapipe_adapter_fn=None, reading_service=None)``
-#: -> (keyword, position) of its reading service (torchdata 0.7.1
+#: -> (keyword, position) of its reading service (pytorch/data @27e3c2d
 #: torchdata/dataloader2/dataloader2.py ``DataLoader2.__init__``).
 DATAPIPE_LOADERS = {"torchdata.dataloader2.DataLoader2": ("reading_service", 2),
                     "torchdata.dataloader2.dataloader2.DataLoader2": ("reading_service", 2)}
 #: Reading services that run the datapipe graph in worker processes, -> (keyword, position)
 #: of their worker count, 0 by default: ``MultiProcessingReadingService(num_workers=0, ...)``
-#: replicates the pipeline into ``num_workers`` processes (torchdata 0.7.1
-#: torchdata/dataloader2/reading_service.py).
+#: runs the replicable part of the graph in ``num_workers`` processes, in process when 0
+#: (pytorch/data @27e3c2d torchdata/dataloader2/reading_service.py ``initialize``).
 WORKER_READING_SERVICES = {"torchdata.dataloader2.MultiProcessingReadingService": ("num_workers", 0),
                            "torchdata.dataloader2.reading_service.MultiProcessingReadingService": ("num_workers", 0)}
 #: Functional datapipe methods whose callable runs on every element, where the pipeline
