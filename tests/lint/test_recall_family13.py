@@ -275,7 +275,7 @@ def test_mem306_base_class_copies_a_cpu_model_is_silent():
 
 # -- MEM305 misses (bug_352 L35/L36): torchdata's ``DataLoader2`` with a
 # ``MultiProcessingReadingService(num_workers>0)`` runs the datapipe graph in
-# worker processes (torchdata 0.7.1 torchdata/dataloader2/reading_service.py),
+# worker processes (pytorch/data @27e3c2d torchdata/dataloader2/reading_service.py),
 # so the callables of its ``.map``/``.collate`` steps run there. bug_352 hands
 # a module-level collate function to ``.collate``; here a pipeline built step
 # by step hands a loader function to ``.map`` by keyword, and the reading
