@@ -29,7 +29,11 @@ class DatasetOnDevice(Rule):
     (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`),
     itself or through a function of the file it is passed to (an epoch
     function whose loop reads `X[idx]`, a sampler that slices windows
-    `[x[s:s + w] for s in starts]` called from the training loop).
+    `[x[s:s + w] for s in starts]` called from the training loop), or moved
+    piece by piece in a loop over what is on disk (the entries of
+    `os.scandir`/`glob`, the records of a JSON file) that keeps every piece
+    past its iteration (appended to a list made before the loop or to an
+    attribute, stored under a key, also inside an object it builds).
     A legacy CUDA tensor type (`torch.cuda.LongTensor(ids)`) places its data on
     the GPU like `.cuda()`; a tensor that `__init__` makes with a factory
     (`torch.randn(n, 3, 224, 224, device=d)`) is the data when `__getitem__`
@@ -121,11 +125,26 @@ class DatasetOnDevice(Rule):
             if on_device and not semantic.enclosing_loops(node) and not self._used_as_module(name, function):
                 self.report(_anchor(node))
             return
+        if "." not in name and converted and self._collected_from_files(node, name):
+            self.report(_anchor(node))
+            return
         if "." in name or semantic.enclosing_loops(node):
             return
         batched = self._iterated_in_batches(name, node, semantic.unit_of(node)) or self._batched_by_callers(name, node)
         if batched and self._is_data_on_device(node.value):
             self.report(_anchor(node))
+
+    def _collected_from_files(self, node: ast.Assign, name: str) -> bool:
+        """``node`` moves one piece per file or record inside a loop over what
+        is on disk (``for e in os.scandir(d)``, the records of a JSON file),
+        that does not train, and keeps it past the iteration (appended to a
+        list made before the loop or to an attribute, also inside an object
+        it builds): the loop assembles the whole dataset on the device."""
+        semantic = self.ctx.semantic
+        loops = semantic.enclosing_loops(node)
+        if not loops or not semantic.walks_file_contents(loops[0]) or semantic.trains(loops[0].body):
+            return False
+        return self._is_data_on_device(node.value) and semantic.kept_past_iteration(loops[0], node.value, frozenset({name}))
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in TENSOR_DATASETS:

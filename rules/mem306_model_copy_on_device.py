@@ -6,7 +6,6 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
-from memlint.lint.names import root_name
 from memlint.lint.semantic.operations import literal_iterable
 from memlint.lint.semantic.torch_ops import MODULE_RETURNING_METHODS
 from memlint.lint.semantic.values import Kind, Tri
@@ -185,19 +184,7 @@ class ModelCopyOnDevice(Rule):
                  if not (isinstance(loop, FOR_TYPES) and literal_iterable(loop.iter))]
         if not loops:
             return False
-        loop = loops[0]
-        outside = semantic.bound_before(loop)
-        names = _bound_names(semantic.parents.get(node), node)
-        for statement in ast.walk(loop):
-            if isinstance(statement, ast.Call) and isinstance(statement.func, ast.Attribute) \
-                    and statement.func.attr in _KEEPING_METHODS and _outlives(statement.func.value, outside):
-                if any(_holds(semantic, argument, node, names) for argument in statement.args):
-                    return True
-            if isinstance(statement, ast.Assign) and any(
-                    isinstance(target, ast.Subscript) and _outlives(target.value, outside) for target in statement.targets):
-                if _holds(semantic, statement.value, node, names):
-                    return True
-        return False
+        return semantic.kept_past_iteration(loops[0], node, _bound_names(semantic.parents.get(node), node))
 
     def _called_repeatedly(self, function: ast.AST, depth: int) -> bool:
         """A framework hook or driver runs ``function``, or a call of the file
@@ -216,34 +203,8 @@ class ModelCopyOnDevice(Rule):
                    for site in semantic.sites_of(function))
 
 
-#: Container methods that keep what they are given.
-_KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft"})
-
-
 def _bound_names(statement: ast.AST | None, call: ast.Call) -> frozenset[str]:
     """The plain names ``statement`` binds the copy to (``local = deepcopy(m)``)."""
     if isinstance(statement, ast.Assign) and statement.value is call:
         return frozenset(t.id for t in statement.targets if isinstance(t, ast.Name))
     return frozenset()
-
-
-def _outlives(container: ast.expr, outside: frozenset[str]) -> bool:
-    """``container`` is an attribute of an object, or a name bound before the loop."""
-    root = root_name(container)
-    return root is not None and (root.startswith("self.") or root.split(".")[0] in outside)
-
-
-def _holds(semantic, argument: ast.expr, call: ast.Call, names: frozenset[str]) -> bool:
-    """``argument`` is the copy or a name bound to it, a display that holds
-    one, or a call given one that may hand it back (``client.train(local)``
-    returns the module it trained; a call whose value is a number or a
-    tensor, ``evaluate(local)``, does not)."""
-    if argument is call or isinstance(argument, ast.Name) and argument.id in names:
-        return True
-    if isinstance(argument, (ast.Tuple, ast.List, ast.Set, ast.Starred, ast.Dict)):
-        parts = argument.values if isinstance(argument, ast.Dict) else \
-            [argument.value] if isinstance(argument, ast.Starred) else argument.elts
-        return any(_holds(semantic, part, call, names) for part in parts)
-    if isinstance(argument, ast.Call) and semantic.value(argument).kind not in (Kind.PLAIN, Kind.TENSOR):
-        return any(_holds(semantic, part, call, names) for part in (*argument.args, *(k.value for k in argument.keywords)))
-    return False

@@ -318,3 +318,49 @@ def test_mem305_datapipe_map_run_by_worker_processes():
 
 def test_mem305_datapipe_map_run_in_process_is_silent():
     assert_silent(MEM305_DATAPIPE_OK, "MEM305")
+
+
+# -- MEM304 miss (bug_326, twelfth family): a plain scene class uploads each
+# image it finds with ``os.scandir`` in its ``__init__`` loop and keeps it in
+# the cameras it appends to ``self``: a loop over what is on disk that keeps
+# every moved piece assembles the whole dataset on the device. Here a
+# function reads a JSON manifest and stores each clip under its id in a
+# dict made before the loop.
+
+MEM304_FILE_LOOP_BUG = """
+    import json
+    import numpy as np
+    import torch
+
+    def load_bank(manifest, device):
+        with open(manifest) as fh:
+            records = json.load(fh)
+        bank = {}
+        for rec in records["clips"]:
+            wav = torch.as_tensor(np.load(rec["path"])).to(device=device)  # expect: MEM304
+            bank[rec["id"]] = wav
+        return bank
+"""
+
+MEM304_FILE_LOOP_OK = """
+    import json
+    import numpy as np
+    import torch
+
+    def loudness(manifest, device):
+        with open(manifest) as fh:
+            records = json.load(fh)
+        levels = {}
+        for rec in records["clips"]:
+            wav = torch.as_tensor(np.load(rec["path"])).to(device=device)
+            levels[rec["id"]] = wav.pow(2).mean().sqrt().item()
+        return levels
+"""
+
+
+def test_mem304_every_file_moved_and_kept():
+    assert_reported(MEM304_FILE_LOOP_BUG, "MEM304")
+
+
+def test_mem304_every_file_moved_and_reduced_to_a_number_is_silent():
+    assert_silent(MEM304_FILE_LOOP_OK, "MEM304")

@@ -1886,6 +1886,8 @@ class SemanticModel:
             return False
         if isinstance(expr, ast.Subscript) and not isinstance(expr.slice, ast.Slice):
             return self._read_from_files(expr.value, depth + 1)
+        if isinstance(expr, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):  # entries filtered or mapped
+            return self._read_from_files(expr.generators[0].iter, depth + 1)
         if isinstance(expr, ast.Name):
             assigned = self.assignment_before(expr, parallel=True)
             source = None if assigned is None else _assigned_part(assigned, expr.id)
@@ -2038,6 +2040,43 @@ class SemanticModel:
     def bound_before(self, loop: ast.AST) -> frozenset[str]:
         """Names bound before ``loop`` starts (in its unit)."""
         return self.analysis_of(loop).bound_before.get(loop, frozenset())
+
+    def kept_past_iteration(self, loop: ast.AST, value: ast.expr, names: frozenset[str]) -> bool:
+        """In ``loop``, the value ``value`` computes (or a name in ``names`` bound
+        to it) is kept past its iteration: handed to ``append``/``extend``/
+        ``insert``/``add`` of a container the loop did not create (an attribute,
+        a name bound before the loop), or stored under a key of one
+        (``copies[k] = v``), also inside a display or a call that may hand
+        it back (``Camera(image=image)``, ``client.train(local)``; not a call
+        whose value is a number or a tensor, ``float(score(local))``)."""
+        outside = self.bound_before(loop)
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in _KEEPING_METHODS and self._outlives_loop(node.func.value, outside):
+                if any(self._holds(argument, value, names) for argument in node.args):
+                    return True
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(target, ast.Subscript) and self._outlives_loop(target.value, outside) for target in node.targets):
+                if self._holds(node.value, value, names):
+                    return True
+        return False
+
+    @staticmethod
+    def _outlives_loop(container: ast.expr, outside: frozenset[str]) -> bool:
+        """``container`` is an attribute of an object, or a name bound before the loop."""
+        root = root_name(container)
+        return root is not None and (root.startswith("self.") or root.split(".")[0] in outside)
+
+    def _holds(self, argument: ast.expr, value: ast.expr, names: frozenset[str]) -> bool:
+        if argument is value or isinstance(argument, ast.Name) and argument.id in names:
+            return True
+        if isinstance(argument, (ast.Tuple, ast.List, ast.Set, ast.Starred, ast.Dict)):
+            parts = argument.values if isinstance(argument, ast.Dict) else \
+                [argument.value] if isinstance(argument, ast.Starred) else argument.elts
+            return any(self._holds(part, value, names) for part in parts)
+        if isinstance(argument, ast.Call) and self.value(argument).kind not in (Kind.PLAIN, Kind.TENSOR):
+            return any(self._holds(part, value, names) for part in (*argument.args, *(k.value for k in argument.keywords)))
+        return False
 
     def carried_loop(self, root: str, node: ast.AST) -> ast.AST | None:
         """The innermost run loop across whose iterations ``root`` (a name or
@@ -2274,6 +2313,8 @@ def _assigned_part(statement: ast.Assign, name: str) -> ast.expr | None:
     return None
 
 
+#: Container methods that keep what they are given.
+_KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft"})
 _ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "sorted", "list", "reversed", "tuple"})
 #: ``dict`` methods that iterate its entries.
 _MAPPING_VIEWS = frozenset({"items", "keys", "values"})
