@@ -364,3 +364,46 @@ def test_mem304_every_file_moved_and_kept():
 
 def test_mem304_every_file_moved_and_reduced_to_a_number_is_silent():
     assert_silent(MEM304_FILE_LOOP_OK, "MEM304")
+
+
+# -- MEM403 miss (bug_345): a figure per item of a list that a parameter
+# receives, where every call of the file passes more items than pyplot's
+# ``figure.max_open_warning`` (20; matplotlib 3.11.2 mpl-data/matplotlibrc).
+# bug_345 plots in a dataclass method called per scenario; here the loop
+# itself makes the figures, over a list comprehension of 64 seeds.
+
+MEM403_MANY_ITEMS_BUG = """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    def draw_all(seeds, out):
+        for seed in seeds:
+            rng = np.random.default_rng(seed)
+            fig, ax = plt.subplots(1, 2)  # expect: MEM403
+            ax[0].hist(rng.normal(size=500))
+            fig.savefig(f"{out}/seed_{seed}.png")
+
+    draw_all([1000 + k for k in range(64)], "plots")
+"""
+
+MEM403_FEW_ITEMS_OK = """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    def draw_all(seeds, out):
+        for seed in seeds:
+            rng = np.random.default_rng(seed)
+            fig, ax = plt.subplots(1, 2)
+            ax[0].hist(rng.normal(size=500))
+            fig.savefig(f"{out}/seed_{seed}.png")
+
+    draw_all([1000 + k for k in range(4)], "plots")
+"""
+
+
+def test_mem403_figure_per_item_of_a_long_list():
+    assert_reported(MEM403_MANY_ITEMS_BUG, "MEM403")
+
+
+def test_mem403_figure_per_item_of_a_short_list_is_silent():
+    assert_silent(MEM403_FEW_ITEMS_OK, "MEM403")
