@@ -33,7 +33,11 @@ class DatasetOnDevice(Rule):
     piece by piece in a loop over what is on disk (the entries of
     `os.scandir`/`glob`, the records of a JSON file) that keeps every piece
     past its iteration (appended to a list made before the loop or to an
-    attribute, stored under a key, also inside an object it builds).
+    attribute, stored under a key, also inside an object it builds). In any
+    method, a tensor that joins every item of a collection
+    (`torch.stack([ds[i] for i in range(len(ds))])`), moved whole or entry
+    by entry (`{k: v.to(device) for k, v in batch.items()}`) and kept on
+    `self`, is the whole dataset too.
     A legacy CUDA tensor type (`torch.cuda.LongTensor(ids)`) places its data on
     the GPU like `.cuda()`; a tensor that `__init__` makes with a factory
     (`torch.randn(n, 3, 224, 224, device=d)`) is the data when `__getitem__`
@@ -106,12 +110,18 @@ class DatasetOnDevice(Rule):
         if len(node.targets) != 1:
             return
         name = dotted_name(node.targets[0])
-        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple)) or not _moves_to_device(node.value, self.ctx):
+        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple, ast.DictComp)) \
+                or not _moves_to_device(node.value, self.ctx):
             return  # cheap syntactic checks first: the rest interprets the function
+        semantic = self.ctx.semantic
+        if name.startswith("self.") and self._whole_collection_kept(node):
+            self.report(node)
+            return
+        if isinstance(node.value, ast.DictComp):
+            return
         converted = _converted_from_data(node.value, self.ctx)
         if not converted and not name.startswith("self."):
             return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
-        semantic = self.ctx.semantic
         if name.startswith("self."):
             function = self.ctx.enclosing(*FUNCTION_TYPES)
             if function is None or function.name != "__init__" or not self._serves_data(function, name.split(".", 1)[1]):
@@ -133,6 +143,39 @@ class DatasetOnDevice(Rule):
         batched = self._iterated_in_batches(name, node, semantic.unit_of(node)) or self._batched_by_callers(name, node)
         if batched and self._is_data_on_device(node.value):
             self.report(_anchor(node))
+
+    def _whole_collection_kept(self, node: ast.Assign) -> bool:
+        """``self.<attr> = ...`` keeps on the device, in any method, tensors that
+        gather every item of a collection (``torch.stack([ds[i] for i in
+        range(len(ds))])``), moved whole or entry by entry
+        (``{k: v.to(d) for k, v in batch.items()}``): the whole dataset."""
+        value = node.value
+        moved = value.value if isinstance(value, ast.DictComp) else value.elt if isinstance(value, ast.ListComp) else value
+        if self.ctx.semantic.enclosing_loops(node) or not self._every_item(moved, value, 0):
+            return False
+        return self.ctx.semantic.value(value).device is Tri.YES
+
+    def _every_item(self, expr: ast.expr, scope: ast.AST, depth: int) -> bool:
+        """``expr`` is a join of every item of a collection, through moves and
+        casts, names assigned it, and the entries of a dict comprehension of
+        such joins (an entry taken from ``joined.items()``/``.values()``)."""
+        if depth > 4:
+            return False
+        expr = _before_conversions(expr)
+        if isinstance(expr, ast.Name):
+            source = _comprehension_source(scope, expr.id)
+            if source is not None:
+                return self._every_item(source, source, depth + 1)
+            assigned = self.ctx.semantic.assignment_before(expr)
+            return assigned is not None and self._every_item(assigned.value, assigned.value, depth + 1)
+        if isinstance(expr, ast.DictComp):
+            return self._every_item(expr.value, expr, depth + 1)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("items", "values") \
+                and not expr.args:
+            return self._every_item(expr.func.value, expr.func.value, depth + 1)
+        if isinstance(expr, ast.Call) and self.ctx.qualified(expr.func) in JOINS and expr.args:
+            return _gathers_all(expr.args[0], self.ctx)
+        return False
 
     def _collected_from_files(self, node: ast.Assign, name: str) -> bool:
         """``node`` moves one piece per file or record inside a loop over what
@@ -307,6 +350,40 @@ def _parameters_given(semantic, call: ast.Call, callee: ast.AST, name: str) -> l
 def _is_static(function: ast.AST) -> bool:
     """``@staticmethod``: no receiver fills its first parameter."""
     return any(dotted_name(decorator) == "staticmethod" for decorator in function.decorator_list)
+
+
+#: The builtins ``range`` and ``len`` as the file's names resolve them.
+_RANGE = frozenset({"range", "builtins.range"})
+_LEN = frozenset({"len", "builtins.len"})
+
+
+def _comprehension_source(comprehension: ast.AST, name: str) -> ast.expr | None:
+    """What the comprehension ``comprehension`` iterates to bind ``name`` (``batch.items()``
+    for ``v`` in ``{k: f(v) for k, v in batch.items()}``), or None."""
+    if not isinstance(comprehension, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        return None
+    for generator in comprehension.generators:
+        if name in targets_of(generator.target):
+            return generator.iter
+    return None
+
+
+def _gathers_all(parts: ast.expr, ctx) -> bool:
+    """``parts`` takes every item of a collection: ``[c[i] for i in range(len(c))]``
+    (the item may be indexed further, ``c[i][key]``), with no condition."""
+    if not isinstance(parts, (ast.ListComp, ast.GeneratorExp)) or len(parts.generators) != 1 or parts.generators[0].ifs:
+        return False
+    generator = parts.generators[0]
+    iterable = generator.iter
+    if not (isinstance(generator.target, ast.Name) and isinstance(iterable, ast.Call)
+            and ctx.qualified(iterable.func) in _RANGE and len(iterable.args) == 1 and isinstance(iterable.args[0], ast.Call)
+            and ctx.qualified(iterable.args[0].func) in _LEN and len(iterable.args[0].args) == 1):
+        return False
+    collection = dotted_name(iterable.args[0].args[0])
+    index = generator.target.id
+    return collection is not None and any(
+        isinstance(node, ast.Subscript) and dotted_name(node.value) == collection and isinstance(node.slice, ast.Name)
+        and node.slice.id == index for node in ast.walk(parts.elt))
 
 
 def _returned_parts(value: ast.expr) -> list[tuple[int | None, ast.expr]]:

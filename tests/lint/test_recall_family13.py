@@ -407,3 +407,48 @@ def test_mem403_figure_per_item_of_a_long_list():
 
 def test_mem403_figure_per_item_of_a_short_list_is_silent():
     assert_silent(MEM403_FEW_ITEMS_OK, "MEM403")
+
+
+# -- MEM304 miss (bug_328, twelfth family): a data manager's setup method
+# stacks every item of its dataset (``[ds[i][key] for i in range(len(ds))]``)
+# and keeps the dict of stacks on ``self`` after moving each entry: the whole
+# dataset on the device, whatever the method. Here a frame cache joins every
+# item with ``torch.cat`` and moves the join in one expression.
+
+MEM304_WHOLE_COLLECTION_BUG = """
+    import torch
+
+    class FrameCache:
+        def __init__(self, source):
+            self.source = source
+            self.frames = None
+
+        def warm(self):
+            self.frames = torch.cat([self.source[j]["pixels"] for j in range(len(self.source))]).cuda()  # expect: MEM304
+
+        def sample(self, n):
+            return self.frames[torch.randint(0, len(self.frames), (n,), device="cuda")]
+"""
+
+MEM304_FEW_ITEMS_OK = """
+    import torch
+
+    class FrameCache:
+        def __init__(self, source):
+            self.source = source
+            self.frames = None
+
+        def warm(self):
+            self.frames = torch.cat([self.source[j]["pixels"] for j in range(min(4, len(self.source)))]).cuda()
+
+        def sample(self, n):
+            return self.frames[torch.randint(0, len(self.frames), (n,), device="cuda")]
+"""
+
+
+def test_mem304_every_item_joined_and_kept_on_the_device():
+    assert_reported(MEM304_WHOLE_COLLECTION_BUG, "MEM304")
+
+
+def test_mem304_first_items_joined_for_a_preview_is_silent():
+    assert_silent(MEM304_FEW_ITEMS_OK, "MEM304")
