@@ -11,7 +11,7 @@ from memlint.lint.semantic.frameworks import LEGACY_CUDA_TENSOR_TYPES
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, call_arguments, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit
-from memlint.lint.signatures import first_parameter, parameter_names
+from memlint.lint.signatures import first_parameter, parameter_names, positional_parameters
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
@@ -26,7 +26,18 @@ class DatasetOnDevice(Rule):
     hands out items or batches of its attributes (`__getitem__`, or a
     `get_batch(i)` that indexes them), passed to `TensorDataset(...)`, or assigned
     before a loop that then walks over them batch by batch
-    (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`).
+    (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`),
+    itself or through a function of the file it is passed to (an epoch
+    function whose loop reads `X[idx]`, a sampler that slices windows
+    `[x[s:s + w] for s in starts]` called from the training loop), or moved
+    piece by piece in a loop over what is on disk (the entries of
+    `os.scandir`/`glob`, the records of a JSON file) that keeps every piece
+    past its iteration (appended to a list made before the loop or to an
+    attribute, stored under a key, also inside an object it builds). In any
+    method, a tensor that joins every item of a collection
+    (`torch.stack([ds[i] for i in range(len(ds))])`), moved whole or entry
+    by entry (`{k: v.to(device) for k, v in batch.items()}`) and kept on
+    `self`, is the whole dataset too.
     A legacy CUDA tensor type (`torch.cuda.LongTensor(ids)`) places its data on
     the GPU like `.cuda()`; a tensor that `__init__` makes with a factory
     (`torch.randn(n, 3, 224, 224, device=d)`) is the data when `__getitem__`
@@ -99,12 +110,18 @@ class DatasetOnDevice(Rule):
         if len(node.targets) != 1:
             return
         name = dotted_name(node.targets[0])
-        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple)) or not _moves_to_device(node.value, self.ctx):
+        if name is None or not isinstance(node.value, (ast.Call, ast.ListComp, ast.List, ast.Tuple, ast.DictComp)) \
+                or not _moves_to_device(node.value, self.ctx):
             return  # cheap syntactic checks first: the rest interprets the function
+        semantic = self.ctx.semantic
+        if name.startswith("self.") and self._whole_collection_kept(node):
+            self.report(node)
+            return
+        if isinstance(node.value, ast.DictComp):
+            return
         converted = _converted_from_data(node.value, self.ctx)
         if not converted and not name.startswith("self."):
             return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
-        semantic = self.ctx.semantic
         if name.startswith("self."):
             function = self.ctx.enclosing(*FUNCTION_TYPES)
             if function is None or function.name != "__init__" or not self._serves_data(function, name.split(".", 1)[1]):
@@ -118,11 +135,59 @@ class DatasetOnDevice(Rule):
             if on_device and not semantic.enclosing_loops(node) and not self._used_as_module(name, function):
                 self.report(_anchor(node))
             return
+        if "." not in name and converted and self._collected_from_files(node, name):
+            self.report(_anchor(node))
+            return
         if "." in name or semantic.enclosing_loops(node):
             return
         batched = self._iterated_in_batches(name, node, semantic.unit_of(node)) or self._batched_by_callers(name, node)
         if batched and self._is_data_on_device(node.value):
             self.report(_anchor(node))
+
+    def _whole_collection_kept(self, node: ast.Assign) -> bool:
+        """``self.<attr> = ...`` keeps on the device, in any method, tensors that
+        gather every item of a collection (``torch.stack([ds[i] for i in
+        range(len(ds))])``), moved whole or entry by entry
+        (``{k: v.to(d) for k, v in batch.items()}``): the whole dataset."""
+        value = node.value
+        moved = value.value if isinstance(value, ast.DictComp) else value.elt if isinstance(value, ast.ListComp) else value
+        if self.ctx.semantic.enclosing_loops(node) or not self._every_item(moved, value, 0):
+            return False
+        return self.ctx.semantic.value(value).device is Tri.YES
+
+    def _every_item(self, expr: ast.expr, scope: ast.AST, depth: int) -> bool:
+        """``expr`` is a join of every item of a collection, through moves and
+        casts, names assigned it, and the entries of a dict comprehension of
+        such joins (an entry taken from ``joined.items()``/``.values()``)."""
+        if depth > 4:
+            return False
+        expr = _before_conversions(expr)
+        if isinstance(expr, ast.Name):
+            source = _comprehension_source(scope, expr.id)
+            if source is not None:
+                return self._every_item(source, source, depth + 1)
+            assigned = self.ctx.semantic.assignment_before(expr)
+            return assigned is not None and self._every_item(assigned.value, assigned.value, depth + 1)
+        if isinstance(expr, ast.DictComp):
+            return self._every_item(expr.value, expr, depth + 1)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in ("items", "values") \
+                and not expr.args:
+            return self._every_item(expr.func.value, expr.func.value, depth + 1)
+        if isinstance(expr, ast.Call) and self.ctx.qualified(expr.func) in JOINS and expr.args:
+            return _gathers_all(expr.args[0], self.ctx)
+        return False
+
+    def _collected_from_files(self, node: ast.Assign, name: str) -> bool:
+        """``node`` moves one piece per file or record inside a loop over what
+        is on disk (``for e in os.scandir(d)``, the records of a JSON file),
+        that does not train, and keeps it past the iteration (appended to a
+        list made before the loop or to an attribute, also inside an object
+        it builds): the loop assembles the whole dataset on the device."""
+        semantic = self.ctx.semantic
+        loops = semantic.enclosing_loops(node)
+        if not loops or not semantic.walks_file_contents(loops[0]) or semantic.trains(loops[0].body):
+            return False
+        return self._is_data_on_device(node.value) and semantic.kept_past_iteration(loops[0], node.value, frozenset({name}))
 
     def visit_Call(self, node: ast.Call) -> None:
         if self.ctx.qualified(node.func) not in TENSOR_DATASETS:
@@ -188,7 +253,32 @@ class DatasetOnDevice(Rule):
         variable or iterates it, or it feeds a TensorDataset."""
         finder = _BatchUse(name, self.ctx)
         walk_visit(function, finder)
-        return any(self.ctx.span(use)[0] > self.ctx.span(node)[1] and self._in_run_loop(use) for use in finder.uses)
+        if any(self.ctx.span(use)[0] > self.ctx.span(node)[1] and self._in_run_loop(use) for use in finder.uses):
+            return True
+        return self._batched_by_callees(name, node, function)
+
+    def _batched_by_callees(self, name: str, node: ast.Assign, function: ast.AST) -> bool:
+        """After ``node``, ``name`` is passed to a function of the file that
+        walks that parameter in batches (``self.trainepoch(trainX, ...)`` whose
+        loop reads ``X[idx]``, a sampler ``[x[s:s + w] for s in starts]``), in
+        a run loop of the callee or from a run loop of ``function``."""
+        semantic = self.ctx.semantic
+        after = self.ctx.span(node)[1]
+        for call in semantic.own_nodes(function, (ast.Call,)):
+            if self.ctx.span(call)[0] <= after or not semantic.may_call_local(call):
+                continue
+            callee = semantic.callee(call)
+            if not isinstance(callee, FUNCTION_TYPES) or callee is function:
+                continue
+            for parameter in _parameters_given(semantic, call, callee, name):
+                finder = _BatchUse(parameter, self.ctx)
+                walk_visit(callee.body, finder)
+                if not finder.uses:
+                    continue
+                if any(semantic.is_run_loop(loop) for loop in semantic.enclosing_loops(call)) \
+                        or any(self._in_run_loop(use) for use in finder.uses):
+                    return True
+        return False
 
     def _batched_by_callers(self, name: str, node: ast.Assign) -> bool:
         """``name`` is returned (alone or in a tuple) and a caller of the file,
@@ -241,6 +331,59 @@ class DatasetOnDevice(Rule):
         qualified = self.ctx.qualified(call.func)
         # None: a local or parameter; an undotted name that is no builtin: a global the file never binds
         return qualified is None or "." not in qualified and not hasattr(builtins, qualified)
+
+
+def _parameters_given(semantic, call: ast.Call, callee: ast.AST, name: str) -> list[str]:
+    """The parameters of ``callee`` that ``call`` fills with ``name`` itself
+    (by position, after the receiver of a method called on an object, or by keyword)."""
+    positional = [arg.arg for arg in positional_parameters(callee)]
+    if isinstance(call.func, ast.Attribute) and semantic.class_of_method(callee) is not None \
+            and not _is_static(callee) and positional:
+        positional = positional[1:]  # `obj.method(x)`: the receiver fills the first one
+    found = [positional[index] for index, argument in enumerate(call.args)
+             if index < len(positional) and not isinstance(argument, ast.Starred) and dotted_name(argument) == name]
+    keywords = parameter_names(callee)
+    found += [keyword.arg for keyword in call.keywords if keyword.arg in keywords and dotted_name(keyword.value) == name]
+    return found
+
+
+def _is_static(function: ast.AST) -> bool:
+    """``@staticmethod``: no receiver fills its first parameter."""
+    return any(dotted_name(decorator) == "staticmethod" for decorator in function.decorator_list)
+
+
+#: The builtins ``range`` and ``len`` as the file's names resolve them.
+_RANGE = frozenset({"range", "builtins.range"})
+_LEN = frozenset({"len", "builtins.len"})
+
+
+def _comprehension_source(comprehension: ast.AST, name: str) -> ast.expr | None:
+    """What the comprehension ``comprehension`` iterates to bind ``name`` (``batch.items()``
+    for ``v`` in ``{k: f(v) for k, v in batch.items()}``), or None."""
+    if not isinstance(comprehension, (ast.DictComp, ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        return None
+    for generator in comprehension.generators:
+        if name in targets_of(generator.target):
+            return generator.iter
+    return None
+
+
+def _gathers_all(parts: ast.expr, ctx) -> bool:
+    """``parts`` takes every item of a collection: ``[c[i] for i in range(len(c))]``
+    (the item may be indexed further, ``c[i][key]``), with no condition."""
+    if not isinstance(parts, (ast.ListComp, ast.GeneratorExp)) or len(parts.generators) != 1 or parts.generators[0].ifs:
+        return False
+    generator = parts.generators[0]
+    iterable = generator.iter
+    if not (isinstance(generator.target, ast.Name) and isinstance(iterable, ast.Call)
+            and ctx.qualified(iterable.func) in _RANGE and len(iterable.args) == 1 and isinstance(iterable.args[0], ast.Call)
+            and ctx.qualified(iterable.args[0].func) in _LEN and len(iterable.args[0].args) == 1):
+        return False
+    collection = dotted_name(iterable.args[0].args[0])
+    index = generator.target.id
+    return collection is not None and any(
+        isinstance(node, ast.Subscript) and dotted_name(node.value) == collection and isinstance(node.slice, ast.Name)
+        and node.slice.id == index for node in ast.walk(parts.elt))
 
 
 def _returned_parts(value: ast.expr) -> list[tuple[int | None, ast.expr]]:
@@ -369,6 +512,16 @@ class _BatchUse(Visitor):
 
     def leave_For(self, node: ast.For | ast.AsyncFor) -> None:
         self._loop_names.pop()
+
+    def visit_ListComp(self, node: ast.AST) -> None:
+        """A comprehension's variables index like a loop's (``[x[s:s + w] for s in starts]``)."""
+        self._loop_names.append({name for generator in node.generators for name in targets_of(generator.target)})
+
+    def leave_ListComp(self, node: ast.AST) -> None:
+        self._loop_names.pop()
+
+    visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_ListComp
+    leave_SetComp = leave_GeneratorExp = leave_DictComp = leave_ListComp
 
     def visit_Assign(self, node: ast.Assign) -> bool:
         walk_visit(node.value, self)

@@ -5,6 +5,7 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic.operations import device_of_value
 from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, is_constant, keyword_arg, string_value
@@ -31,7 +32,10 @@ class CudaInDataloaderWorker(Rule):
     `DataLoader` in the same file (a bound method of an instance of the
     file's class included: `collate_fn=batcher.collate`), and the callables passed as
     `transform=`/`target_transform=` to a dataset that such a `DataLoader`
-    loads — including helpers of the same file they call.
+    loads, and the callables given to `.map(...)`/`.collate(...)`/`.filter(...)`
+    of a torchdata datapipe that a `DataLoader2` of the file runs with a
+    `MultiProcessingReadingService` of one or more workers — including
+    helpers of the same file they call.
     CUDA work is `.cuda()`, `.to("cuda")` / `.to(device)` where `device`
     is visibly a CUDA device, `torch.cuda.*` calls that create a context,
     and factories called with a CUDA `device=`: a visibly CUDA one, or a
@@ -89,9 +93,9 @@ class CudaInDataloaderWorker(Rule):
     NAME = "cuda-in-dataloader-worker"
     MESSAGE = "CUDA work in code that DataLoader workers run: each worker creates its own CUDA context or fails after fork"
     SEVERITY = Severity.ERROR
-    TRIGGERS = ("__getitem", "__iter__", "collate_fn", "worker_init_fn", "transform")
+    TRIGGERS = ("__getitem", "__iter__", "collate_fn", "worker_init_fn", "transform", "ReadingService")
     NEEDS_NAMES = ("__getitem__", "__getitems__", "__iter__", "collate_fn", "worker_init_fn", "transform", "transforms",
-                   "target_transform")
+                   "target_transform", "MultiProcessingReadingService")
     FRAMEWORK = "torch"
     VALID = (
         "import torch\nfrom torch.utils.data import Dataset\nclass D(Dataset):\n    def __getitem__(self, i):\n        return torch.as_tensor(self.x[i])\n",
@@ -136,6 +140,69 @@ class CudaInDataloaderWorker(Rule):
         for loader, transform in self._loaders.dataset_transforms():
             if not _num_workers_zero(loader):
                 found.extend((f, True) for f in self._functions_passed(transform))
+        for callback in self._datapipe_worker_callbacks():
+            found.extend((f, True) for f in self._functions_passed(callback))
+        return found
+
+    def _datapipe_worker_callbacks(self) -> list[ast.expr]:
+        """The callables given to ``.map``/``.collate``/``.filter`` of a datapipe
+        chain that a ``DataLoader2`` of the file runs with a reading service
+        that has worker processes (``MultiProcessingReadingService(num_workers=4)``):
+        each worker runs the replicated pipeline, these functions included."""
+        found = []
+        for loader in self.ctx.index.of_type(ast.Call):
+            spec = fw.DATAPIPE_LOADERS.get(self.ctx.qualified(loader.func) or "")
+            if spec is None or not self._has_worker_service(_argument(loader, *spec)):
+                continue
+            found.extend(self._chain_callbacks(_argument(loader, "datapipe", 0), 0))
+        return found
+
+    def _assigned_before(self, name: ast.Name) -> list[ast.expr]:
+        """The values of the ``name = ...`` statements of its scope written before ``name``."""
+        semantic = self.ctx.semantic
+        position = semantic.index.position_of(name)
+        values = []
+        for binding in semantic.scopes.bindings_of(name.id, semantic.scopes.scope_for(name)):
+            statement = semantic.parents.get(binding.node)
+            at = semantic.index.position_of(binding.node)
+            if isinstance(statement, ast.Assign) and at is not None and position is not None and at < position:
+                values.append(statement.value)
+        return values
+
+    def _has_worker_service(self, service: ast.expr | None, depth: int = 0) -> bool:
+        """``service`` is a reading service with worker processes (a count that is not 0)."""
+        if isinstance(service, ast.Name) and depth < MAX_HELPER_DEPTH:
+            assigned = self.ctx.semantic.assignment_before(service)
+            return assigned is not None and self._has_worker_service(assigned.value, depth + 1)
+        if not isinstance(service, ast.Call):
+            return False
+        spec = fw.WORKER_READING_SERVICES.get(self.ctx.qualified(service.func) or "")
+        if spec is None:
+            return False
+        workers = _argument(service, *spec)
+        return workers is not None and not is_constant(workers, 0) and self.ctx.semantic.constants.value(workers) != 0
+
+    def _chain_callbacks(self, pipe: ast.expr | None, depth: int) -> list[ast.expr]:
+        """The element callables of the functional calls that build ``pipe``
+        (``FileLister(...).map(decode).collate(collate_fn)``), through names
+        assigned the chain's parts."""
+        found = []
+        while pipe is not None and depth <= MAX_HELPER_DEPTH:
+            if isinstance(pipe, ast.Name):  # every step assigned to it before (`pipe = pipe.map(f)`)
+                for value in self._assigned_before(pipe):
+                    found.extend(self._chain_callbacks(value, depth + 1))
+                break
+            if not (isinstance(pipe, ast.Call) and isinstance(pipe.func, ast.Attribute)):
+                break
+            spec = fw.DATAPIPE_CALLBACKS.get(pipe.func.attr)
+            if spec is not None:
+                keywords, position = spec
+                callback = next((k.value for k in pipe.keywords if k.arg in keywords), None)
+                if callback is None and len(pipe.args) > position:
+                    callback = pipe.args[position]
+                if callback is not None:
+                    found.append(callback)
+            pipe = pipe.func.value
         return found
 
     def _functions_passed(self, argument: ast.expr, depth: int = 0) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda]:
@@ -388,6 +455,16 @@ def _unnamed_arguments(call: ast.Call) -> list[ast.expr]:
 def _device_arguments(call: ast.Call) -> list[ast.expr]:
     """The arguments of ``x.to(...)`` that may be a device: unnamed ones and ``device=``."""
     return [*_unnamed_arguments(call), *(keyword.value for keyword in call.keywords if keyword.arg == "device")]
+
+
+def _argument(call: ast.Call, keyword: str, position: int) -> ast.expr | None:
+    """The argument of ``call`` given by ``keyword`` or at ``position`` (no ``*args``), or None."""
+    found = keyword_arg(call, keyword)
+    if found is not None:
+        return found.value
+    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[:position + 1]):
+        return call.args[position]
+    return None
 
 
 def _num_workers_zero(call: ast.Call) -> bool:

@@ -6,8 +6,10 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.semantic.operations import literal_iterable
 from memlint.lint.semantic.torch_ops import MODULE_RETURNING_METHODS
 from memlint.lint.semantic.values import Kind, Tri
+from memlint.lint.syntax import FOR_TYPES
 
 DEEPCOPY = frozenset({"copy.deepcopy"})
 #: Methods that take the copy to the host at once (``deepcopy(m).cpu()``).
@@ -25,7 +27,10 @@ class ModelCopyOnDevice(Rule):
     once per batch or epoch (a framework hook such as Lightning's
     `on_train_epoch_end`, a function or method called from such a loop,
     directly or through other functions of the file), also inside a loop
-    over a fixed set of modules there (one copy per EMA model per call). Typical
+    over a fixed set of modules there (one copy per EMA model per call); and
+    in any loop that is no literal display (over clients, folds, members)
+    when each copy is kept past its iteration: appended to, or stored under
+    a key of, a container made before the loop. Typical
     cases: a "best model" snapshot after each validation, an EMA or teacher
     model re-created every epoch, a copy per fold or trial that is kept.
 
@@ -59,7 +64,11 @@ class ModelCopyOnDevice(Rule):
     Whether the module is on the accelerator comes from the same file
     (`.cuda()`, `.to(device)`, `device=`, a framework hook's module); a
     module that arrives from another file is not known to be there, and the
-    rule stays silent. A copy that is moved to the host in the same
+    rule stays silent; an attribute that a base class uses but never assigns
+    (`self.model` in its `fit`) is what the file's subclasses assign to it.
+    A copy kept per iteration through a call is followed only when that
+    call may hand the module back (not a call whose value is a number or a
+    tensor). A copy that is moved to the host in the same
     expression (`copy.deepcopy(model).cpu()`, also after methods that return
     the module, `copy.deepcopy(model).eval().requires_grad_(False).cpu()`) is not reported, although the
     copy exists on the device for a moment. One copy made before the loop
@@ -157,11 +166,25 @@ class ModelCopyOnDevice(Rule):
         function = semantic.function_of(node)
         if function is not None and (semantic.is_test_function(function) or semantic.in_forward_pass(function) is not None):
             return False
-        if semantic.run_loops(node):
+        if semantic.run_loops(node) or self._kept_per_iteration(node):
             return True
         if function is None or semantic.comprehension_of(node) is not None:
             return False  # module-level code, or a comprehension over a fixed structure
         return self._called_repeatedly(function, depth=0)
+
+    def _kept_per_iteration(self, node: ast.Call) -> bool:
+        """In a loop that is no literal display (over clients, folds, members),
+        the copy is kept past its iteration: it, or the name it is bound to,
+        is handed to ``append``/``extend``/``insert``/``add`` of a container
+        the loop did not create, or stored under a key of one
+        (``copies[k] = deepcopy(m)``): one more copy on the device per
+        iteration, all alive at once."""
+        semantic = self.ctx.semantic
+        loops = [loop for loop in semantic.enclosing_loops(node)
+                 if not (isinstance(loop, FOR_TYPES) and literal_iterable(loop.iter))]
+        if not loops:
+            return False
+        return semantic.kept_past_iteration(loops[0], node, _bound_names(semantic.parents.get(node), node))
 
     def _called_repeatedly(self, function: ast.AST, depth: int) -> bool:
         """A framework hook or driver runs ``function``, or a call of the file
@@ -178,3 +201,10 @@ class ModelCopyOnDevice(Rule):
             return False
         return any(semantic.run_loops(site.call) or self._called_repeatedly(semantic.unit_of(site.call), depth + 1)
                    for site in semantic.sites_of(function))
+
+
+def _bound_names(statement: ast.AST | None, call: ast.Call) -> frozenset[str]:
+    """The plain names ``statement`` binds the copy to (``local = deepcopy(m)``)."""
+    if isinstance(statement, ast.Assign) and statement.value is call:
+        return frozenset(t.id for t in statement.targets if isinstance(t, ast.Name))
+    return frozenset()

@@ -7,7 +7,9 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import GRADIENT_TAPE
-from memlint.lint.syntax import FUNCTION_TYPES, is_constant
+from memlint.lint.semantic.scopes import BindingKind
+from memlint.lint.signatures import positional_parameters
+from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, is_constant
 
 #: pyplot calls that create a figure and register it with pyplot's figure manager
 #: (matplotlib 3.x ``pyplot.py``: ``figure``, ``subplots``, ``subplot_mosaic`` all go
@@ -31,6 +33,11 @@ NON_CLOSING_LIBRARIES = ("matplotlib.", "numpy.", "wandb.", "mlflow.", "PIL.", "
 #: ``plt.close()``/``plt.close("all")``/``plt.clf()`` of the caller close it.
 ELSEWHERE = frozenset({"<a figure of the called function>"})
 KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "savefig", "tight_layout", "suptitle", "colorbar"})
+
+
+#: pyplot warns when more figures than this are open (matplotlib 3.11.2
+#: lib/matplotlib/mpl-data/matplotlibrc ``figure.max_open_warning: 20``).
+MAX_OPEN_WARNING = 20
 
 
 REPEATED_MESSAGE = ("matplotlib figure created in a function that runs repeatedly is never closed: pyplot keeps every "
@@ -57,8 +64,11 @@ class FigureNotClosedInLoop(Rule):
     `plt.subplots()` or `plt.subplot_mosaic()` inside a loop that repeats
     with the run (over batches, a training loop over epochs, a `while`
     loop) or with the data on disk (over the records of a JSON or pickle
-    file, `for image in coco["images"]`, or the entries of
-    `os.listdir`/`os.walk`/`glob.glob`), or in a function that such a loop, a driver or a framework hook
+    file, `for image in coco["images"]`, the rows of an array that
+    `np.load` read, or the entries of `os.listdir`/`os.walk`/`glob.glob`
+    and of `Path.glob`/`rglob`/`iterdir`) or over a parameter that every
+    call of the file fills with more than 20 items (pyplot's
+    `figure.max_open_warning`), or in a function that such a loop, a driver or a framework hook
     (once per batch or epoch) calls, when nothing in that loop or function
     closes it: no `plt.close(fig)`, `plt.close()`, `plt.close("all")`,
     `fig.clf()`/`plt.clf()`, and no `SummaryWriter.add_figure(...)` with its
@@ -103,7 +113,9 @@ class FigureNotClosedInLoop(Rule):
     or step (a framework hook, a function called from a step loop) and
     never closes them, and neither is a loop that does no model work over
     something the file does not show to come from disk (a parameter, a
-    YAML configuration's entries). A
+    YAML configuration's entries), unless every call of the file passes that
+    parameter a list display or a `range` comprehension of more than 20
+    items. A
     figure with an explicit number or label (`plt.figure(1)`,
     `plt.figure("loss")`) reuses one figure and is not reported, even when
     the number changes per iteration. A function that returns its figure
@@ -161,7 +173,8 @@ class FigureNotClosedInLoop(Rule):
         if self._closed_by_inline_backend(node):
             return
         names = _figure_names(node, semantic.parents)
-        loops = semantic.run_loops(node) or self._loops_over_files(node) or self._tape_step_loops(node)
+        loops = semantic.run_loops(node) or self._loops_over_files(node) or self._tape_step_loops(node) \
+            or self._loops_over_many(node)
         if loops:
             if not self._closes(loops[0].body, names, created=node):
                 self.report(node)
@@ -228,6 +241,42 @@ class FigureNotClosedInLoop(Rule):
         semantic = self.ctx.semantic
         return [loop for loop in semantic.enclosing_loops(node) if semantic.walks_file_contents(loop)]
 
+    def _loops_over_many(self, node: ast.AST) -> list[ast.AST]:
+        """The loops around ``node`` over a parameter of their function that
+        every call of the file fills with more items than pyplot opens
+        without a warning (``run_all([{...} for i in range(40)])``): one
+        figure per item leaves more figures open than pyplot itself warns about."""
+        semantic = self.ctx.semantic
+        found = []
+        for loop in semantic.enclosing_loops(node):
+            if isinstance(loop, FOR_TYPES) and isinstance(loop.iter, ast.Name):
+                function = semantic.function_of(loop)
+                if isinstance(function, FUNCTION_TYPES) and self._always_many(function, loop.iter):
+                    found.append(loop)
+        return found
+
+    def _always_many(self, function: ast.AST, name: ast.Name) -> bool:
+        """``name`` is only a parameter of ``function``, and each of its calls
+        in the file passes a list of more than :data:`MAX_OPEN_WARNING` items."""
+        semantic = self.ctx.semantic
+        bindings = semantic.scopes.bindings_of(name.id, semantic.scopes.scope_for(name))
+        if not bindings or any(binding.kind is not BindingKind.PARAMETER for binding in bindings):
+            return False
+        positional = [arg.arg for arg in positional_parameters(function)]
+        if semantic.class_of_method(function) is not None and positional:
+            positional = positional[1:]  # called on an instance: the receiver fills the first one
+        sites = semantic.call_sites_of(function)
+        if not sites:
+            return False
+        for call in sites:
+            given = next((k.value for k in call.keywords if k.arg == name.id), None)
+            if given is None and name.id in positional and positional.index(name.id) < len(call.args):
+                given = call.args[positional.index(name.id)]
+            length = _length(semantic, given) if given is not None else None
+            if length is None or length <= MAX_OPEN_WARNING:
+                return False
+        return True
+
     def _tape_step_loops(self, node: ast.AST) -> list[ast.AST]:
         """The loops around ``node`` (innermost first) whose own body takes
         gradients with a ``tf.GradientTape`` (``tape.gradient(loss, ...)``):
@@ -251,7 +300,8 @@ class FigureNotClosedInLoop(Rule):
         if repetition is not None and repetition.reason in ("hook", "driver"):
             return True
         for site in semantic.call_sites_of(function):
-            loops = semantic.run_loops(site) or self._tape_step_loops(site)
+            loops = semantic.run_loops(site) or self._loops_over_files(site) or self._tape_step_loops(site) \
+                or self._loops_over_many(site)
             if loops and not self._closes(loops[0].body, ELSEWHERE):
                 return True
             if not loops and semantic.repetition(semantic.unit_of(site)) is not None and not self._closes(
@@ -322,6 +372,24 @@ class FigureNotClosedInLoop(Rule):
                 return False
             return any(self._hands(arg, names) for arg in _arguments(argument))
         return any(self._hands(child, names) for child in ast.iter_child_nodes(argument) if isinstance(child, ast.expr))
+
+
+def _length(semantic, expr: ast.expr) -> int | None:
+    """How many items ``expr`` holds when the file fixes it: a list or tuple
+    display without ``*``, or a comprehension with one ``for`` over
+    ``range(...)`` of constant bounds and no condition; None otherwise."""
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return None if any(isinstance(e, ast.Starred) for e in expr.elts) else len(expr.elts)
+    if not isinstance(expr, (ast.ListComp, ast.GeneratorExp)) or len(expr.generators) != 1 or expr.generators[0].ifs:
+        return None
+    iterable = expr.generators[0].iter
+    if not (isinstance(iterable, ast.Call) and semantic.qualified(iterable.func) in ("range", "builtins.range")
+            and 1 <= len(iterable.args) <= 2 and not iterable.keywords):
+        return None
+    bounds = [semantic.constants.value(arg) for arg in iterable.args]
+    if not all(type(bound) is int for bound in bounds):
+        return None
+    return bounds[0] if len(bounds) == 1 else max(0, bounds[1] - bounds[0])
 
 
 def _returns_parameter(function: ast.AST) -> bool:

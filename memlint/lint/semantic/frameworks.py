@@ -508,6 +508,16 @@ LINE_READING_METHODS = frozenset({"readlines", "splitlines"})
 #: (Python 3.11 ``os.listdir``, ``os.scandir``, ``os.walk``; ``glob.glob``, ``glob.iglob``,
 #: Lib/glob.py, CPython 3.11.7).
 DIRECTORY_LISTINGS = frozenset({"os.listdir", "os.scandir", "os.walk", "glob.glob", "glob.iglob"})
+#: ``pathlib.Path`` methods that yield the entries of a directory, as many as it holds
+#: (CPython 3.11.7 Lib/pathlib.py ``Path.iterdir``, ``Path.glob``, ``Path.rglob``), by the
+#: type of the receiver the semantic model gives.
+PATH_TYPES = frozenset({"pathlib.Path", "pathlib.PosixPath", "pathlib.WindowsPath"})
+PATH_DIRECTORY_LISTINGS = frozenset({"iterdir", "glob", "rglob"})
+#: Readers of array files: ``numpy.load`` returns the stored array, or for an ``.npz``
+#: an ``NpzFile`` mapping each name to its array (numpy 1.26.4 numpy/lib/npyio.py
+#: ``load``, ``NpzFile.__getitem__``). A loop over its rows runs once per record the
+#: file holds.
+ARRAY_FILE_READERS = frozenset({"numpy.load"})
 #: Readers of :data:`PYTHON_OBJECT_READERS` whose files hold data records (annotations,
 #: pickled samples) as often as settings; YAML files are, in training code, configuration:
 #: a few entries the author wrote, a bounded structure.
@@ -515,6 +525,23 @@ DATA_RECORD_READERS = frozenset(name for name in PYTHON_OBJECT_READERS if not na
 #: DataLoader constructors and the keyword that forks worker processes
 #: (torch/utils/data/dataloader.py ``DataLoader(num_workers=0)``: 0 = in process).
 DATALOADER_WORKERS = {"torch.utils.data.DataLoader": "num_workers", "torch.utils.data.dataloader.DataLoader": "num_workers"}
+#: torchdata's ``DataLoader2(datapipe, datapipe_adapter_fn=None, reading_service=None)``
+#: -> (keyword, position) of its reading service (pytorch/data @27e3c2d
+#: torchdata/dataloader2/dataloader2.py ``DataLoader2.__init__``).
+DATAPIPE_LOADERS = {"torchdata.dataloader2.DataLoader2": ("reading_service", 2),
+                    "torchdata.dataloader2.dataloader2.DataLoader2": ("reading_service", 2)}
+#: Reading services that run the datapipe graph in worker processes, -> (keyword, position)
+#: of their worker count, 0 by default: ``MultiProcessingReadingService(num_workers=0, ...)``
+#: runs the replicable part of the graph in ``num_workers`` processes, in process when 0
+#: (pytorch/data @27e3c2d torchdata/dataloader2/reading_service.py ``initialize``).
+WORKER_READING_SERVICES = {"torchdata.dataloader2.MultiProcessingReadingService": ("num_workers", 0),
+                           "torchdata.dataloader2.reading_service.MultiProcessingReadingService": ("num_workers", 0)}
+#: Functional datapipe methods whose callable runs on every element, where the pipeline
+#: runs, -> (keywords, position) of that callable: ``map`` is ``MapperIterDataPipe(datapipe,
+#: fn, ...)``, ``collate`` is ``CollatorIterDataPipe(datapipe, conversion=default_collate,
+#: collate_fn=None)``, ``filter`` is ``FilterIterDataPipe(datapipe, filter_fn, ...)``
+#: (torch 2.13.0 torch/utils/data/datapipes/iter/callable.py and selecting.py).
+DATAPIPE_CALLBACKS = {"map": (("fn",), 0), "collate": (("conversion", "collate_fn"), 0), "filter": (("filter_fn",), 0)}
 #: Objects whose ``backward(loss)`` method runs the backward pass of ``loss``
 #: (accelerate/accelerator.py, lightning/fabric/fabric.py, deepspeed runtime engine).
 BACKWARD_ENGINES = frozenset({"accelerate.Accelerator", "lightning.Fabric", "lightning.fabric.Fabric", "deepspeed.DeepSpeedEngine"})

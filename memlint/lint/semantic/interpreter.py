@@ -24,6 +24,7 @@ import ast
 from dataclasses import dataclass, field
 
 from memlint.lint.names import dotted_name
+from memlint.lint.semantic import frameworks as fw
 from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.values import (
     PLAIN,
@@ -571,6 +572,8 @@ class Interpreter:
             return left.join(right)
         if isinstance(node.op, ast.Mod) and left.kind is Kind.PLAIN:
             return PLAIN  # string formatting
+        if isinstance(node.op, ast.Div) and left.type_name in fw.PATH_TYPES:
+            return left  # a path joined with a part is a path (Lib/pathlib.py ``PurePath.__truediv__``)
         if left.kind is Kind.PLAIN and right.kind is Kind.PLAIN:
             return PLAIN
         return self._computed(combine([left, right]))

@@ -233,17 +233,21 @@ class SemanticModel:
                 isinstance(k.value, ast.Constant) and fw.CPU_ENGINE_KEYWORDS.get(k.arg, ...) == k.value.value for k in node.keywords)
         return False
 
-    def assignment_before(self, name: ast.Name) -> ast.Assign | None:
+    def assignment_before(self, name: ast.Name, parallel: bool = False) -> ast.Assign | None:
         """The ``name = ...`` statement of ``name``'s scope that comes last
         before ``name`` in the text, passing over ones that derive the name
         from itself (``path = path if ok else path / "x"``); None when the
-        name is bound otherwise there (a parameter, a loop) or not at all."""
+        name is bound otherwise there (a parameter, a loop) or not at all.
+        With ``parallel``, a ``a, name = ...`` statement counts too (the
+        caller picks the part that binds ``name``)."""
         position = self.index.position_of(name)
         if position is None:
             return None
         found, found_at = None, -1
         for binding in self.scopes.bindings_of(name.id, self.scopes.scope_for(name)):
             statement = self.parents.get(binding.node)
+            if parallel and isinstance(statement, (ast.Tuple, ast.List)):
+                statement = self.parents.get(statement)
             at = self.index.position_of(binding.node)
             if at is None or at >= position:
                 continue
@@ -1133,7 +1137,15 @@ class SemanticModel:
                 return Value(Kind.FUNCTION, Tri.NO, Tri.NO)
             if attr == fw.KERAS_CALLBACK_MODEL_ATTRIBUTE and "keras_callback" in klass.roles:
                 return module("keras")  # set by `fit` before the first hook runs
-            return UNKNOWN
+        values = self._assigned_values(targets or (), interpreter)
+        if not values:  # never assigned here, or only by the method being interpreted (`self.model = best`)
+            values = self._assigned_values(self._subclass_targets(klass, attr), interpreter)
+        joined = join_all(values)
+        return joined if joined is not None else UNKNOWN
+
+    def _assigned_values(self, targets, interpreter: Interpreter) -> list[Value]:
+        """What the assignments ``targets`` (method, target) store, from the
+        methods' analyses; not the method being interpreted nor one running."""
         values = []
         for method, target in targets:
             if method is interpreter.unit or method in self._active:
@@ -1141,8 +1153,7 @@ class SemanticModel:
             analysis = self.canonical(method)
             if target in analysis.values:
                 values.append(analysis.values[target])
-        joined = join_all(values)
-        return joined if joined is not None else UNKNOWN
+        return values
 
     def submodule_name(self, attr: str, interpreter: Interpreter) -> bool:
         """``m.<attr>`` of a module whose class the file does not know (a
@@ -1174,6 +1185,17 @@ class SemanticModel:
     def assigned_attributes(self, klass: ClassInfo) -> frozenset[str]:
         """The ``self.x`` attributes the methods of ``klass`` (and its in-file bases) assign."""
         return frozenset(self._attribute_index(klass))
+
+    def _subclass_targets(self, klass: ClassInfo, attr: str) -> list[tuple[Function, ast.AST]]:
+        """The assignments to ``self.<attr>`` in the file's subclasses of
+        ``klass``, when ``klass`` and its bases never assign it: a base class
+        whose methods use what each subclass sets up (``fit`` reading the
+        ``self.model`` that a subclass's ``__init__`` builds) reads one of those."""
+        found = []
+        for info in self.classes.by_node.values():
+            if info is not klass and klass in info.mro():
+                found.extend(self._attribute_index(info).get(attr, ()))
+        return found
 
     def _attribute_index(self, klass: ClassInfo) -> dict[str, list[tuple[Function, ast.AST]]]:
         found = self._attribute_targets.get(klass)
@@ -1864,10 +1886,12 @@ class SemanticModel:
             return False
         if isinstance(expr, ast.Subscript) and not isinstance(expr.slice, ast.Slice):
             return self._read_from_files(expr.value, depth + 1)
+        if isinstance(expr, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):  # entries filtered or mapped
+            return self._read_from_files(expr.generators[0].iter, depth + 1)
         if isinstance(expr, ast.Name):
-            assigned = self.assignment_before(expr)
-            return assigned is not None and len(assigned.targets) == 1 and isinstance(assigned.targets[0], ast.Name) \
-                and self._read_from_files(assigned.value, depth + 1)
+            assigned = self.assignment_before(expr, parallel=True)
+            source = None if assigned is None else _assigned_part(assigned, expr.id)
+            return source is not None and self._read_from_files(source, depth + 1)
         if not isinstance(expr, ast.Call):
             return False
         func = expr.func
@@ -1875,8 +1899,11 @@ class SemanticModel:
             return any(self._read_from_files(a, depth + 1) for a in expr.args)
         if isinstance(func, ast.Attribute) and func.attr in _MAPPING_VIEWS and not expr.args and not expr.keywords:
             return self._read_from_files(func.value, depth + 1)
+        if isinstance(func, ast.Attribute) and func.attr in fw.PATH_DIRECTORY_LISTINGS \
+                and self.value(func.value).type_name in fw.PATH_TYPES:
+            return True
         qualified = self.qualified(func)
-        return qualified in fw.DATA_RECORD_READERS or qualified in fw.DIRECTORY_LISTINGS
+        return qualified in fw.DATA_RECORD_READERS or qualified in fw.DIRECTORY_LISTINGS or qualified in fw.ARRAY_FILE_READERS
 
     def walks_layers(self, loop: ast.AST) -> bool:
         """``loop`` is a ``for`` over a module's layers (``for block in
@@ -2019,6 +2046,43 @@ class SemanticModel:
     def bound_before(self, loop: ast.AST) -> frozenset[str]:
         """Names bound before ``loop`` starts (in its unit)."""
         return self.analysis_of(loop).bound_before.get(loop, frozenset())
+
+    def kept_past_iteration(self, loop: ast.AST, value: ast.expr, names: frozenset[str]) -> bool:
+        """In ``loop``, the value ``value`` computes (or a name in ``names`` bound
+        to it) is kept past its iteration: handed to ``append``/``extend``/
+        ``insert``/``add`` of a container the loop did not create (an attribute,
+        a name bound before the loop), or stored under a key of one
+        (``copies[k] = v``), also inside a display or a call that may hand
+        it back (``Camera(image=image)``, ``client.train(local)``; not a call
+        whose value is a number or a tensor, ``float(score(local))``)."""
+        outside = self.bound_before(loop)
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in _KEEPING_METHODS and self._outlives_loop(node.func.value, outside):
+                if any(self._holds(argument, value, names) for argument in node.args):
+                    return True
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(target, ast.Subscript) and self._outlives_loop(target.value, outside) for target in node.targets):
+                if self._holds(node.value, value, names):
+                    return True
+        return False
+
+    @staticmethod
+    def _outlives_loop(container: ast.expr, outside: frozenset[str]) -> bool:
+        """``container`` is an attribute of an object, or a name bound before the loop."""
+        root = root_name(container)
+        return root is not None and (root.startswith("self.") or root.split(".")[0] in outside)
+
+    def _holds(self, argument: ast.expr, value: ast.expr, names: frozenset[str]) -> bool:
+        if argument is value or isinstance(argument, ast.Name) and argument.id in names:
+            return True
+        if isinstance(argument, (ast.Tuple, ast.List, ast.Set, ast.Starred, ast.Dict)):
+            parts = argument.values if isinstance(argument, ast.Dict) else \
+                [argument.value] if isinstance(argument, ast.Starred) else argument.elts
+            return any(self._holds(part, value, names) for part in parts)
+        if isinstance(argument, ast.Call) and self.value(argument).kind not in (Kind.PLAIN, Kind.TENSOR):
+            return any(self._holds(part, value, names) for part in (*argument.args, *(k.value for k in argument.keywords)))
+        return False
 
     def carried_loop(self, root: str, node: ast.AST) -> ast.AST | None:
         """The innermost run loop across whose iterations ``root`` (a name or
@@ -2239,6 +2303,24 @@ _BUILTIN_NAMES = frozenset(dir(builtins)) - {"map", "filter"}
 #: Methods that walk a module's or a mapping's fixed contents (torch 2.13.0 nn.Module; dict).
 _STRUCTURE_METHODS = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "children",
                                 "named_children", "modules", "named_modules", "items", "keys", "values"})
+def _assigned_part(statement: ast.Assign, name: str) -> ast.expr | None:
+    """What ``statement`` binds to ``name``: its whole value for ``name = v``,
+    the matching element for a parallel ``a, name = x, y``; None otherwise."""
+    if len(statement.targets) != 1:
+        return None
+    target, value = statement.targets[0], statement.value
+    if isinstance(target, ast.Name):
+        return value if target.id == name else None
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+            and len(target.elts) == len(value.elts):
+        for part, part_value in zip(target.elts, value.elts):
+            if isinstance(part, ast.Name) and part.id == name:
+                return part_value
+    return None
+
+
+#: Container methods that keep what they are given.
+_KEEPING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft"})
 _ITERATION_WRAPPERS = frozenset({"enumerate", "zip", "sorted", "list", "reversed", "tuple"})
 #: ``dict`` methods that iterate its entries.
 _MAPPING_VIEWS = frozenset({"items", "keys", "values"})
