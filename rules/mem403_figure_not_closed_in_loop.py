@@ -202,10 +202,11 @@ class FigureNotClosedInLoop(Rule):
         a loop of the cell's own code, or of a function that cells call
         outside any loop, leaves nothing behind. Not when a loop around the
         figure walks a stream of batches or the files on disk, trains or is
-        a ``while``, nor in a comprehension: those repeat with the run (or
-        the data) inside one cell, and every figure stays open until the
-        cell ends."""
-        if self.ctx.notebook is None or not self._keeps_inline_backend():
+        a ``while``, nor in a comprehension, nor over more items than pyplot
+        opens without a warning (:meth:`_loops_over_many`): those repeat
+        with the run (or the data) inside one cell, and every figure stays
+        open until the cell ends."""
+        if self.ctx.notebook is None or not self._keeps_inline_backend() or self._loops_over_many(node):
             return False
         from memlint.lint.semantic.values import Tri
 

@@ -275,6 +275,17 @@ def test_mem403_notebook_that_switches_to_a_window_backend_is_reported():
                     .replace("  # MARK", "  # expect: MEM403"), "MEM403")
 
 
+# more figures than pyplot opens without a warning (20, matplotlib's
+# figure.max_open_warning) stay open together until the cell ends, inline or not
+MANY_FIGURES_CELL_BUG = _PLOT_HELPER.replace("  # MARK", "  # expect: MEM403").replace(
+    "show_reconstructions(autoencoder, digits)", "show_reconstructions(autoencoder, [digits[k % 6] for k in range(48)])")
+
+
+def test_mem403_notebook_helper_given_more_images_than_pyplot_keeps_open_is_reported():
+    assert "range(48)" in MANY_FIGURES_CELL_BUG
+    assert_reported(MANY_FIGURES_CELL_BUG, "MEM403")
+
+
 # the figures of a training loop pile up until its cell ends, inline backend or not
 TRAINING_CELL_BUG = """
     # %%
