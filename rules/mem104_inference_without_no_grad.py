@@ -305,12 +305,15 @@ class InferenceWithoutNoGrad(Rule):
             return False
         if semantic.is_module_method(function) or semantic.hook_of(function) is not None:
             return False
-        calls = semantic.call_sites_of(function)
         module = semantic.module
+        if not _mode_switches(semantic, module, "eval") or semantic.decorator_grad(function) is Tri.NO \
+                or not semantic.may_run_forward(function):
+            return False  # cheap, syntactic checks first: finding the call sites interprets the callers
+        calls = semantic.call_sites_of(function)
         if not calls or any(semantic.unit_of(call) is not module for call in calls):
             return False
         eval_calls = _eval_calls(semantic, module)
-        if not eval_calls or semantic.decorator_grad(function) is Tri.NO or not semantic.may_run_forward(function):
+        if not eval_calls:
             return False
         analysis = semantic.canonical(function)
         if analysis.trains or analysis.backward_calls:
