@@ -452,6 +452,15 @@ OOM_TESTS = frozenset({
 #: Text of the message of an out-of-memory RuntimeError (c10/cuda/CUDACachingAllocator.cpp:
 #: "CUDA out of memory. Tried to allocate ..."; HIP and XPU say "out of memory" too).
 OOM_MESSAGE = "out of memory"
+#: Autograd's functional entry points: the parameter that takes the tensors to
+#: differentiate, by keyword (position 0), and the position of ``retain_graph``
+#: (torch 2.13 torch/autograd/__init__.py: ``backward(tensors, grad_tensors=None,
+#: retain_graph=None, ...)``, ``grad(outputs, inputs, grad_outputs=None,
+#: retain_graph=None, ...)``).
+AUTOGRAD_FUNCTIONS = {
+    "torch.autograd.backward": ("tensors", 2),
+    "torch.autograd.grad": ("outputs", 3),
+}
 #: Switches of autograd's anomaly mode (torch 2.13 torch/autograd/anomaly_mode.py:
 #: ``detect_anomaly`` is a context manager, ``set_detect_anomaly(mode)`` a
 #: function that also works as one).

@@ -1118,13 +1118,14 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
         node, value = call.argument_node(0, "type"), call.argument(0, "type")
         device = device_of_value(node, value) if node is not None and value is not None else Tri.MAYBE
         return Value(Kind.OBJECT, Tri.NO, device or Tri.MAYBE, type_name="torch.device")
-    if qualified in ("torch.autograd.backward",) and call.argument(0) is not None:
-        interpreter.record_backward(call.node, call.argument(0))
+    differentiated = call.argument(0, fw.AUTOGRAD_FUNCTIONS[qualified][0]) if qualified in fw.AUTOGRAD_FUNCTIONS else None
+    if qualified == "torch.autograd.backward" and differentiated is not None:
+        interpreter.record_backward(call.node, differentiated)
         return PLAIN
-    if qualified in ("torch.autograd.grad",) and call.argument(0) is not None:
-        interpreter.record_backward(call.node, call.argument(0))
+    if qualified == "torch.autograd.grad" and differentiated is not None:
+        interpreter.record_backward(call.node, differentiated)
         create_graph = literal_flag(call.argument_node(99, "create_graph"))
-        return container(tensor(Tri.YES if create_graph is Tri.YES else Tri.NO, call.argument(0).device))
+        return container(tensor(Tri.YES if create_graph is Tri.YES else Tri.NO, differentiated.device))
     if qualified.startswith("torch.utils.checkpoint."):
         function = call.argument(0)
         inputs = call.positional[1:]
@@ -1452,10 +1453,19 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
                 found.append(receiver)
         elif method == "manual_backward" and positional:
             found.append(positional[0])
-        elif positional and model.qualified(func) in ("torch.autograd.backward", "torch.autograd.grad"):
-            first = positional[0]
-            found.extend(first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first])
+        elif model.qualified(func) in fw.AUTOGRAD_FUNCTIONS:
+            first = _autograd_differentiated(call, fw.AUTOGRAD_FUNCTIONS[model.qualified(func)][0])
+            if first is not None:
+                found.extend(first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first])
     return found
+
+
+def _autograd_differentiated(call: ast.Call, keyword: str) -> ast.expr | None:
+    """The tensors ``torch.autograd.backward/grad`` differentiates: the first
+    positional argument, or the keyword that names it (``tensors=``/``outputs=``)."""
+    if call.args and not isinstance(call.args[0], ast.Starred):
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
 
 
 def summed_terms(differentiated: list[ast.expr]) -> set[str]:
