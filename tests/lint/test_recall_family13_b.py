@@ -51,3 +51,74 @@ def test_mem106_keyword_outputs_retained_in_loop():
 
 def test_mem106_keyword_outputs_released_is_silent():
     assert_silent(MEM106_KEYWORD_OK, "MEM106")
+
+
+# -- MEM401 miss (bug_359): ``Module.__call__`` runs ``forward`` once per call,
+# i.e. once per batch, so an unconditional flush in a method of a module's
+# forward pass, or in a function that such a method calls, runs every step.
+# bug_359 flushes at the end of a module-level op function the forward calls;
+# here the flush is in a method that ``forward`` reaches through ``self``, and
+# the training loop is a ``while`` over an iterator.
+
+MEM401_FORWARD_BUG = """
+    import torch
+    from torch import nn
+
+    class Tiler(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def _tiles(self, image):
+            parts = [self.inner(t) for t in image.split(64, dim=-1)]
+            torch.cuda.empty_cache()  # expect: MEM401
+            return torch.cat(parts, dim=-1)
+
+        def forward(self, image):
+            return self._tiles(image)
+
+    def fit(net, batches, opt):
+        it = iter(batches)
+        while True:
+            x, y = next(it)
+            loss = (net(x.cuda()) - y.cuda()).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+MEM401_FORWARD_OK = """
+    import torch
+    from torch import nn
+
+    class Tiler(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def release(self):
+            self.inner.cpu()
+            torch.cuda.empty_cache()
+
+        def forward(self, image):
+            parts = [self.inner(t) for t in image.split(64, dim=-1)]
+            return torch.cat(parts, dim=-1)
+
+    def fit(net, batches, opt):
+        it = iter(batches)
+        while True:
+            x, y = next(it)
+            loss = (net(x.cuda()) - y.cuda()).abs().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        net.release()
+"""
+
+
+def test_mem401_flush_in_forward_pass_method():
+    assert_reported(MEM401_FORWARD_BUG, "MEM401")
+
+
+def test_mem401_flush_in_a_method_outside_the_forward_is_silent():
+    assert_silent(MEM401_FORWARD_OK, "MEM401")
