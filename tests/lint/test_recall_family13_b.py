@@ -122,3 +122,64 @@ def test_mem401_flush_in_forward_pass_method():
 
 def test_mem401_flush_in_a_method_outside_the_forward_is_silent():
     assert_silent(MEM401_FORWARD_OK, "MEM401")
+
+
+# -- MEM109 miss (bug_360): torch hands a module forward hook the module's
+# output tensor (torch 2.13 torch/nn/modules/module.py ``_call_impl``), so
+# ``output.register_hook(fn)`` inside that hook registers a tensor hook, whose
+# ``grad`` fn keeps. bug_360 uses bound methods of a helper class; here plain
+# closures keep the gradients in a dict of lists of the enclosing function.
+
+MEM109_NESTED_TENSOR_HOOK_BUG = """
+    import torch
+
+    def watch(model, layer_names):
+        grads = {name: [] for name in layer_names}
+
+        def on_forward(name):
+            def hook(module, args, out):
+                def keep(g):
+                    grads[name].append(g)  # expect: MEM109
+                out.register_hook(keep)
+            return hook
+
+        for name, module in model.named_modules():
+            if name in grads:
+                module.register_forward_hook(on_forward(name))
+        model.to("cuda")
+        return grads
+
+    def step(model, x, y):
+        torch.nn.functional.mse_loss(model(x), y).backward()
+"""
+
+MEM109_NESTED_TENSOR_HOOK_OK = """
+    import torch
+
+    def watch(model, layer_names):
+        grads = {name: [] for name in layer_names}
+
+        def on_forward(name):
+            def hook(module, args, out):
+                def keep(g):
+                    grads[name].append(g.norm().item())
+                out.register_hook(keep)
+            return hook
+
+        for name, module in model.named_modules():
+            if name in grads:
+                module.register_forward_hook(on_forward(name))
+        model.to("cuda")
+        return grads
+
+    def step(model, x, y):
+        torch.nn.functional.mse_loss(model(x), y).backward()
+"""
+
+
+def test_mem109_tensor_hook_registered_in_forward_hook():
+    assert_reported(MEM109_NESTED_TENSOR_HOOK_BUG, "MEM109")
+
+
+def test_mem109_tensor_hook_keeping_a_number_is_silent():
+    assert_silent(MEM109_NESTED_TENSOR_HOOK_OK, "MEM109")
