@@ -183,3 +183,54 @@ def test_mem109_tensor_hook_registered_in_forward_hook():
 
 def test_mem109_tensor_hook_keeping_a_number_is_silent():
     assert_silent(MEM109_NESTED_TENSOR_HOOK_OK, "MEM109")
+
+
+# -- MEM108 miss (family12 bug_325): a value stored on the module and read
+# back later in the same call (``self.k_scale = ...; f(k, self.k_scale)``) was
+# taken for recurrent state fed back into the computation (MEM105's case).
+# Read after an unconditional store in the same method, it is this call's
+# value: nothing is carried, and the store keeps the step's graph. bug_325
+# stores two per-tensor scales; here an RMS gain read by a projection.
+
+MEM108_STORE_THEN_READ_BUG = """
+    import torch
+    from torch import nn
+
+    class ScaledProj(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.pre = nn.Linear(dim, dim)
+            self.proj = nn.Linear(dim, dim)
+            self.inv_rms = None
+
+        def forward(self, x):
+            h = self.pre(x)
+            self.inv_rms = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)  # expect: MEM108
+            return self.proj(h * self.inv_rms)
+"""
+
+MEM108_STORE_THEN_READ_OK = """
+    import torch
+    from torch import nn
+
+    class ScaledProj(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.pre = nn.Linear(dim, dim)
+            self.proj = nn.Linear(dim, dim)
+            self.inv_rms = None
+
+        def forward(self, x):
+            h = self.pre(x)
+            inv_rms = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+            self.inv_rms = inv_rms.detach()
+            return self.proj(h * inv_rms)
+"""
+
+
+def test_mem108_stored_then_read_in_the_same_call():
+    assert_reported(MEM108_STORE_THEN_READ_BUG, "MEM108")
+
+
+def test_mem108_stored_detached_is_silent():
+    assert_silent(MEM108_STORE_THEN_READ_OK, "MEM108")
