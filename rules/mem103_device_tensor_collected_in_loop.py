@@ -76,7 +76,12 @@ class DeviceTensorCollectedInLoop(Rule):
     afresh for each batch of a loader and filled by an inner loop over
     something that is no stream (`for crop in args.crops`), and a `while`
     loop generating up to a length are not reported (a Lightning callback's
-    loop over `trainer.train_dataloader` walks the whole training set). Whether a value is on the
+    loop over `trainer.train_dataloader` walks the whole training set). A
+    loop inside a module's own method is within one forward pass and not
+    reported, unless the method is outside the forward pass and the loop
+    walks data and runs a forward pass on it in its own body (`def
+    predict(self, loader): for x in loader: out = self(x)`); a sampling
+    loop that calls the module's methods step by step is not. Whether a value is on the
     accelerator is inferred from `.cuda()`, `.to(device)`, `device=`, model
     placement and framework hooks that receive device batches, in the same
     file; tensors that arrive on the accelerator from another module are
@@ -128,12 +133,15 @@ class DeviceTensorCollectedInLoop(Rule):
         if not semantic.enclosing_loops(node) and not semantic.may_persist(root_name(_receiver(node)) or "", node):
             return  # cheap check first: the rest interprets the function
         function = semantic.function_of(node)
-        if function is not None and semantic.is_module_method(function):
+        module_method = function is not None and semantic.is_module_method(function)
+        if module_method and semantic.in_forward_pass(function) is not None:
             return  # within one forward pass: no run loop carries it (see SemanticModel.keeper)
         store = store_of(semantic, node)
         keeper = semantic.keeper(store.root, node) if store is not None else None
         if keeper is None or keeper.why == "loop" and not self._grows_with_the_run(keeper.loop):
             return
+        if module_method and keeper.why != "loop":
+            return  # a module's own method (`predict`) counts only for a run loop of its own
         if keeper.why == "loop" and (self._builds_one_batch(keeper.loop, store.root)
                                      or self._assembles_outer_item(keeper.loop, store.root)):
             return

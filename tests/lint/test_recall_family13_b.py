@@ -234,3 +234,63 @@ def test_mem108_stored_then_read_in_the_same_call():
 
 def test_mem108_stored_detached_is_silent():
     assert_silent(MEM108_STORE_THEN_READ_OK, "MEM108")
+
+
+# -- MEM103 miss (bug_338): a module's own method that walks a loader and runs
+# the module's forward on each batch (``def predict(self, dataloader): for x
+# in dataloader: out = self(x)``) is a run over the data, not a step inside
+# one forward pass. bug_338 keeps each raw output dict in a tuple chosen by a
+# conditional expression in a ``@torch.no_grad()`` method; here a
+# ``with torch.no_grad():`` block extends a list with a dict of outputs.
+
+MEM103_MODULE_PREDICT_BUG = """
+    import torch
+    import torch.nn as nn
+
+    class Embedder(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(dim, 256), nn.GELU(), nn.Linear(256, 64))
+
+        def forward(self, x):
+            return self.net(x)
+
+        def embed_all(self, loader):
+            self.eval()
+            bank = []
+            with torch.no_grad():
+                for batch, ids in loader:
+                    z = self(batch.cuda())
+                    bank.extend([{"id": ids, "z": z}])  # expect: MEM103
+            return bank
+"""
+
+MEM103_MODULE_PREDICT_OK = """
+    import torch
+    import torch.nn as nn
+
+    class Embedder(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(dim, 256), nn.GELU(), nn.Linear(256, 64))
+
+        def forward(self, x):
+            return self.net(x)
+
+        def embed_all(self, loader):
+            self.eval()
+            bank = []
+            with torch.no_grad():
+                for batch, ids in loader:
+                    z = self(batch.cuda())
+                    bank.extend([{"id": ids, "z": z.cpu()}])
+            return bank
+"""
+
+
+def test_mem103_module_method_predicting_over_a_loader():
+    assert_reported(MEM103_MODULE_PREDICT_BUG, "MEM103")
+
+
+def test_mem103_module_method_moving_outputs_to_host_is_silent():
+    assert_silent(MEM103_MODULE_PREDICT_OK, "MEM103")
