@@ -43,7 +43,9 @@ from memlint.lint.semantic.values import (
 )
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, is_constant
 from memlint.lint.walk import descendants, file_memo
-from memlint.lint.signatures import first_parameter, parameter_names, positional_parameters
+from memlint.lint.semantic.constants import literal_arguments, unreachable_for_arguments
+from memlint.lint.signatures import (arguments_bound, first_parameter, parameter_defaults, parameter_names,
+                                     positional_parameters)
 
 #: A ``range`` over at most this many steps is a fixed structure (layers,
 #: heads, a few augmentations), not a stream that grows with the run.
@@ -197,10 +199,44 @@ def local_call(model, function: ast.AST, call: CallInfo, interpreter, receiver: 
     returned = summary.returns
     if returned is None:
         return PLAIN
+    returned = _returned_for_literals(model, function, call.node, summary) or returned
     mapped = _map_sources(returned.sources, originals)
     if isinstance(function, FUNCTION_TYPES) and _is_generator(model, function):
         return returned.evolve(sources=mapped)
     return returned.with_sources(mapped) if returned.may_hold_tensor else returned
+
+
+def _returned_for_literals(model, function: ast.AST, call: ast.Call, summary) -> Value | None:
+    """What ``function`` returns for this ``call`` when the literals it
+    passes (and the literal defaults it leaves) rule out some of its
+    ``return`` statements (``def top_k(..., reduction="mean"): if reduction
+    == "mean": return acc.item()`` ... ``return acc``, called with
+    ``reduction="mean"``): the join of the returns that can run; None when
+    the literals rule none out (or all)."""
+    if not isinstance(function, FUNCTION_TYPES):
+        return None
+    returns = [r for r in model.own_nodes(function, (ast.Return,)) if r.value is not None]
+    if len(returns) < 2:
+        return None
+    env = literal_arguments(model, call, function)
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    for name, default in parameter_defaults(function):
+        if name not in env and isinstance(default, ast.Constant) and not _passed(model, call, function, name):
+            env[name] = default.value
+    if not env:
+        return None
+    kept = [r for r in returns if not unreachable_for_arguments(model, r, function, env)]
+    if not kept or len(kept) == len(returns):
+        return None
+    values = [summary.values[r.value] for r in kept if r.value in summary.values]
+    return join_all(values) if values else None
+
+
+def _passed(model, call: ast.Call, function: ast.AST, name: str) -> bool:
+    """``call`` gives parameter ``name`` of ``function`` an argument (by position or keyword)."""
+    on_object = isinstance(call.func, ast.Attribute) and model.class_of_method(function) is not None
+    return name in arguments_bound(call, function, skip_receiver=on_object)
 
 
 def _is_generator(model, function: ast.AST) -> bool:
