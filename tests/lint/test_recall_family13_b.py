@@ -347,3 +347,49 @@ def test_mem103_helper_returning_a_number_for_the_literal_is_silent():
 
 def test_mem103_helper_returning_a_tensor_for_the_literal():
     assert_reported(MEM103_LITERAL_BRANCH_BUG, "MEM103")
+
+
+# -- MEM103 false alarm (held-out round 10, SentEval ranking.py:283/285/323/325):
+# a loop over ``range(0, len(t), bs)`` that slices ``t[i:i + bs]``, ``t`` one
+# tensor already in memory, walks the rows of that tensor in chunks; a local
+# list it fills and that is only joined after the loop (``embs =
+# torch.cat(embs, 0)``, the name then holding the joined tensor) holds the
+# one result it builds. The case projects two tensors in ``with
+# torch.no_grad():``; here an ``@torch.inference_mode()`` function measures
+# the tensor with ``.shape[0]``, and the true-positive look-alike returns the
+# list of chunks itself.
+
+MEM103_CHUNKS_OF_ONE_TENSOR_OK = """
+    import torch
+
+    @torch.inference_mode()
+    def encode(encoder, feats, chunk=256):
+        encoder.cuda().eval()
+        feats = feats.cuda()
+        outs = []
+        for start in range(0, feats.shape[0], chunk):
+            outs.append(encoder(feats[start:start + chunk]))
+        outs = torch.cat(outs, dim=0)
+        return outs @ outs.T
+"""
+
+MEM103_CHUNKS_OF_ONE_TENSOR_BUG = """
+    import torch
+
+    @torch.inference_mode()
+    def encode(encoder, feats, chunk=256):
+        encoder.cuda().eval()
+        feats = feats.cuda()
+        outs = []
+        for start in range(0, feats.shape[0], chunk):
+            outs.append(encoder(feats[start:start + chunk]))  # expect: MEM103
+        return outs
+"""
+
+
+def test_mem103_chunks_of_one_tensor_joined_is_silent():
+    assert_silent(MEM103_CHUNKS_OF_ONE_TENSOR_OK, "MEM103")
+
+
+def test_mem103_chunks_of_one_tensor_kept_as_a_list():
+    assert_reported(MEM103_CHUNKS_OF_ONE_TENSOR_BUG, "MEM103")
