@@ -60,7 +60,9 @@ class TensorCollectedWithGraph(Rule):
     (`conds = [c.to(dtype) for c in conds]`, `conds` bound in the body)
     holds one batch's items and is not reported, nor is one over `zip`
     with what this step's forward pass returned (`[t(o) for t, o in
-    zip(targets, outputs)]`: `zip` stops at the output's rows). A list whose elements are later stacked and backpropagated on purpose
+    zip(targets, outputs)]`: `zip` stops at the output's rows), nor one that
+    calls each of its items on the same input (`[head(z) for head in
+    heads]`: callables of one step, not batches). A list whose elements are later stacked and backpropagated on purpose
     (`torch.stack(losses).sum().backward()`) is not reported, also when the
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for

@@ -393,3 +393,44 @@ def test_mem103_chunks_of_one_tensor_joined_is_silent():
 
 def test_mem103_chunks_of_one_tensor_kept_as_a_list():
     assert_reported(MEM103_CHUNKS_OF_ONE_TENSOR_BUG, "MEM103")
+
+
+# -- MEM102 false alarm (family13 ok_96.py:17): a comprehension that calls each
+# of its items on the same input (``[prompt(embeds) for prompt in prompts]``)
+# walks callables of one step, not batches: its list is that step's, as the
+# loop over layers ``x = block(x)`` is (operations._calls_the_item). The case
+# stacks the results inside the accumulation loop; here a dict comprehension
+# over named heads is summed and backpropagated per batch, and the
+# true-positive look-alike gathers one output per batch of the loader.
+
+MEM102_HEADS_COMPREHENSION_OK = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    def train(trunk: torch.nn.Module, heads, data, opt):
+        for x, y in DataLoader(data, batch_size=32):
+            z = trunk(x)
+            total = torch.stack([head(z, y) for head in heads]).sum()
+            opt.zero_grad()
+            total.backward()
+            opt.step()
+"""
+
+MEM102_HEADS_COMPREHENSION_BUG = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    def train(trunk: torch.nn.Module, heads, data, opt):
+        loader = DataLoader(data, batch_size=32)
+        feats = [trunk(x) for x, y in loader]  # expect: MEM102
+        total = torch.stack([f.mean() for f in feats]).sum()
+        return feats, total
+"""
+
+
+def test_mem102_comprehension_over_heads_is_silent():
+    assert_silent(MEM102_HEADS_COMPREHENSION_OK, "MEM102")
+
+
+def test_mem102_comprehension_over_batches():
+    assert_reported(MEM102_HEADS_COMPREHENSION_BUG, "MEM102")

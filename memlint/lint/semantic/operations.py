@@ -1920,7 +1920,9 @@ def _moves_to_device(call: ast.Call, analysis) -> bool:
 def is_run_comprehension(model, node: ast.AST) -> bool:
     """A comprehension whose iterations grow with the run: it iterates a
     stream of batches, or feeds what it iterates to a forward pass or moves
-    it to the accelerator (and does not iterate a fixed structure)."""
+    it to the accelerator (and does not iterate a fixed structure). Calling
+    each item on the same input (``[prompt(embeds) for prompt in prompts]``)
+    walks callables, not batches (see :func:`_calls_the_item`)."""
     analysis = model.analysis_of(node)
     calls = model._calls_within(node)
     for clause in node.generators:
@@ -1933,7 +1935,10 @@ def is_run_comprehension(model, node: ast.AST) -> bool:
             continue
         targets = set(targets_of(clause.target))
         for call in calls:
-            if (call in analysis.forward_calls or call in analysis.forwarding_calls) and _mentions(call, targets, analysis):
+            forward = call in analysis.forward_calls or call in analysis.forwarding_calls
+            if forward and _calls_the_item(call, targets, analysis):
+                continue  # `[head(z) for head in heads]`: callables of one forward pass, not batches
+            if forward and _mentions(call, targets, analysis):
                 return True
             if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
                 return True
