@@ -434,3 +434,94 @@ def test_mem102_comprehension_over_heads_is_silent():
 
 def test_mem102_comprehension_over_batches():
     assert_reported(MEM102_HEADS_COMPREHENSION_BUG, "MEM102")
+
+
+# -- MEM102 false alarms (held-out round 10, REINFORCE.py:44, A3C.py:132): a
+# per-episode buffer of attached log-probabilities that a helper of the class
+# reads and turns into the loss it returns, which the caller backpropagates
+# at the episode's end (REINFORCE, A3C): the graph must live until that
+# backward. The existing exemption covered a reader that backpropagates
+# itself; it now follows the returned loss up to three callers. A ``self.x``
+# call of the class's own method is no module's forward (it was taken for
+# one when its result was backpropagated, and the call was not followed).
+# Here the buffer is a dict of lists; the true-positive look-alike reads the
+# buffer only to log it and backpropagates something else.
+
+MEM102_EPISODE_BUFFER_OK = """
+    import torch
+    from torch.distributions import Categorical
+
+    class Agent:
+        def __init__(self, policy, lr=1e-3):
+            self.policy = policy
+            self.opt = torch.optim.SGD(policy.parameters(), lr=lr)
+            self.trace = {"logp": [], "r": []}
+
+        def act(self, obs):
+            dist = Categorical(logits=self.policy(torch.as_tensor(obs)))
+            a = dist.sample()
+            self.trace["logp"].append(dist.log_prob(a))
+            return a.item()
+
+        def _episode_loss(self):
+            logps = torch.stack(self.trace["logp"])
+            returns = torch.tensor(self.trace["r"]).flip(0).cumsum(0).flip(0)
+            return -(logps * returns).sum()
+
+        def finish(self):
+            loss = self._episode_loss()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            self.trace = {"logp": [], "r": []}
+
+    def run(env, agent, episodes):
+        for _ in range(episodes):
+            obs, done = env.reset(), False
+            while not done:
+                obs, r, done, _ = env.step(agent.act(obs))
+                agent.trace["r"].append(r)
+            agent.finish()
+"""
+
+MEM102_EPISODE_BUFFER_BUG = """
+    import torch
+    from torch.distributions import Categorical
+
+    class Agent:
+        def __init__(self, policy, lr=1e-3):
+            self.policy = policy
+            self.opt = torch.optim.SGD(policy.parameters(), lr=lr)
+            self.trace = {"logp": [], "r": []}
+
+        def act(self, obs):
+            dist = Categorical(logits=self.policy(torch.as_tensor(obs)))
+            a = dist.sample()
+            self.trace["logp"].append(dist.log_prob(a))  # expect: MEM102
+            return a.item()
+
+        def _entropy_report(self):
+            logps = torch.stack(self.trace["logp"])
+            return -logps.mean().item()
+
+        def finish(self, value_loss):
+            print(self._entropy_report())
+            self.opt.zero_grad()
+            value_loss.backward()
+            self.opt.step()
+
+    def run(env, agent, critic, episodes):
+        for _ in range(episodes):
+            obs, done = env.reset(), False
+            while not done:
+                obs, r, done, _ = env.step(agent.act(obs))
+            agent.finish(critic(torch.as_tensor(obs)).pow(2).mean())
+"""
+
+
+def test_mem102_episode_buffer_turned_into_a_returned_loss_is_silent():
+    assert_silent(MEM102_EPISODE_BUFFER_OK, "MEM102")
+
+
+def test_mem102_episode_buffer_only_logged():
+    assert_reported(MEM102_EPISODE_BUFFER_BUG, "MEM102")

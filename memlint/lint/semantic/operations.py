@@ -1745,7 +1745,8 @@ def _chain_names(model, expression: ast.expr, wanted: set[str], callees: set[str
         if isinstance(child, ast.Call) and _callable_name(child.func) and (child.args or child.keywords):
             # a forward takes inputs: `self.make_inputs()` builds them
             name = dotted_name(child.func)
-            if name is not None and _local_target(model, child.func) is None and model.qualified(child.func) is None:
+            if name is not None and _local_target(model, child.func) is None and model.qualified(child.func) is None \
+                    and _own_method(model, child.func) is None:
                 callees.add(name)
         elif isinstance(child, (ast.Name, ast.Attribute)):
             name = dotted_name(child)
@@ -1753,6 +1754,19 @@ def _chain_names(model, expression: ast.expr, wanted: set[str], callees: set[str
                 wanted.add(name)
                 grew = True
     return grew
+
+
+def _own_method(model, func: ast.expr):
+    """The method of the file's class that ``self.name`` denotes inside a
+    method of that class (``self.calculate_loss(...)``), or None: such a
+    call runs code of the file, it is no module's forward pass."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    function = model.function_of(func)
+    klass = model.class_of_method(function) if function is not None else None
+    if klass is None or first_parameter(function) != func.value.id:
+        return None
+    return klass.method(func.attr)
 
 
 def _callable_name(func: ast.expr) -> bool:
