@@ -525,3 +525,60 @@ def test_mem102_episode_buffer_turned_into_a_returned_loss_is_silent():
 
 def test_mem102_episode_buffer_only_logged():
     assert_reported(MEM102_EPISODE_BUFFER_BUG, "MEM102")
+
+
+# -- MEM102, found while fixing the above (corpus trl nash_md_trainer.py:486):
+# a call of the file's method stores into its object only the arguments the
+# collected value comes from; a method that is given attached tensors but
+# collects its own state (``self.stats["lr"].append(self.lr)``) and numbers
+# (``.item()``) stores none of them. The look-alike collects an argument.
+
+MEM102_STORES_OWN_STATE_OK = """
+    import torch
+
+    class Trainer:
+        def __init__(self, model, opt):
+            self.model, self.opt = model, opt
+            self.stats = {"loss": [], "lr": []}
+
+        def _log(self, loss, logits):
+            self.stats["loss"].append(loss.mean().item())
+            self.stats["lr"].append(self.opt.param_groups[0]["lr"])
+
+        def fit(self, loader):
+            for x, y in loader:
+                logits = self.model(x)
+                loss = torch.nn.functional.cross_entropy(logits, y)
+                self._log(loss, logits)
+                loss.backward()
+                self.opt.step()
+"""
+
+MEM102_STORES_ARGUMENT_BUG = """
+    import torch
+
+    class Trainer:
+        def __init__(self, model, opt):
+            self.model, self.opt = model, opt
+            self.stats = {"loss": [], "logits": []}
+
+        def _log(self, loss, logits):
+            self.stats["loss"].append(loss.mean().item())
+            self.stats["logits"].append(logits)
+
+        def fit(self, loader):
+            for x, y in loader:
+                logits = self.model(x)
+                loss = torch.nn.functional.cross_entropy(logits, y)
+                self._log(loss, logits)  # expect: MEM102
+                loss.backward()
+                self.opt.step()
+"""
+
+
+def test_mem102_method_collecting_its_own_state_is_silent():
+    assert_silent(MEM102_STORES_OWN_STATE_OK, "MEM102")
+
+
+def test_mem102_method_collecting_an_argument():
+    assert_reported(MEM102_STORES_ARGUMENT_BUG, "MEM102")
