@@ -582,3 +582,57 @@ def test_mem102_method_collecting_its_own_state_is_silent():
 
 def test_mem102_method_collecting_an_argument():
     assert_reported(MEM102_STORES_ARGUMENT_BUG, "MEM102")
+
+
+# -- MEM101 false alarm (held-out round 10, 03_pytorch_computer_vision_exercise
+# _solutions.ipynb cell 59:22): torchmetrics classification metrics declare
+# ``is_differentiable = False`` (torchmetrics 1.9.0
+# src/torchmetrics/classification/accuracy.py and the other files of
+# fw.NON_DIFFERENTIABLE_METRICS): their value, computed from argmax or
+# thresholded predictions, carries no graph. The case adds
+# ``torchmetrics.Accuracy(task=...)``'s value; here an F1 score imported from
+# ``torchmetrics.classification``, and the true-positive look-alike adds a
+# differentiable metric (``MeanSquaredError``: ``is_differentiable = True``,
+# src/torchmetrics/regression/mse.py).
+
+MEM101_METRIC_OK = """
+    import torch
+    from torchmetrics.classification import MulticlassF1Score
+
+    def fit(net, batches, opt, n_classes):
+        f1 = MulticlassF1Score(num_classes=n_classes).cuda()
+        running_f1 = 0
+        for xb, yb in batches:
+            logits = net(xb.cuda())
+            loss = torch.nn.functional.cross_entropy(logits, yb.cuda())
+            running_f1 += f1(logits, yb.cuda())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return running_f1 / len(batches)
+"""
+
+MEM101_METRIC_BUG = """
+    import torch
+    from torchmetrics import MeanSquaredError
+
+    def fit(net, batches, opt):
+        mse = MeanSquaredError().cuda()
+        running_mse = 0
+        for xb, yb in batches:
+            pred = net(xb.cuda())
+            loss = torch.nn.functional.l1_loss(pred, yb.cuda())
+            running_mse += mse(pred, yb.cuda())  # expect: MEM101
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return running_mse / len(batches)
+"""
+
+
+def test_mem101_non_differentiable_metric_is_silent():
+    assert_silent(MEM101_METRIC_OK, "MEM101")
+
+
+def test_mem101_differentiable_metric_accumulated():
+    assert_reported(MEM101_METRIC_BUG, "MEM101")

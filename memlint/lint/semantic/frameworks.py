@@ -356,6 +356,20 @@ MODEL_FACTORIES = frozenset({
 NO_GRAD_HUB_MODELS = {"ultralytics/yolov5": "yolov5.models.common.AutoShape"}
 #: Module types whose forward disables autograd itself: a call is a forward pass without a graph.
 NO_GRAD_FORWARD_TYPES = frozenset(NO_GRAD_HUB_MODELS.values())
+#: torchmetrics metrics that declare ``is_differentiable = False``: their value
+#: is computed from thresholded or argmax predictions (stat scores, counts), so
+#: calling one gives a tensor without an autograd graph, whatever its inputs
+#: hold (torchmetrics 1.9.0 src/torchmetrics/classification/accuracy.py,
+#: precision_recall.py, f_beta.py, stat_scores.py, confusion_matrix.py,
+#: auroc.py: each Binary*/Multiclass*/Multilabel* class sets it, and the task
+#: wrapper of the same family -- ``Accuracy(task=...)`` -- returns one of them
+#: from ``__new__``). Class names; a type of the ``torchmetrics`` namespace
+#: ending in one of them is such a metric.
+NON_DIFFERENTIABLE_METRIC_FAMILIES = ("Accuracy", "Precision", "Recall", "FBetaScore", "F1Score", "StatScores",
+                                      "ConfusionMatrix", "AUROC")
+NON_DIFFERENTIABLE_METRICS = frozenset(
+    prefix + family for family in NON_DIFFERENTIABLE_METRIC_FAMILIES for prefix in ("", "Binary", "Multiclass", "Multilabel"))
+METRICS_ROOT = "torchmetrics"
 #: ``X.from_pretrained``/``X.from_config`` builds a model unless X is one of these
 #: kinds of object (transformers naming: ``AutoTokenizer``, ``BertConfig``, ...).
 NOT_MODEL_CLASS = re.compile(r"Tokenizer|Config|Processor|FeatureExtractor|Scheduler|Pipeline|ImageProcessor|GenerationConfig|Dataset")

@@ -330,7 +330,7 @@ def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
     arguments = call.arguments
     sources = frozenset().union(*(a.sources for a in arguments)) if arguments else frozenset()
     device = _forward_device(callee, arguments)
-    graph = Tri.NO if disables_grad else _forward_graph(callee, arguments, interpreter.state.grad)
+    graph = Tri.NO if disables_grad or non_differentiable_metric(callee) else _forward_graph(callee, arguments, interpreter.state.grad)
     klass = model.classes.get(callee.klass)
     forward_method = klass.method("forward") if klass is not None else None
     if forward_method is not None:
@@ -349,6 +349,13 @@ def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
     if kind in (Kind.CONTAINER, Kind.UNKNOWN) and type_name is None:
         value = value.evolve(element=tensor(graph, device))  # a tensor or a tuple of them: tensors either way
     return value
+
+
+def non_differentiable_metric(callee: Value) -> bool:
+    """``callee`` is a torchmetrics metric whose value carries no graph
+    (:data:`~.frameworks.NON_DIFFERENTIABLE_METRICS`: ``Accuracy``, ``F1Score``, ...)."""
+    name = callee.type_name
+    return bool(name) and name.split(".", 1)[0] == fw.METRICS_ROOT and name.rsplit(".", 1)[-1] in fw.NON_DIFFERENTIABLE_METRICS
 
 
 def _returns_tuple(call: CallInfo) -> bool:
