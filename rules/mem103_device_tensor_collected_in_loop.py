@@ -73,7 +73,9 @@ class DeviceTensorCollectedInLoop(Rule):
     after the loop is only joined by `torch.cat`/`torch.stack` (the name
     may then hold the joined tensor: `embs = torch.cat(embs)`) holds one
     result for one call and is not reported. A loop must grow with the run:
-    walk data or steps, or (a `while`) draw batches with `next()` or train;
+    walk data or steps (a loop that runs a module's own method on its item,
+    `encoder.encode(prompts)`, walks data), or (a `while`) draw batches with
+    `next()` or train;
     the micro-batches of one step (a list rebuilt every step), a list made
     afresh for each batch of a loader and filled by an inner loop over
     something that is no stream (`for crop in args.crops`), and a `while`

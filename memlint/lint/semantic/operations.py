@@ -1885,7 +1885,24 @@ def is_run_loop(model, loop: ast.AST) -> bool:
             return True  # a forward pass per batch, or per step of `range(steps)` (sampling, benchmarking)
         if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
             return True
+        if not over_range and _module_method_on(call, targets, analysis):
+            return True
     return False
+
+
+def _module_method_on(call: ast.Call, targets: set[str], analysis) -> bool:
+    """``call`` runs a method of a module on the loop's item (``encoder.encode(prompts)``,
+    ``vae.decode(z)`` with ``prompts`` the item): the module's own work,
+    per item, not one of ``nn.Module``'s methods (``load_state_dict``, ``to``:
+    :data:`~.torch_ops.MODULE_OWN_METHODS`)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr in ops.MODULE_OWN_METHODS or func.attr.startswith("_"):
+        return False
+    receiver = analysis.values.get(func.value)
+    if receiver is None or receiver.kind is not Kind.MODULE:
+        return False
+    arguments = [*call.args, *(k.value for k in call.keywords)]
+    return any(_mentions(argument, targets, analysis) for argument in arguments)
 
 
 def _with_comprehension_targets(loop: ast.AST, targets: set[str], analysis) -> set[str]:
