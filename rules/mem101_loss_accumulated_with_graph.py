@@ -76,7 +76,10 @@ class LossAccumulatedWithGraph(Rule):
     or detaches (its callers decide) unless that function switches a model
     to `eval()` (its total is a metric). Values are followed across functions
     and classes defined in the same file; a loss handed to a function of
-    another module is not followed.
+    another module is not followed. The value of a torchmetrics metric that
+    is not differentiable (`Accuracy`, `F1Score`, `Precision`, ... and their
+    `Binary`/`Multiclass`/`Multilabel` classes) carries no graph and is not
+    reported; a differentiable one (`MeanSquaredError`) is.
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html)

@@ -9,6 +9,7 @@ from memlint.lint.names import dotted_name, root_name, targets_of
 from memlint.lint.semantic.stores import STORING_METHODS, comprehension_store, effect_store, leaf_values, store_of
 from memlint.lint.semantic.interpreter import Context
 from memlint.lint.semantic.values import UNKNOWN, Kind
+from memlint.lint.syntax import FUNCTION_TYPES
 
 
 class TensorCollectedWithGraph(Rule):
@@ -60,11 +61,15 @@ class TensorCollectedWithGraph(Rule):
     (`conds = [c.to(dtype) for c in conds]`, `conds` bound in the body)
     holds one batch's items and is not reported, nor is one over `zip`
     with what this step's forward pass returned (`[t(o) for t, o in
-    zip(targets, outputs)]`: `zip` stops at the output's rows). A list whose elements are later stacked and backpropagated on purpose
+    zip(targets, outputs)]`: `zip` stops at the output's rows), nor one that
+    calls each of its items on the same input (`[head(z) for head in
+    heads]`: callables of one step, not batches). A list whose elements are later stacked and backpropagated on purpose
     (`torch.stack(losses).sum().backward()`) is not reported, also when the
     container is persistent state (`policy.saved_log_probs`, `self.trace`)
     that another function of the file (a method of the same class for
     `self.x`) reads and backpropagates (REINFORCE's per-episode update),
+    or reads and turns into a loss it returns, which its caller (up to
+    three callers up) binds and backpropagates (A3C's `calculate_total_loss`),
     also when a caller hands the items to a method of the object that keeps
     them (`agent.remember((r, logp))`) and another method of that object's
     class unpacks and backpropagates them.
@@ -204,7 +209,7 @@ class TensorCollectedWithGraph(Rule):
         semantic = self.ctx.semantic
         if semantic.backpropagated(root, semantic.unit_of(node)):
             return True
-        container = _container_name(node)
+        container = _container_name(node) or root  # `self.trace["logp"].append(...)`: the dict `self.trace`
         return container is not None and "." in container and self._backpropagated_elsewhere(container, node)
 
     def _backpropagated_elsewhere(self, root: str, node: ast.AST) -> bool:
@@ -212,7 +217,7 @@ class TensorCollectedWithGraph(Rule):
         function = semantic.function_of(node)
         owner = semantic.class_of_method(function) if function is not None and root.startswith("self.") else None
         for unit in semantic.functions:
-            if unit is function or not semantic.runs_backward(unit):
+            if unit is function:
                 continue
             if root.startswith("self.") and (owner is None or semantic.class_of_method(unit) is not owner):
                 continue
@@ -235,8 +240,7 @@ class TensorCollectedWithGraph(Rule):
         if klass is None:
             return False
         methods = [method for info in klass.mro() for method in info.methods.values()]
-        return any(semantic.runs_backward(method) and _backpropagates_what_it_reads(semantic, method, store.via)
-                   for method in methods)
+        return any(_backpropagates_what_it_reads(semantic, method, store.via) for method in methods)
 
     def _fix(self, attached: list[ast.expr], stored: tuple[ast.expr, ...]) -> Fix | None:
         if len(attached) != 1 or len(stored) != 1 or stored[0] is not attached[0]:
@@ -250,8 +254,39 @@ class TensorCollectedWithGraph(Rule):
 
 def _backpropagates_what_it_reads(semantic, unit: ast.AST, root: str) -> bool:
     """``unit`` binds names from ``root`` (``batch = self.trace``, ``for r, p
-    in self.trace``) and backpropagates one of them."""
-    backpropagated = semantic.canonical(unit).backpropagated
+    in self.trace``) and backpropagates one of them, itself or through what
+    it returns (see :func:`_feeds_backward`)."""
+    bound = _bound_from(unit, root)
+    return bool(bound) and _feeds_backward(semantic, unit, bound)
+
+
+#: How many callers deep a returned loss is followed to the backward pass
+#: (A3C: ``calculate_actor_loss`` -> ``calculate_total_loss`` -> ``run``).
+_RETURN_DEPTH = 3
+
+
+def _feeds_backward(semantic, unit: ast.AST, names: set[str], depth: int = 0) -> bool:
+    """One of ``names`` (locals of ``unit``) flows into a backward pass that
+    ``unit`` runs, or into what ``unit`` returns to a caller of the file that
+    binds the result and backpropagates it, or returns it on (a loss built
+    from the episode's buffer in a helper, backpropagated by the caller)."""
+    if names & semantic.canonical(unit).backpropagated:
+        return True
+    if depth >= _RETURN_DEPTH or not isinstance(unit, FUNCTION_TYPES) or not names & semantic.returns(unit).sources:
+        return False
+    for call in semantic.call_sites_of(unit):
+        statement = semantic.parents.get(call)
+        caller = semantic.unit_of(call)
+        if isinstance(statement, ast.Assign) and statement.value is call:
+            received = {n for t in statement.targets for n in targets_of(t)}
+            if received and _feeds_backward(semantic, caller, received, depth + 1):
+                return True
+    return False
+
+
+def _bound_from(unit: ast.AST, root: str) -> set[str]:
+    """The names ``unit`` binds from what it reads of ``root``."""
+    found: set[str] = set()
     for binding in ast.walk(unit):
         if isinstance(binding, ast.Assign):
             read, targets = binding.value, binding.targets
@@ -259,11 +294,9 @@ def _backpropagates_what_it_reads(semantic, unit: ast.AST, root: str) -> bool:
             read, targets = binding.iter, [binding.target]
         else:
             continue
-        bound = {n for t in targets for n in targets_of(t)}
-        if bound & backpropagated and any(
-                isinstance(n, (ast.Attribute, ast.Name)) and dotted_name(n) == root for n in ast.walk(read)):
-            return True
-    return False
+        if any(isinstance(n, (ast.Attribute, ast.Name)) and dotted_name(n) == root for n in ast.walk(read)):
+            found.update(n for t in targets for n in targets_of(t))
+    return found
 
 
 def _plain_arguments(semantic, call: ast.Call) -> bool:

@@ -8,7 +8,7 @@ from memlint.lint.patterns import method_call_plan, names_in
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import STORING_METHODS, leaf_values, store_of
 from memlint.lint.semantic.values import Kind, Tri
-from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES
+from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, is_constant
 from memlint.lint.walk import Visitor, visit as walk_visit
 
 #: Keyed stores (``d.setdefault(k, v)``, ``d.update(...)``) overwrite per key: not growth by themselves.
@@ -68,15 +68,24 @@ class DeviceTensorCollectedInLoop(Rule):
     (`loss.data[0]`: a Python number in torch <= 0.3, an `IndexError` since). A list of empty slots filled by
     index (`cache = [None] * n`, then `cache[idx] = latents[i:i + 1]` per
     sample) keeps each value as `append` would, and is reported. A local
-    list that gathers the rows of one tensor (`for row in batch`) and after
-    the loop is only joined by `torch.cat`/`torch.stack` holds one batch for
-    one call and is not reported. A loop must grow with the run:
-    walk data or steps, or (a `while`) draw batches with `next()` or train;
+    list that gathers the rows of one tensor (`for row in batch`, or its
+    chunks: `for i in range(0, len(t), bs)` slicing `t[i:i + bs]`) and
+    after the loop is only joined by `torch.cat`/`torch.stack` (the name
+    may then hold the joined tensor: `embs = torch.cat(embs)`) holds one
+    result for one call and is not reported. A loop must grow with the run:
+    walk data or steps (a loop that runs a module's own method on its item,
+    `encoder.encode(prompts)`, walks data), or (a `while`) draw batches with
+    `next()` or train;
     the micro-batches of one step (a list rebuilt every step), a list made
     afresh for each batch of a loader and filled by an inner loop over
     something that is no stream (`for crop in args.crops`), and a `while`
     loop generating up to a length are not reported (a Lightning callback's
-    loop over `trainer.train_dataloader` walks the whole training set). Whether a value is on the
+    loop over `trainer.train_dataloader` walks the whole training set). A
+    loop inside a module's own method is within one forward pass and not
+    reported, unless the method is outside the forward pass and the loop
+    walks data and runs a forward pass on it in its own body (`def
+    predict(self, loader): for x in loader: out = self(x)`); a sampling
+    loop that calls the module's methods step by step is not. Whether a value is on the
     accelerator is inferred from `.cuda()`, `.to(device)`, `device=`, model
     placement and framework hooks that receive device batches, in the same
     file; tensors that arrive on the accelerator from another module are
@@ -128,12 +137,15 @@ class DeviceTensorCollectedInLoop(Rule):
         if not semantic.enclosing_loops(node) and not semantic.may_persist(root_name(_receiver(node)) or "", node):
             return  # cheap check first: the rest interprets the function
         function = semantic.function_of(node)
-        if function is not None and semantic.is_module_method(function):
+        module_method = function is not None and semantic.is_module_method(function)
+        if module_method and semantic.in_forward_pass(function) is not None:
             return  # within one forward pass: no run loop carries it (see SemanticModel.keeper)
         store = store_of(semantic, node)
         keeper = semantic.keeper(store.root, node) if store is not None else None
         if keeper is None or keeper.why == "loop" and not self._grows_with_the_run(keeper.loop):
             return
+        if module_method and keeper.why != "loop":
+            return  # a module's own method (`predict`) counts only for a run loop of its own
         if keeper.why == "loop" and (self._builds_one_batch(keeper.loop, store.root)
                                      or self._assembles_outer_item(keeper.loop, store.root)):
             return
@@ -162,7 +174,7 @@ class DeviceTensorCollectedInLoop(Rule):
         if not isinstance(loop, FOR_TYPES) or "." in container:
             return False
         walked = semantic.value(loop.iter)
-        if walked.kind is not Kind.TENSOR or walked.stream is Tri.YES:
+        if (walked.kind is not Kind.TENSOR or walked.stream is Tri.YES) and not self._slices_one_tensor(loop):
             return False
         unit = semantic.unit_of(loop)
         if not isinstance(unit, FUNCTION_TYPES) or container not in semantic.bound_before(loop):
@@ -170,10 +182,13 @@ class DeviceTensorCollectedInLoop(Rule):
         reads = _local_reads(semantic, unit, container)
         if reads is None:
             return False  # a global or a free variable lives on
+        rebound = _rebinding_after(semantic, loop, container)
         after = False
         for node in reads:
             if node.lineno <= loop.end_lineno and node.lineno >= loop.lineno:
                 continue
+            if rebound is not None and node.lineno > rebound.end_lineno:
+                continue  # the name holds the joined tensor now (`embs = torch.cat(embs)`), not the list
             if node.lineno < loop.lineno:
                 return False  # read before the loop: not a list made for it
             call = semantic.parents.get(node)
@@ -182,6 +197,28 @@ class DeviceTensorCollectedInLoop(Rule):
                 return False
             after = True
         return after
+
+    def _slices_one_tensor(self, loop: ast.For | ast.AsyncFor) -> bool:
+        """``for i in range(0, len(t), bs)`` (or ``t.size(0)``, ``t.shape[0]``)
+        whose body slices ``t[i:i + bs]``, ``t`` a tensor already in memory
+        (no stream; or a value moved to the accelerator): the loop walks the
+        rows of one tensor in chunks."""
+        semantic = self.ctx.semantic
+        if not (isinstance(loop.iter, ast.Call) and self.ctx.qualified(loop.iter.func) == "range" and loop.iter.args):
+            return False
+        stop = loop.iter.args[1] if len(loop.iter.args) > 1 else loop.iter.args[0]
+        measured = _measured_tensor(stop)
+        if measured is None:
+            return False
+        value = semantic.value(measured)
+        in_memory = value.kind is Kind.TENSOR or value.kind is Kind.UNKNOWN and value.device is Tri.YES  # `x.cuda()` of an unknown `x`
+        if not in_memory or value.stream is Tri.YES:
+            return False
+        index = set(targets_of(loop.target))
+        name = dotted_name(measured)
+        return any(isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.lower is not None
+                   and dotted_name(node.value) == name and names_in(node.slice.lower) & index
+                   for node in ast.walk(loop) if node is not loop.iter)
 
     def _assembles_outer_item(self, loop: ast.AST, container: str) -> bool:
         """``loop`` walks the item of the loop around it (``for chunk in
@@ -289,6 +326,33 @@ _JOINS = frozenset({"torch.cat", "torch.stack", "torch.concat", "torch.concatena
 
 #: Tensor methods that move a tensor to a device the program names.
 _MOVES = frozenset({"to", "cuda"})
+
+
+def _rebinding_after(semantic, loop: ast.AST, container: str) -> ast.Assign | None:
+    """The first statement after ``loop`` in its own block that binds
+    ``container`` again (``embs = torch.cat(embs, 0)``), or None."""
+    parent = semantic.parents.get(loop)
+    block = next((b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody"))
+                  if isinstance(b, list) and loop in b), None)
+    if block is None:
+        return None
+    for statement in block[block.index(loop) + 1:]:
+        if isinstance(statement, ast.Assign) and any(container in targets_of(t) for t in statement.targets):
+            return statement
+    return None
+
+
+def _measured_tensor(stop: ast.expr) -> ast.expr | None:
+    """``t`` of a length ``len(t)``, ``t.size(0)``, ``t.shape[0]``; None for anything else."""
+    if isinstance(stop, ast.Call) and isinstance(stop.func, ast.Name) and stop.func.id == "len" and len(stop.args) == 1:
+        return stop.args[0] if dotted_name(stop.args[0]) else None
+    if isinstance(stop, ast.Call) and isinstance(stop.func, ast.Attribute) and stop.func.attr == "size" \
+            and len(stop.args) == 1 and is_constant(stop.args[0], 0):
+        return stop.func.value if dotted_name(stop.func.value) else None
+    if isinstance(stop, ast.Subscript) and isinstance(stop.value, ast.Attribute) and stop.value.attr == "shape" \
+            and is_constant(stop.slice, 0):
+        return stop.value.value if dotted_name(stop.value.value) else None
+    return None
 
 
 def _explicit_move(expr: ast.expr) -> bool:

@@ -4,11 +4,12 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.semantic import frameworks as fw
 from memlint.lint.syntax import is_constant, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit, walk
 
 #: Positional index of ``retain_graph`` in each backward-like callable.
-RETAIN_POSITION = {"torch.autograd.backward": 2, "torch.autograd.grad": 3}
+RETAIN_POSITION = {name: position for name, (_, position) in fw.AUTOGRAD_FUNCTIONS.items()}
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 
 
@@ -16,9 +17,10 @@ class RetainGraphInLoop(Rule):
     """## What it does
     Reports `.backward(retain_graph=True)` (also through a `GradScaler`,
     Accelerate's `accelerator.backward` or Lightning's `manual_backward`) and
-    `torch.autograd.backward/grad(..., retain_graph=True)` inside a loop when
-    it is the last backward of the iteration: no backward later in the same
-    iteration releases the graph.
+    `torch.autograd.backward/grad(..., retain_graph=True)` (the tensors given
+    by position or as `tensors=`/`outputs=`) inside a loop when it is the
+    last backward of the iteration: no backward later in the same iteration
+    releases the graph.
 
     ## Why is this bad?
     `retain_graph=True` keeps every buffer the graph saved for backward after

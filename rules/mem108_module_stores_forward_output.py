@@ -8,7 +8,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name, root_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.stores import STORING_METHODS, leaf_values
-from memlint.lint.syntax import call_arguments
+from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
 from memlint.lint.signatures import arguments_bound, first_parameter, parameter_names
 
 #: Storing methods that make a container longer with every call.
@@ -63,7 +63,11 @@ class ModuleStoresForwardOutput(Rule):
     same step (an auxiliary loss the training loop collects from the
     module) is reported too when it is no one-element loss; such losses
     (`self.aux_loss = ...`, a scalar) are not reported. Recurrent state
-    that `forward` also returns to its caller is left to MEM105. Methods
+    that `forward` also returns to its caller, or feeds back into its
+    computation (`self.rnn(x, self.hidden)`), is left to MEM105; a value
+    read back only after an unconditional store in the same method
+    (`self.scale = ...` then `f(x, self.scale)`) is this call's value, not
+    carried state, and is reported. Methods
     reached from `forward` are followed through `self.method(...)` calls of
     the same file only; a module whose `forward` runs under a caller's
     `torch.no_grad()` in another file cannot be seen to.
@@ -131,7 +135,7 @@ class ModuleStoresForwardOutput(Rule):
             return
         if not growing and all(semantic.value(leaf).scalar for leaf in attached):
             return  # an auxiliary loss the training step collects and backpropagates
-        if self._recurrent(target, klass):
+        if self._recurrent(node, target, klass):
             return
         if all(self._hooked_for_its_gradient(node, function, leaf) for leaf in attached):
             return  # kept with a gradient hook on the same tensor: attention-map / Grad-CAM visualisation
@@ -192,10 +196,12 @@ class ModuleStoresForwardOutput(Rule):
             return isinstance(base.args[0], ast.Name) and base.args[0].id == receiver
         return False
 
-    def _recurrent(self, target: ast.expr, klass) -> bool:
+    def _recurrent(self, store: ast.AST, target: ast.expr, klass) -> bool:
         """The stored attribute is fed back into the module's computation
         (``self.rnn(x, self.hidden)``): recurrent state carried on purpose,
-        MEM105's case."""
+        MEM105's case. A read that comes after an unconditional store in the
+        same method body (``self.scale = ...; f(x, self.scale)``) sees this
+        call's value, not the previous call's: no state is carried."""
         node = target
         while isinstance(node, ast.Subscript):
             node = node.value
@@ -203,13 +209,29 @@ class ModuleStoresForwardOutput(Rule):
             return False
         attr = node.attr
         semantic = self.ctx.semantic
+        overwritten_from = self._unconditional_end(store)
         for method in semantic.forward_pass_methods(klass):
             for call in semantic.own_nodes(method, (ast.Call,)):
+                if overwritten_from is not None and method is overwritten_from[0] and \
+                        self.ctx.span(call)[0] >= overwritten_from[1]:
+                    continue
                 for argument in call_arguments(call):
                     if any(isinstance(n, ast.Attribute) and n.attr == attr and isinstance(n.ctx, ast.Load)
                            for n in ast.walk(argument)):
                         return True
         return False
+
+    def _unconditional_end(self, store: ast.AST) -> tuple[ast.AST, tuple[int, int]] | None:
+        """``(method, end of the store)`` when ``store`` is a statement of its
+        method's own body (it runs on every call, before what follows it)."""
+        semantic = self.ctx.semantic
+        statement = store
+        while statement is not None and not isinstance(statement, ast.stmt):
+            statement = semantic.parents.get(statement)
+        method = semantic.parents.get(statement) if statement is not None else None
+        if not isinstance(method, FUNCTION_TYPES) or statement not in method.body:
+            return None
+        return method, self.ctx.span(statement)[1]
 
 
 

@@ -55,7 +55,9 @@ class HookStoresActivation(Rule):
     receives first, outlives the call too (`module.acts.append(output)`).
     The hook function is found through its name, a
     lambda, a bound method (a `@staticmethod` included), `functools.partial` or a factory of the file
-    that returns it (`register_forward_hook(save_output(name))`).
+    that returns it (`register_forward_hook(save_output(name))`). A tensor
+    hook registered inside a forward hook on the activation it receives
+    (`output.register_hook(self.save_gradient)`) is a tensor hook too.
 
     ## Why is this bad?
     A hook runs on every forward or backward pass. What it appends stays
@@ -141,7 +143,8 @@ class HookStoresActivation(Rule):
                 return
         elif isinstance(func, ast.Attribute) and func.attr == "register_hook":
             tensor = self.ctx.semantic.value(func.value)
-            if not (tensor.kind is Kind.TENSOR or tensor.kind is Kind.UNKNOWN and tensor.graph is Tri.YES):
+            if not (tensor.kind is Kind.TENSOR or tensor.kind is Kind.UNKNOWN and tensor.graph is Tri.YES
+                    or self._hooked_activation(func.value)):
                 return  # `register_hook` of another library (a value that requires grad is a tensor: modules have none)
             kind = "register_hook"
         else:
@@ -170,6 +173,35 @@ class HookStoresActivation(Rule):
             else:
                 message = None
             self.report(store, message=message)
+
+    def _hooked_activation(self, receiver: ast.expr) -> bool:
+        """``receiver`` is the activation a module forward hook of the file
+        receives (``output`` in ``def save(self, module, input, output):
+        output.register_hook(...)``): torch hands a forward hook the
+        module's output tensor (torch 2.13 torch/nn/modules/module.py
+        ``_call_impl``), so ``register_hook`` there is a tensor hook."""
+        if not isinstance(receiver, ast.Name):
+            return False
+        function = self.ctx.semantic.function_of(receiver)
+        return function is not None and receiver.id in self._forward_hook_activations().get(function, ())
+
+    def _forward_hook_activations(self) -> dict[ast.AST, frozenset[str]]:
+        """Each function of the file registered as a module forward hook,
+        with the names of its parameters that hold activations (found once per file)."""
+        found = self.__dict__.get("_forward_hooks")
+        if found is None:
+            found = self.__dict__["_forward_hooks"] = {}
+            semantic = self.ctx.semantic
+            for call in semantic.index.of_type(ast.Call):
+                func = call.func
+                if not (isinstance(func, ast.Attribute) and func.attr in FORWARD_KINDS and call.args) or \
+                        semantic.value(func.value).kind not in (Kind.MODULE, Kind.UNKNOWN):
+                    continue
+                definition = semantic.callable_definition(call.args[0])
+                if definition is not None and not isinstance(definition[0], ast.Lambda):
+                    hook, bound = definition
+                    found[hook] = found.get(hook, frozenset()) | self._activation_parameters(hook, bound, func.attr, call)
+        return found
 
     # -- the hook's signature --------------------------------------------------------
     def _activation_parameters(self, hook: ast.AST, bound: int, kind: str, registration: ast.Call) -> frozenset[str]:

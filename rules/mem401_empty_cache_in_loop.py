@@ -36,8 +36,11 @@ class EmptyCacheInLoop(Rule):
     iteration of a step loop: a `for`/`while` loop over batches or steps, or
     one that runs a forward, `.backward()` or optimizer step itself. Also
     reported: the call inside a function of this file that such a loop (or a
-    comprehension) calls once per item, and inside Lightning per-batch hooks
-    (`training_step`, `on_train_batch_end`, ...).
+    comprehension) calls once per item, inside Lightning per-batch hooks
+    (`training_step`, `on_train_batch_end`, ...), and a flush under no
+    condition in a method of a module's forward pass (`forward` and the
+    methods it calls on `self`) or in a function of this file that such a
+    method calls: `Module.__call__` runs it once per batch.
 
     ## Why is this bad?
     `empty_cache()` frees no live tensor. It returns the caching allocator's
@@ -150,7 +153,7 @@ class EmptyCacheInLoop(Rule):
                 self.report(node, fix=self._removal(node))
             return
         function = semantic.function_of(node)
-        if isinstance(function, FUNCTION_TYPES) and self._per_step_function(function):
+        if isinstance(function, FUNCTION_TYPES) and self._per_step_function(function, self._unconditional(node, function)):
             self.report(node, message="`torch.cuda.empty_cache()` runs once per step (in a function called per batch): it frees no live tensor and forces slow re-allocation", fix=self._removal(node))
 
     def _flushes(self, call: ast.Call) -> bool:
@@ -327,22 +330,42 @@ class EmptyCacheInLoop(Rule):
                 return True
         return False
 
-    def _per_step_function(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    def _per_step_function(self, function: ast.FunctionDef | ast.AsyncFunctionDef, every_call: bool = False) -> bool:
         """A framework hook called once per batch, or a function called once
-        per iteration of a step loop or of a comprehension over a stream."""
+        per iteration of a step loop or of a comprehension over a stream.
+        ``every_call``: the flush runs on every call of ``function`` (under
+        no condition); then a method of a module's forward pass, or a
+        function such a method calls, counts too: ``Module.__call__`` runs
+        it once per forward, i.e. per batch. A conditional flush there is
+        left alone (an opt-in memory setting of the library)."""
         semantic = self.ctx.semantic
         repetition = semantic.repetition(function)
         if repetition is not None and repetition.reason == "hook":
             return True
+        if every_call and semantic.in_forward_pass(function) is not None:
+            return True
         for call in semantic.call_sites_of(function):
             if self._guarded(call):  # `if step % N == 0: log_validation(...)`: every N steps, not each one
                 continue
+            caller = semantic.function_of(call)
+            if every_call and caller is not None and semantic.in_forward_pass(caller) is not None:
+                return True  # an op function that a module's forward calls
             loops = semantic.enclosing_loops(call)
             if loops and self._step_loop(loops[0]):
                 return True
             comprehension = semantic.comprehension_of(call)
             if not loops and comprehension is not None and semantic.is_run_comprehension(comprehension):
                 return True
+        return False
+
+    def _unconditional(self, node: ast.AST, function: ast.AST) -> bool:
+        """``node`` runs on every call of ``function``: no ``if``, loop,
+        ``try`` or conditional expression of ``function`` encloses it."""
+        for ancestor in self.ctx.semantic.ancestors(node):
+            if ancestor is function:
+                return True
+            if isinstance(ancestor, (ast.If, ast.IfExp, ast.Try, ast.BoolOp, ast.Match, *LOOP_TYPES)):
+                return False
         return False
 
     # -- the fix -------------------------------------------------------------

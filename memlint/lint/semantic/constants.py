@@ -533,3 +533,34 @@ def ruled_out_by_arguments(semantic, node: ast.AST, callee: ast.AST, env: dict[s
                 return True
         child = ancestor
     return False
+
+
+def unreachable_for_arguments(semantic, node: ast.AST, callee: ast.AST, env: dict[str, object]) -> bool:
+    """``node`` does not run for a call with the literal parameters ``env``:
+    it is in a branch they rule out (:func:`ruled_out_by_arguments`), or
+    it follows, in a block of ``callee``, an ``if`` whose selected branch
+    always leaves the function (``if as_number: return acc.item()`` makes
+    the ``return acc`` after it unreachable when ``as_number`` is true)."""
+    if ruled_out_by_arguments(semantic, node, callee, env):
+        return True
+    child = node
+    for ancestor in semantic.ancestors(node):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(ancestor, field, None)
+            if isinstance(block, list) and child in block:
+                for earlier in block[:block.index(child)]:
+                    if isinstance(earlier, ast.If) and _leaves_when_taken(semantic, earlier, callee, env):
+                        return True
+        if ancestor is callee:
+            return False
+        child = ancestor
+    return False
+
+
+def _leaves_when_taken(semantic, statement: ast.If, callee: ast.AST, env: dict[str, object]) -> bool:
+    """The branch of ``statement`` that ``env`` selects ends in ``return`` or ``raise``."""
+    taken = _fold_given(semantic, statement.test, env, callee)
+    if taken is UNKNOWN:
+        return False
+    branch = statement.body if taken else statement.orelse
+    return bool(branch) and isinstance(branch[-1], (ast.Return, ast.Raise))

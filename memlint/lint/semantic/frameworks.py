@@ -388,6 +388,20 @@ MODEL_FACTORIES = frozenset({
 NO_GRAD_HUB_MODELS = {"ultralytics/yolov5": "yolov5.models.common.AutoShape"}
 #: Module types whose forward disables autograd itself: a call is a forward pass without a graph.
 NO_GRAD_FORWARD_TYPES = frozenset(NO_GRAD_HUB_MODELS.values())
+#: torchmetrics metrics that declare ``is_differentiable = False``: their value
+#: is computed from thresholded or argmax predictions (stat scores, counts), so
+#: calling one gives a tensor without an autograd graph, whatever its inputs
+#: hold (torchmetrics 1.9.0 src/torchmetrics/classification/accuracy.py,
+#: precision_recall.py, f_beta.py, stat_scores.py, confusion_matrix.py,
+#: auroc.py: each Binary*/Multiclass*/Multilabel* class sets it, and the task
+#: wrapper of the same family -- ``Accuracy(task=...)`` -- returns one of them
+#: from ``__new__``). Class names; a type of the ``torchmetrics`` namespace
+#: ending in one of them is such a metric.
+NON_DIFFERENTIABLE_METRIC_FAMILIES = ("Accuracy", "Precision", "Recall", "FBetaScore", "F1Score", "StatScores",
+                                      "ConfusionMatrix", "AUROC")
+NON_DIFFERENTIABLE_METRICS = frozenset(
+    prefix + family for family in NON_DIFFERENTIABLE_METRIC_FAMILIES for prefix in ("", "Binary", "Multiclass", "Multilabel"))
+METRICS_ROOT = "torchmetrics"
 #: ``X.from_pretrained``/``X.from_config`` builds a model unless X is one of these
 #: kinds of object (transformers naming: ``AutoTokenizer``, ``BertConfig``, ...).
 NOT_MODEL_CLASS = re.compile(r"Tokenizer|Config|Processor|FeatureExtractor|Scheduler|Pipeline|ImageProcessor|GenerationConfig|Dataset")
@@ -484,6 +498,15 @@ OOM_TESTS = frozenset({
 #: Text of the message of an out-of-memory RuntimeError (c10/cuda/CUDACachingAllocator.cpp:
 #: "CUDA out of memory. Tried to allocate ..."; HIP and XPU say "out of memory" too).
 OOM_MESSAGE = "out of memory"
+#: Autograd's functional entry points: the parameter that takes the tensors to
+#: differentiate, by keyword (position 0), and the position of ``retain_graph``
+#: (torch 2.13 torch/autograd/__init__.py: ``backward(tensors, grad_tensors=None,
+#: retain_graph=None, ...)``, ``grad(outputs, inputs, grad_outputs=None,
+#: retain_graph=None, ...)``).
+AUTOGRAD_FUNCTIONS = {
+    "torch.autograd.backward": ("tensors", 2),
+    "torch.autograd.grad": ("outputs", 3),
+}
 #: Switches of autograd's anomaly mode (torch 2.13 torch/autograd/anomaly_mode.py:
 #: ``detect_anomaly`` is a context manager, ``set_detect_anomaly(mode)`` a
 #: function that also works as one).

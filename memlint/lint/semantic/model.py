@@ -2092,13 +2092,39 @@ class SemanticModel:
         for loop in self.enclosing_loops(node):
             if not self.outside(root, loop):
                 return None
-            if self.is_run_loop(loop) and not (self.function_of(node) and self._module_internal(self.function_of(node))):
+            if self.is_run_loop(loop) and not self._within_one_pass(self.function_of(node), loop):
                 if self._bounded_by_enclosing_iteration(loop):
                     continue  # the micro-batches of one step: the step's loop decides
                 if self._made_per_batch(root, loop):
                     return None  # re-created for every batch: it lives for one batch
                 return loop
         return None
+
+    def _within_one_pass(self, function: ast.AST | None, loop: ast.AST) -> bool:
+        """``loop`` runs inside one call of a module's own method, so it is
+        no run loop of its own: ``function`` is a module method (see
+        :meth:`is_module_method`), unless it is outside the forward pass and
+        ``loop`` walks data and runs a forward pass on it in its own body (a
+        method that predicts over a loader itself, ``def predict(self,
+        dataloader): for x in dataloader: out = self(x)``, is a run over the
+        data, whatever class it is defined in; a sampling loop that calls the
+        module's own methods step by step is not)."""
+        if function is None or not self._module_internal(function):
+            return False
+        if self.in_forward_pass(function) is not None or not self.walks_data(loop, counted=False):
+            return True
+        return not any(isinstance(node, ast.Call) and self.is_forward_call(node) for node in self._calls_within_loop(loop))
+
+    def _calls_within_loop(self, loop: ast.AST):
+        """The calls of ``loop``'s body, not those of a function or loop nested in it."""
+        pending = list(loop.body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef, *FOR_TYPES, ast.While)):
+                continue
+            if isinstance(node, ast.Call):
+                yield node
+            pending.extend(ast.iter_child_nodes(node))
 
     def _made_per_batch(self, root: str, loop: ast.AST) -> bool:
         """``root`` is a local made afresh in the body of a loop around

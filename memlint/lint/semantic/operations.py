@@ -43,7 +43,9 @@ from memlint.lint.semantic.values import (
 )
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, is_constant
 from memlint.lint.walk import descendants, file_memo
-from memlint.lint.signatures import first_parameter, parameter_names, positional_parameters
+from memlint.lint.semantic.constants import literal_arguments, unreachable_for_arguments
+from memlint.lint.signatures import (arguments_bound, first_parameter, parameter_defaults, parameter_names,
+                                     positional_parameters)
 
 #: A ``range`` over at most this many steps is a fixed structure (layers,
 #: heads, a few augmentations), not a stream that grows with the run.
@@ -197,10 +199,44 @@ def local_call(model, function: ast.AST, call: CallInfo, interpreter, receiver: 
     returned = summary.returns
     if returned is None:
         return PLAIN
+    returned = _returned_for_literals(model, function, call.node, summary) or returned
     mapped = _map_sources(returned.sources, originals)
     if isinstance(function, FUNCTION_TYPES) and _is_generator(model, function):
         return returned.evolve(sources=mapped)
     return returned.with_sources(mapped) if returned.may_hold_tensor else returned
+
+
+def _returned_for_literals(model, function: ast.AST, call: ast.Call, summary) -> Value | None:
+    """What ``function`` returns for this ``call`` when the literals it
+    passes (and the literal defaults it leaves) rule out some of its
+    ``return`` statements (``def top_k(..., reduction="mean"): if reduction
+    == "mean": return acc.item()`` ... ``return acc``, called with
+    ``reduction="mean"``): the join of the returns that can run; None when
+    the literals rule none out (or all)."""
+    if not isinstance(function, FUNCTION_TYPES):
+        return None
+    returns = [r for r in model.own_nodes(function, (ast.Return,)) if r.value is not None]
+    if len(returns) < 2:
+        return None
+    env = literal_arguments(model, call, function)
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return None
+    for name, default in parameter_defaults(function):
+        if name not in env and isinstance(default, ast.Constant) and not _passed(model, call, function, name):
+            env[name] = default.value
+    if not env:
+        return None
+    kept = [r for r in returns if not unreachable_for_arguments(model, r, function, env)]
+    if not kept or len(kept) == len(returns):
+        return None
+    values = [summary.values[r.value] for r in kept if r.value in summary.values]
+    return join_all(values) if values else None
+
+
+def _passed(model, call: ast.Call, function: ast.AST, name: str) -> bool:
+    """``call`` gives parameter ``name`` of ``function`` an argument (by position or keyword)."""
+    on_object = isinstance(call.func, ast.Attribute) and model.class_of_method(function) is not None
+    return name in arguments_bound(call, function, skip_receiver=on_object)
 
 
 def _is_generator(model, function: ast.AST) -> bool:
@@ -294,7 +330,7 @@ def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
     arguments = call.arguments
     sources = frozenset().union(*(a.sources for a in arguments)) if arguments else frozenset()
     device = _forward_device(callee, arguments)
-    graph = Tri.NO if disables_grad else _forward_graph(callee, arguments, interpreter.state.grad)
+    graph = Tri.NO if disables_grad or non_differentiable_metric(callee) else _forward_graph(callee, arguments, interpreter.state.grad)
     klass = model.classes.get(callee.klass)
     forward_method = klass.method("forward") if klass is not None else None
     if forward_method is not None:
@@ -313,6 +349,13 @@ def forward(model, callee: Value, call: CallInfo, interpreter) -> Value:
     if kind in (Kind.CONTAINER, Kind.UNKNOWN) and type_name is None:
         value = value.evolve(element=tensor(graph, device))  # a tensor or a tuple of them: tensors either way
     return value
+
+
+def non_differentiable_metric(callee: Value) -> bool:
+    """``callee`` is a torchmetrics metric whose value carries no graph
+    (:data:`~.frameworks.NON_DIFFERENTIABLE_METRICS`: ``Accuracy``, ``F1Score``, ...)."""
+    name = callee.type_name
+    return bool(name) and name.split(".", 1)[0] == fw.METRICS_ROOT and name.rsplit(".", 1)[-1] in fw.NON_DIFFERENTIABLE_METRICS
 
 
 def _returns_tuple(call: CallInfo) -> bool:
@@ -1122,13 +1165,14 @@ def torch_call(model, qualified: str, call: CallInfo, interpreter) -> Value | No
         node, value = call.argument_node(0, "type"), call.argument(0, "type")
         device = device_of_value(node, value) if node is not None and value is not None else Tri.MAYBE
         return Value(Kind.OBJECT, Tri.NO, device or Tri.MAYBE, type_name="torch.device")
-    if qualified in ("torch.autograd.backward",) and call.argument(0) is not None:
-        interpreter.record_backward(call.node, call.argument(0))
+    differentiated = call.argument(0, fw.AUTOGRAD_FUNCTIONS[qualified][0]) if qualified in fw.AUTOGRAD_FUNCTIONS else None
+    if qualified == "torch.autograd.backward" and differentiated is not None:
+        interpreter.record_backward(call.node, differentiated)
         return PLAIN
-    if qualified in ("torch.autograd.grad",) and call.argument(0) is not None:
-        interpreter.record_backward(call.node, call.argument(0))
+    if qualified == "torch.autograd.grad" and differentiated is not None:
+        interpreter.record_backward(call.node, differentiated)
         create_graph = literal_flag(call.argument_node(99, "create_graph"))
-        return container(tensor(Tri.YES if create_graph is Tri.YES else Tri.NO, call.argument(0).device))
+        return container(tensor(Tri.YES if create_graph is Tri.YES else Tri.NO, differentiated.device))
     if qualified.startswith("torch.utils.checkpoint."):
         function = call.argument(0)
         inputs = call.positional[1:]
@@ -1469,10 +1513,19 @@ def differentiated_expressions(model, calls: list[ast.Call]) -> list[ast.expr]:
                 found.append(receiver)
         elif method == "manual_backward" and positional:
             found.append(positional[0])
-        elif positional and model.qualified(func) in ("torch.autograd.backward", "torch.autograd.grad"):
-            first = positional[0]
-            found.extend(first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first])
+        elif model.qualified(func) in fw.AUTOGRAD_FUNCTIONS:
+            first = _autograd_differentiated(call, fw.AUTOGRAD_FUNCTIONS[model.qualified(func)][0])
+            if first is not None:
+                found.extend(first.elts if isinstance(first, (ast.List, ast.Tuple)) else [first])
     return found
+
+
+def _autograd_differentiated(call: ast.Call, keyword: str) -> ast.expr | None:
+    """The tensors ``torch.autograd.backward/grad`` differentiates: the first
+    positional argument, or the keyword that names it (``tensors=``/``outputs=``)."""
+    if call.args and not isinstance(call.args[0], ast.Starred):
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
 
 
 def summed_terms(differentiated: list[ast.expr]) -> set[str]:
@@ -1716,7 +1769,8 @@ def _chain_names(model, expression: ast.expr, wanted: set[str], callees: set[str
         if isinstance(child, ast.Call) and _callable_name(child.func) and (child.args or child.keywords):
             # a forward takes inputs: `self.make_inputs()` builds them
             name = dotted_name(child.func)
-            if name is not None and _local_target(model, child.func) is None and model.qualified(child.func) is None:
+            if name is not None and _local_target(model, child.func) is None and model.qualified(child.func) is None \
+                    and _own_method(model, child.func) is None:
                 callees.add(name)
         elif isinstance(child, (ast.Name, ast.Attribute)):
             name = dotted_name(child)
@@ -1724,6 +1778,19 @@ def _chain_names(model, expression: ast.expr, wanted: set[str], callees: set[str
                 wanted.add(name)
                 grew = True
     return grew
+
+
+def _own_method(model, func: ast.expr):
+    """The method of the file's class that ``self.name`` denotes inside a
+    method of that class (``self.calculate_loss(...)``), or None: such a
+    call runs code of the file, it is no module's forward pass."""
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    function = model.function_of(func)
+    klass = model.class_of_method(function) if function is not None else None
+    if klass is None or first_parameter(function) != func.value.id:
+        return None
+    return klass.method(func.attr)
 
 
 def _callable_name(func: ast.expr) -> bool:
@@ -1845,7 +1912,24 @@ def feeds_items_forward(model, loop: ast.AST, over_range: bool = False, pulls_ne
             return True  # a forward pass per batch, or per step of `range(steps)` (sampling, benchmarking)
         if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
             return True
+        if not over_range and _module_method_on(call, targets, analysis):
+            return True
     return False
+
+
+def _module_method_on(call: ast.Call, targets: set[str], analysis) -> bool:
+    """``call`` runs a method of a module on the loop's item (``encoder.encode(prompts)``,
+    ``vae.decode(z)`` with ``prompts`` the item): the module's own work,
+    per item, not one of ``nn.Module``'s methods (``load_state_dict``, ``to``:
+    :data:`~.torch_ops.MODULE_OWN_METHODS`)."""
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr in ops.MODULE_OWN_METHODS or func.attr.startswith("_"):
+        return False
+    receiver = analysis.values.get(func.value)
+    if receiver is None or receiver.kind is not Kind.MODULE:
+        return False
+    arguments = [*call.args, *(k.value for k in call.keywords)]
+    return any(_mentions(argument, targets, analysis) for argument in arguments)
 
 
 def _with_comprehension_targets(loop: ast.AST, targets: set[str], analysis) -> set[str]:
@@ -1901,7 +1985,9 @@ def _moves_to_device(call: ast.Call, analysis) -> bool:
 def is_run_comprehension(model, node: ast.AST) -> bool:
     """A comprehension whose iterations grow with the run: it iterates a
     stream of batches, or feeds what it iterates to a forward pass or moves
-    it to the accelerator (and does not iterate a fixed structure)."""
+    it to the accelerator (and does not iterate a fixed structure). Calling
+    each item on the same input (``[prompt(embeds) for prompt in prompts]``)
+    walks callables, not batches (see :func:`_calls_the_item`)."""
     analysis = model.analysis_of(node)
     calls = model._calls_within(node)
     for clause in node.generators:
@@ -1914,7 +2000,10 @@ def is_run_comprehension(model, node: ast.AST) -> bool:
             continue
         targets = set(targets_of(clause.target))
         for call in calls:
-            if (call in analysis.forward_calls or call in analysis.forwarding_calls) and _mentions(call, targets, analysis):
+            forward = call in analysis.forward_calls or call in analysis.forwarding_calls
+            if forward and _calls_the_item(call, targets, analysis):
+                continue  # `[head(z) for head in heads]`: callables of one forward pass, not batches
+            if forward and _mentions(call, targets, analysis):
                 return True
             if _moves_to_device(call, analysis) and _mentions(call.func.value, targets, analysis):
                 return True

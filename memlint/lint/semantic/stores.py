@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from memlint.lint.names import root_name
 from memlint.lint.semantic.constants import UNKNOWN as UNFOLDED
 from memlint.lint.semantic.values import Kind, Tri, Value
+from memlint.lint.signatures import arguments_bound
 from memlint.lint.syntax import call_arguments
 
 #: Methods that store their arguments in the container they are called on.
@@ -170,10 +171,27 @@ def effect_store(model, call: ast.Call) -> Store | None:
     for effect in model.call_effects(call):
         if effect.kind == "collect" and effect.value.graph is not Tri.NO:
             root = model.effect_root(call, effect)
-            if root is not None:
-                arguments = tuple(call_arguments(call))
+            arguments = _arguments_stored(model, call, effect)
+            if root is not None and arguments:
                 return Store(root, arguments, call, via=effect.target)
     return None
+
+
+def _arguments_stored(model, call: ast.Call, effect) -> tuple[ast.expr, ...]:
+    """The arguments of ``call`` whose parameters the collected value comes
+    from (its sources); every argument when the callee or the sources are
+    not known. None of them when the value comes from no parameter
+    (``self.stats["beta"].append(self.beta)``): the call stores its own
+    state, not what it is given."""
+    arguments = tuple(call_arguments(call))
+    callee = model.callee(call)
+    if callee is None or not isinstance(callee, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return arguments
+    on_object = isinstance(call.func, ast.Attribute) and model.class_of_method(callee) is not None
+    bound = arguments_bound(call, callee, skip_receiver=on_object)
+    if not bound or len(bound) < len(arguments):
+        return arguments  # `*args`/`**kwargs` or a starred argument: which one flows is not known
+    return tuple(argument for name, argument in bound.items() if name in effect.value.sources)
 
 
 def comprehension_store(model, node: ast.AST) -> Store | None:
