@@ -9,7 +9,7 @@ from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import GRADIENT_TAPE
 from memlint.lint.semantic.scopes import BindingKind
 from memlint.lint.signatures import positional_parameters
-from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, is_constant
+from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, is_constant
 
 #: pyplot calls that create a figure and register it with pyplot's figure manager
 #: (matplotlib 3.x ``pyplot.py``: ``figure``, ``subplots``, ``subplot_mosaic`` all go
@@ -213,16 +213,36 @@ class FigureNotClosedInLoop(Rule):
         semantic = self.ctx.semantic
         if semantic.comprehension_of(node) is not None:
             return False
-        for loop in semantic.enclosing_loops(node):
-            if isinstance(loop, ast.While) or semantic.trains(loop.body) or semantic.walks_file_contents(loop) \
-                    or semantic.value(loop.iter).stream is Tri.YES:
-                return False
+        if any(self._piles_up_in_cell(loop) for loop in semantic.enclosing_loops(node)):
+            return False
         function = semantic.function_of(node)
         if function is None:
             return semantic.unit_of(node) is self.ctx.module
         sites = semantic.call_sites_of(function)
-        return bool(sites) and all(semantic.unit_of(site) is self.ctx.module and not semantic.enclosing_loops(site)
-                                   for site in sites)
+        return bool(sites) and all(
+            semantic.unit_of(site) is self.ctx.module
+            and not any(self._piles_up_in_cell(loop) for loop in semantic.enclosing_loops(site))
+            for site in sites)
+
+    def _piles_up_in_cell(self, loop: ast.AST) -> bool:
+        """A loop whose figures (one or a few per iteration) outnumber what
+        pyplot opens without a warning before its cell ends: a ``while``, a
+        loop over a stream of batches or over the files on disk, a loop whose
+        own body is a training step (one figure per step), or one that the
+        file fixes to more than :data:`MAX_OPEN_WARNING` iterations. A loop
+        over epochs that trains only in a nested loop over the batches and
+        then plots a few figures is the cell's output, shown and closed when
+        the cell ends, unless its count is known to be larger than that."""
+        from memlint.lint.semantic.values import Tri
+
+        semantic = self.ctx.semantic
+        if isinstance(loop, ast.While) or semantic.walks_file_contents(loop) \
+                or semantic.value(loop.iter).stream is Tri.YES:
+            return True
+        count = _range_count(semantic, loop.iter)
+        if count is not None:
+            return count > MAX_OPEN_WARNING
+        return semantic.trains([statement for statement in loop.body if not isinstance(statement, LOOP_TYPES)])
 
     def _keeps_inline_backend(self) -> bool:
         """No ``%matplotlib``/``%pylab`` magic of the notebook selects another
@@ -383,7 +403,12 @@ def _length(semantic, expr: ast.expr) -> int | None:
         return None if any(isinstance(e, ast.Starred) for e in expr.elts) else len(expr.elts)
     if not isinstance(expr, (ast.ListComp, ast.GeneratorExp)) or len(expr.generators) != 1 or expr.generators[0].ifs:
         return None
-    iterable = expr.generators[0].iter
+    return _range_count(semantic, expr.generators[0].iter)
+
+
+def _range_count(semantic, iterable: ast.expr) -> int | None:
+    """How many times a loop over ``iterable`` runs when the file fixes it:
+    ``range(n)``/``range(a, b)`` of constants; None otherwise."""
     if not (isinstance(iterable, ast.Call) and semantic.qualified(iterable.func) in ("range", "builtins.range")
             and 1 <= len(iterable.args) <= 2 and not iterable.keywords):
         return None
