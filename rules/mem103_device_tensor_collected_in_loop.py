@@ -67,7 +67,17 @@ class DeviceTensorCollectedInLoop(Rule):
     bytes each in the caching allocator, nor an integer index into one
     (`loss.data[0]`: a Python number in torch <= 0.3, an `IndexError` since). A list of empty slots filled by
     index (`cache = [None] * n`, then `cache[idx] = latents[i:i + 1]` per
-    sample) keeps each value as `append` would, and is reported. A local
+    sample) keeps each value as `append` would, and is reported; a list of
+    fixed length whose slots are overwritten by an index that walks a fixed
+    structure inside the run loop (`for i, m in enumerate(models):
+    caches[i] = new_cache` once per decoding step) replaces, never grows,
+    and is not reported. A store that runs on one iteration of its loop
+    only (`if step == 0:`, the loop's `range`/`enumerate` counter compared
+    with a constant) adds one item per run of that loop and is not reported
+    unless a loop around it grows with the run (not a `range` of a count
+    the file fixes). An optimizer's walk over its parameters (a `for p in
+    ...` over no stream that reads or sets `p.grad`, and neither trains nor
+    runs a forward pass) runs once per parameter and is no run loop. A local
     list that gathers the rows of one tensor (`for row in batch`, or its
     chunks: `for i in range(0, len(t), bs)` slicing `t[i:i + bs]`) and
     after the loop is only joined by `torch.cat`/`torch.stack` (the name
@@ -144,6 +154,9 @@ class DeviceTensorCollectedInLoop(Rule):
         keeper = semantic.keeper(store.root, node) if store is not None else None
         if keeper is None or keeper.why == "loop" and not self._grows_with_the_run(keeper.loop):
             return
+        if keeper.why == "loop" and self._once_per_run_of(node, keeper.loop) \
+                and not self._grows_outside(keeper.loop, store.root):
+            return  # `if step == 0: firsts.append(y)`: one item per run of the loop
         if module_method and keeper.why != "loop":
             return  # a module's own method (`predict`) counts only for a run loop of its own
         if keeper.why == "loop" and (self._builds_one_batch(keeper.loop, store.root)
@@ -154,7 +167,7 @@ class DeviceTensorCollectedInLoop(Rule):
         evaluation = self._evaluation_loop(node)
         leaves = [leaf for leaf in leaf_values(store.values)
                   if _device_tensor(semantic.value(leaf)) and not (evaluation and semantic.value(leaf).scalar)]
-        if not leaves or self._bounded(store.root, node):
+        if not leaves or self._bounded(store.root, node) or self._replaces_slot(node):
             return
         self.report(node, fix=self._fix(leaves))
 
@@ -163,7 +176,54 @@ class DeviceTensorCollectedInLoop(Rule):
         :meth:`SemanticModel.walks_data`); a loop over ``range(k)`` that
         neither trains nor slices the data (``k`` draft tokens, ``n`` samples)
         makes an output of the size asked for."""
-        return self.ctx.semantic.walks_data(loop, counted=False)
+        return self.ctx.semantic.walks_data(loop, counted=False) and not self._walks_parameters(loop)
+
+    def _once_per_run_of(self, node: ast.AST, loop: ast.AST) -> bool:
+        """``node`` runs only under ``if i == c`` (or ``c == i``), ``i`` the
+        counter of ``loop`` (``for i in range(...)``, ``for i, x in
+        enumerate(...)``) and ``c`` a constant: on one iteration of it."""
+        if not isinstance(loop, FOR_TYPES):
+            return False
+        counter = _loop_counter(self.ctx, loop)
+        if counter is None:
+            return False
+        child = node
+        for ancestor in self.ctx.semantic.ancestors(node):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, ast.If) and child in ancestor.body and _tests_equal_to_constant(ancestor.test, counter):
+                return True
+            child = ancestor
+        return False
+
+    def _grows_outside(self, loop: ast.AST, container: str) -> bool:
+        """A loop around ``loop``, with ``container`` bound outside it, grows
+        with the run and is not a ``range`` of a count the file fixes."""
+        semantic = self.ctx.semantic
+        for outer in semantic.enclosing_loops(loop):
+            if not semantic.outside(container, outer):
+                return False
+            if self._grows_with_the_run(outer) and _fixed_range_count(semantic, outer) is None:
+                return True
+        return False
+
+    def _walks_parameters(self, loop: ast.AST) -> bool:
+        """A ``for p in ...`` (not over a stream) whose body reads or sets
+        ``p.grad`` and neither trains nor runs a forward pass: an optimizer's
+        walk over its parameters (``for p in self.params``), which runs once
+        per parameter, not once per batch or step. Moving a gradient to its
+        parameter's device (``grad.to(p.data)``) is not data sent to the
+        accelerator."""
+        semantic = self.ctx.semantic
+        if not isinstance(loop, FOR_TYPES) or not isinstance(loop.target, ast.Name) \
+                or semantic.value(loop.iter).stream is Tri.YES:
+            return False
+        item = loop.target.id
+        reads_grad = any(isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.value, ast.Name)
+                         and node.value.id == item for statement in loop.body for node in ast.walk(statement))
+        return reads_grad and not semantic.trains(loop.body) and not any(
+            isinstance(node, ast.Call) and semantic.is_forward_call(node)
+            for statement in loop.body for node in ast.walk(statement))
 
     def _builds_one_batch(self, loop: ast.AST, container: str) -> bool:
         """``loop`` walks the rows of one tensor (``for row in batch``) into a
@@ -277,6 +337,55 @@ class DeviceTensorCollectedInLoop(Rule):
         receiver = _receiver(node)
         return receiver is not None and semantic.value(receiver).type_name == "bounded"
 
+    def _replaces_slot(self, node: ast.AST) -> bool:
+        """``lst[i] = v`` where every binding of ``lst`` in its scope makes a
+        list (a display, ``[None] * k``, a list comprehension) and the index
+        comes from a loop over a fixed structure (``for i, m in
+        enumerate(models)`` inside the run loop, over nothing the run loop
+        binds per iteration: :meth:`_index_walks_structure`): assigning an
+        index of a Python list replaces that element (or raises), so every
+        run step overwrites the same few slots. An
+        index taken from the batch (``for idx in batch["ids"]``) fills a new
+        slot per sample and is still reported."""
+        if not isinstance(node, ast.Assign) or not isinstance(node.targets[0], ast.Subscript):
+            return False
+        target = node.targets[0]
+        if not isinstance(target.value, ast.Name) or isinstance(target.slice, ast.Slice):
+            return False
+        if not self._index_walks_structure(node, target):
+            return False
+        semantic = self.ctx.semantic
+        bindings = semantic.scopes.bindings_of(target.value.id, semantic.scopes.scope_for(target.value))
+        if not bindings:
+            return False
+        for binding in bindings:
+            statement = semantic.parents.get(binding.node)
+            if not (isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None
+                    and _makes_list(statement.value)):
+                return False
+        return True
+
+    def _index_walks_structure(self, node: ast.AST, target: ast.Subscript) -> bool:
+        """Every name of ``target``'s index is the target of a loop around
+        ``node`` over no stream, repeated by a loop around it, whose iterable mentions nothing that the
+        loops around it bind per iteration (but the list itself, which its
+        slot stores do not rebind): ``for i, m in enumerate(models)``, the
+        same few slots in every step of the run."""
+        semantic = self.ctx.semantic
+        loops = semantic.enclosing_loops(node)
+        names = names_in(target.slice)
+        if not names:
+            return False
+        for name in names:
+            walker = next((position for position, loop in enumerate(loops)
+                           if isinstance(loop, FOR_TYPES) and name in targets_of(loop.target)), None)
+            if walker is None or walker + 1 == len(loops) or semantic.value(loops[walker].iter).stream is Tri.YES:
+                return False  # no loop around it repeats the walk: each index is a new slot filled once
+            outer = set().union(*(_names_bound_per_iteration(loop) for loop in loops[walker + 1:])) - {target.value.id}
+            if names_in(loops[walker].iter) & outer:
+                return False
+        return True
+
     def _below_capacity(self, node: ast.AST, container: str) -> bool:
         """The store runs only while the container is below a size
         (``if len(self.buffer) < self.capacity: self.buffer.append(t)``,
@@ -383,6 +492,49 @@ def _local_reads(semantic, unit: ast.AST, container: str) -> list[ast.Name] | No
         return None
     return [node for node in ast.walk(unit)
             if isinstance(node, ast.Name) and node.id == container and isinstance(node.ctx, ast.Load)]
+
+
+def _loop_counter(ctx, loop: ast.For | ast.AsyncFor) -> str | None:
+    """The name that counts ``loop``'s iterations: its target over ``range(...)``,
+    or the first name of ``for i, x in enumerate(...)``."""
+    call = loop.iter
+    if not isinstance(call, ast.Call):
+        return None
+    qualified = ctx.qualified(call.func)
+    if qualified in ("range", "builtins.range") and isinstance(loop.target, ast.Name):
+        return loop.target.id
+    if qualified in ("enumerate", "builtins.enumerate") and isinstance(loop.target, ast.Tuple) \
+            and loop.target.elts and isinstance(loop.target.elts[0], ast.Name):
+        return loop.target.elts[0].id
+    return None
+
+
+def _tests_equal_to_constant(test: ast.expr, name: str) -> bool:
+    """``test`` is ``name == c`` or ``c == name``, ``c`` a literal constant."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    left, right = test.left, test.comparators[0]
+    return any(isinstance(a, ast.Name) and a.id == name and isinstance(b, ast.Constant) and not isinstance(b.value, str)
+               for a, b in ((left, right), (right, left)))
+
+
+def _fixed_range_count(semantic, loop: ast.AST) -> int | None:
+    """How many times ``for _ in range(...)`` runs when the file fixes its bounds; None otherwise."""
+    if not isinstance(loop, FOR_TYPES) or not isinstance(loop.iter, ast.Call) \
+            or semantic.qualified(loop.iter.func) not in ("range", "builtins.range") \
+            or not 1 <= len(loop.iter.args) <= 2 or loop.iter.keywords:
+        return None
+    bounds = [semantic.constants.value(arg) for arg in loop.iter.args]
+    if not all(type(bound) is int for bound in bounds):
+        return None
+    return bounds[0] if len(bounds) == 1 else max(0, bounds[1] - bounds[0])
+
+
+def _makes_list(expr: ast.expr) -> bool:
+    """``expr`` evaluates to a new Python list: ``[...]``, ``[...] * k``/``k * [...]``, ``[... for ...]``."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult):
+        return isinstance(expr.left, ast.List) or isinstance(expr.right, ast.List)
+    return isinstance(expr, (ast.List, ast.ListComp))
 
 
 def _key_varies(target: ast.expr, loops: list[ast.stmt]) -> bool:

@@ -62,3 +62,129 @@ def test_mem403_notebook_helper_called_once_per_batch_is_reported():
 def test_mem403_notebook_helper_called_for_more_epochs_than_pyplot_keeps_open_is_reported():
     assert_reported_in_notebook(_GAN_CELLS.replace("  # MARK", "  # expect: MEM403").replace("EPOCHS = 10", "EPOCHS = 40"),
                                 "MEM403")
+
+
+# -- MEM103 FP (a): an optimizer's walk over its parameters. The judged
+# optimizers (opacus research/disk_optimizer KF*optimizer.py) keep a list of
+# per-parameter state dicts for one step; here a lookahead optimizer stages
+# a slow copy per parameter and writes them back after the inner step.
+
+MEM103_PARAMETER_WALK_OK = """
+    import torch
+
+    class Lookahead:
+        def __init__(self, inner, params):
+            self.inner = inner
+            self.params = list(params)
+
+        def step(self):
+            staged = []
+            for q in self.params:
+                if q.grad is None:
+                    continue
+                staged.append(torch.zeros_like(q.data).to(q.data))
+            self.inner.step()
+            for q, slow in zip(self.params, staged):
+                q.data.add_(slow)
+"""
+
+# the look-alike walks batches: the inputs' gradients of every batch pile up on the GPU
+MEM103_INPUT_GRADS_BUG = """
+    import torch
+
+    def saliency(model, loader):
+        maps = []
+        for x, y in loader:
+            x = x.cuda().requires_grad_()
+            torch.nn.functional.cross_entropy(model(x), y.cuda()).backward()
+            maps.append(x.grad.detach())  # expect: MEM103
+        return maps
+"""
+
+
+def test_mem103_optimizer_walk_over_its_parameters_is_silent():
+    assert_silent(MEM103_PARAMETER_WALK_OK, "MEM103")
+
+
+def test_mem103_gradients_of_every_batch_collected_are_reported():
+    assert_reported(MEM103_INPUT_GRADS_BUG, "MEM103")
+
+
+# -- MEM103 FP (b): slot replacement in a list of fixed length. The judged
+# case is `amateur_caches[i] = next_cache` in x-transformers' contrastive
+# decoding; here a stack of recurrent cells keeps one state per layer.
+
+MEM103_SLOTS_OK = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    @torch.no_grad()
+    def stream_states(cells: torch.nn.ModuleList, frames):
+        states = [None] * len(cells)
+        for frame in DataLoader(frames, batch_size=1):
+            h = frame.cuda()
+            for i, cell in enumerate(cells):
+                h = cell(h, states[i])
+                states[i] = h
+        return states
+"""
+
+# the look-alike adds a key per frame and layer: the dict grows with the stream
+MEM103_SLOTS_BUG = MEM103_SLOTS_OK.replace("states = [None] * len(cells)", "states = {}").replace(
+    "states[i] = h", "states[len(states)] = h  # expect: MEM103")
+
+
+def test_mem103_slot_replaced_in_a_fixed_length_list_is_silent():
+    assert_silent(MEM103_SLOTS_OK, "MEM103")
+
+
+def test_mem103_output_stored_under_a_new_key_per_step_is_reported():
+    assert_reported(MEM103_SLOTS_BUG, "MEM103")
+
+
+# -- MEM103 FP (c): a store guarded by the loop's first iteration. The judged
+# notebook keeps each network's output before training (`if t == 0:`); here
+# a script keeps the first batch's embeddings of a fine-tuning run.
+
+MEM103_FIRST_BATCH_OK = """
+    import torch
+
+    def finetune(encoder, opt, loader):
+        before = []
+        for k, (x, y) in enumerate(loader):
+            z = encoder(x.cuda())
+            if 0 == k:
+                before.append(z.detach())
+            loss = torch.nn.functional.mse_loss(z, y.cuda())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return before
+"""
+
+
+def test_mem103_store_on_the_first_iteration_only_is_silent():
+    assert_silent(MEM103_FIRST_BATCH_OK, "MEM103")
+
+
+def test_mem103_store_every_tenth_iteration_is_reported():
+    assert_reported(MEM103_FIRST_BATCH_OK.replace("if 0 == k:", "if k % 10 == 0:").replace(
+        "before.append(z.detach())", "before.append(z.detach())  # expect: MEM103"), "MEM103")
+
+
+# a list of empty slots filled once each, by a loop that nothing repeats, keeps a tensor per index
+MEM103_SLOTS_FILLED_ONCE_BUG = """
+    import torch
+
+    @torch.no_grad()
+    def embed_all(loader, n):
+        encoder = torch.nn.Linear(64, 8).cuda()
+        table = [None] * n
+        for k, images in enumerate(loader):
+            table[k] = encoder(images.cuda())  # expect: MEM103
+        return table
+"""
+
+
+def test_mem103_slots_filled_once_each_are_reported():
+    assert_reported(MEM103_SLOTS_FILLED_ONCE_BUG, "MEM103")
