@@ -131,10 +131,13 @@ class FigureNotClosedInLoop(Rule):
     In a notebook that keeps Jupyter's inline backend (no `%matplotlib`
     magic naming another backend, no `matplotlib.use(...)`), the backend
     closes every figure when a cell ends, so a loop of a cell's own code,
-    or of a function that cells call outside loops, is not reported when
-    it neither trains, nor walks a stream of batches or the files on disk,
-    nor is a `while` loop (a few sample predictions plotted one by one);
-    those loops still are, since their figures pile up until the cell ends. The rule does
+    or of a function that cells call, is not reported when neither it nor
+    a loop around its call sites is a training step in its own body, walks
+    a stream of batches or the files on disk, is a `while` loop, or runs a
+    `range` the file fixes to more than 20 iterations (a few sample
+    predictions plotted one by one; a helper that draws a few figures after
+    each epoch, the epoch's batches walked by a nested loop); those loops
+    still are, since their figures pile up until the cell ends. The rule does
     not read `MPLBACKEND` or the IPython configuration
     (`InlineBackend.close_figures = False`).
 
