@@ -56,8 +56,10 @@ class InferenceWithoutNoGrad(Rule):
     `.parameters()`-like methods): an environment wrapper's or another
     file's agent object's `eval()` is not one. "After" follows the flow of
     control: not from the other branch of an `if`, not only around a
-    loop's back edge, and not past a `model.train()` that always runs in
-    between. A function without such a name or switch is an evaluation too
+    loop's back edge, not past a `model.train()` that always runs in
+    between, and not for a module bound after the switch by constructing
+    it (`net = Net(...)` of a module class of the file, or a `torch.nn`
+    layer): a new module starts in training mode. A function without such a name or switch is an evaluation too
     when what it does makes it one: the file calls it and trains elsewhere,
     and it forwards a module in a loop over a stream of batches (a loader)
     while neither it nor what it calls takes a training step or a backward
@@ -597,11 +599,31 @@ class InferenceWithoutNoGrad(Rule):
         branch, not only around a loop's back edge), and no ``.train()`` of
         the same module runs unconditionally in between."""
         semantic = self.ctx.semantic
+        called = call.func.id if isinstance(call.func, ast.Name) else None
         for eval_call in eval_calls:
             receiver = dotted_name(eval_call.func.value)
-            if semantic.runs_after(eval_call, call, undone=lambda statement, receiver=receiver: _switches_back(statement, receiver)):
+            if semantic.runs_after(eval_call, call, undone=lambda statement, receiver=receiver: _switches_back(statement, receiver)
+                                   or self._builds_module(statement, called)):
                 return True
         return False
+
+    def _builds_module(self, statement: ast.stmt, name: str | None) -> bool:
+        """``statement`` binds ``name`` to a module it constructs (``net =
+        Net(...)`` of a module class of the file, or a ``torch.nn`` layer):
+        a new module starts in training mode (torch 2.13.0
+        ``torch/nn/modules/module.py`` ``Module.__init__``: ``self.training =
+        True``), whatever was switched to evaluation mode before it."""
+        if name is None or not isinstance(statement, ast.Assign) or not isinstance(statement.value, ast.Call):
+            return False
+        if not any(isinstance(target, ast.Name) and target.id == name for target in statement.targets):
+            return False
+        semantic = self.ctx.semantic
+        constructor = statement.value
+        built = semantic.value(constructor)
+        if built.kind is not Kind.MODULE:
+            return False
+        return built.klass is not None and dotted_name(constructor.func) == built.klass.rsplit(".", 1)[-1] \
+            or bool(fw.MODULE_NAMESPACE.match(self.ctx.qualified(constructor.func) or ""))
 
     def _in_sampling_loop(self, call: ast.Call) -> bool:
         """In a module's sampling method: ``call`` repeats in a loop of steps,

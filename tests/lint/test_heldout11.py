@@ -188,3 +188,41 @@ MEM103_SLOTS_FILLED_ONCE_BUG = """
 
 def test_mem103_slots_filled_once_each_are_reported():
     assert_reported(MEM103_SLOTS_FILLED_ONCE_BUG, "MEM103")
+
+
+# -- MEM104 FP (a): the eval switch was of another module. The judged
+# notebook calls `model.eval()` in one cell and later builds `network =
+# FullyConnectedMultiOutputModule(...)` and runs it as a shape check; here a
+# distillation script switches the teacher to eval and then builds the
+# student, which starts in training mode.
+
+MEM104_NEW_MODULE_OK = """
+    import torch
+    from torch import nn
+
+    class Student(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(32, 10)
+
+        def forward(self, x):
+            return self.body(x)
+
+    teacher = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+    teacher.load_state_dict(torch.load("teacher.pt", map_location="cpu"))
+    teacher.eval()
+    student = Student()
+    print(student(torch.randn(2, 32)).shape)
+"""
+
+# the look-alike runs the module that was switched to evaluation mode
+MEM104_NEW_MODULE_BUG = MEM104_NEW_MODULE_OK.replace(
+    "print(student(torch.randn(2, 32)).shape)", "print(teacher(torch.randn(2, 32)).shape)  # expect: MEM104")
+
+
+def test_mem104_module_built_after_another_modules_eval_is_silent():
+    assert_silent(MEM104_NEW_MODULE_OK, "MEM104")
+
+
+def test_mem104_module_switched_to_eval_is_reported():
+    assert_reported(MEM104_NEW_MODULE_BUG, "MEM104")
