@@ -80,6 +80,13 @@ class InferenceWithoutNoGrad(Rule):
     weight, tensors alive anyway, so nothing is saved for nothing. Its output
     fed to another layer (`pool(conv(img))`) is reported.
 
+    A call of what the file made with a `torch.func` gradient transform
+    (`grad`, `grad_and_value`, `vjp`, `jacrev`, `jacfwd`, `hessian`, also
+    inside `vmap`) and assigned to the attribute called (every assignment
+    of that attribute in the file: `layer.per_sample = vmap(grad(loss))`,
+    then `layer.per_sample(params, x, g)`) computes gradients, forward and
+    backward in one call, and is not reported.
+
     A module whose forward disables autograd itself is not reported: an in-file `forward` decorated
     `@torch.no_grad()`, or yolov5's `torch.hub.load("ultralytics/yolov5", ...)`
     wrapper (`AutoShape`, unless `autoshape=False`).
@@ -336,6 +343,7 @@ class InferenceWithoutNoGrad(Rule):
                    if semantic.grad_mode(call) is Tri.YES and semantic.value(call).graph is not Tri.NO
                    and not self._frozen_callee(call) and not self._attacking_forward(call)
                    and not self._callee_disables_grad(call) and not self._lone_layer_probe(call, unit)
+                   and not self._computes_gradients(call)
                    and (not in_loops_only or self._in_sampling_loop(call))]
         helpers = [] if in_loops_only else self._helper_forwards(unit)
         forward += helpers
@@ -503,6 +511,41 @@ class InferenceWithoutNoGrad(Rule):
                           if klass.is_module and call.func.attr in klass.methods]
         return bool(candidates) and all(
             semantic.decorator_grad(klass.methods[call.func.attr]) is Tri.NO for klass in candidates)
+
+    def _computes_gradients(self, call: ast.Call) -> bool:
+        """``call`` runs what the file made with a ``torch.func`` gradient
+        transform (:data:`~fw.GRADIENT_TRANSFORMS`, possibly inside
+        :data:`~fw.BATCHING_TRANSFORMS`): ``layer.per_sample = vmap(grad(f))``
+        assigned to that attribute (every assignment of it in the file), then
+        ``layer.per_sample(params, x, g)``. It computes gradients, forward
+        and backward in one call: no inference forward."""
+        if not isinstance(call.func, ast.Attribute):
+            return False
+        memo = self.__dict__.setdefault("_gradient_attributes", {})
+        attribute = call.func.attr
+        if attribute not in memo:
+            assigned = [node.value for node in ast.walk(self.ctx.module) if isinstance(node, ast.Assign)
+                        and any(isinstance(target, ast.Attribute) and target.attr == attribute for target in node.targets)]
+            memo[attribute] = bool(assigned) and all(self._gradient_transform(value) for value in assigned)
+        return memo[attribute]
+
+    def _gradient_transform(self, expr: ast.expr, depth: int = 0) -> bool:
+        """``expr`` is ``grad(f)``-like, or ``vmap(...)`` of one (of a name bound to one)."""
+        if not isinstance(expr, ast.Call) or not expr.args or depth > 3:
+            return False
+        qualified = self.ctx.qualified(expr.func)
+        if qualified in fw.GRADIENT_TRANSFORMS:
+            return True
+        if qualified not in fw.BATCHING_TRANSFORMS:
+            return False
+        wrapped = expr.args[0]
+        if isinstance(wrapped, ast.Name):
+            semantic = self.ctx.semantic
+            bindings = semantic.scopes.bindings_of(wrapped.id, semantic.scopes.scope_for(wrapped))
+            statements = [semantic.parents.get(binding.node) for binding in bindings]
+            return bool(statements) and all(isinstance(statement, ast.Assign) and self._gradient_transform(statement.value, depth + 1)
+                                            for statement in statements)
+        return self._gradient_transform(wrapped, depth + 1)
 
     def _frozen_callee(self, call: ast.Call) -> bool:
         """The module called has every parameter frozen (``requires_grad_(False)``,

@@ -226,3 +226,41 @@ def test_mem104_module_built_after_another_modules_eval_is_silent():
 
 def test_mem104_module_switched_to_eval_is_reported():
     assert_reported(MEM104_NEW_MODULE_BUG, "MEM104")
+
+
+# -- MEM104 FP (b): a torch.func gradient transform is no inference forward.
+# The judged opacus code calls `layer.ft_compute_sample_grad(...)`, set to
+# `vmap(grad(compute_loss))`; here per-sample gradient norms through the
+# `torch.func` namespace imported under another name.
+
+MEM104_GRAD_TRANSFORM_OK = """
+    import torch
+    from torch import func as tf
+    from torch import nn
+
+
+    def attach(layer):
+        def loss_of(params, x, t):
+            out = tf.functional_call(layer, params, (x.unsqueeze(0),))
+            return nn.functional.mse_loss(out, t.unsqueeze(0))
+
+        layer.per_example = tf.vmap(tf.grad(loss_of), in_dims=(None, 0, 0))
+
+
+    def per_sample_norms(layer: nn.Linear, x, t):
+        params = dict(layer.named_parameters())
+        grads = layer.per_example(params, x, t)  # MARK
+        return {k: g.norm() for k, g in grads.items()}
+"""
+
+# the look-alike batches the loss itself: a forward over the samples with grad on
+MEM104_BATCHED_FORWARD_BUG = MEM104_GRAD_TRANSFORM_OK.replace("tf.vmap(tf.grad(loss_of), in_dims", "tf.vmap(loss_of, in_dims") \
+    .replace("  # MARK", "  # expect: MEM104")
+
+
+def test_mem104_gradient_transform_call_is_silent():
+    assert_silent(MEM104_GRAD_TRANSFORM_OK.replace("  # MARK", ""), "MEM104")
+
+
+def test_mem104_batched_forward_without_grad_transform_is_reported():
+    assert_reported(MEM104_BATCHED_FORWARD_BUG, "MEM104")

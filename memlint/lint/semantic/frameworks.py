@@ -663,6 +663,19 @@ MODEL_OUTPUT_TENSORS = frozenset({
 #: utils/generic.py ``can_return_tuple``; each model's ``forward`` did the same with
 #: ``if not return_dict: return (...)`` in transformers 4.x modeling_bert.py).
 MODEL_OUTPUT_TUPLE_KEYWORD = ("return_dict", False)
+#: ``torch.func`` transforms whose result computes gradients (or Jacobians) of the
+#: function it wraps: calling it runs that function's forward and its backward in one
+#: call and returns the gradients, so no graph is left for a later backward (torch
+#: 2.13.0 ``torch/_functorch/eager_transforms.py``: ``grad``, ``grad_and_value``,
+#: ``vjp``, ``jacrev``, ``jacfwd``, ``hessian``; ``torch/_functorch/apis.py``:
+#: ``grad``, ``grad_and_value``; the same functions under ``functorch`` 2.x).
+GRADIENT_TRANSFORMS = frozenset(
+    f"{root}.{name}" for root in ("torch.func", "functorch")
+    for name in ("grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian"))
+#: ``torch.func`` transforms that map the function they wrap over a batch and
+#: compute what it computes (torch 2.13.0 ``torch/_functorch/apis.py`` ``vmap``):
+#: ``vmap(grad(f))`` computes per-sample gradients.
+BATCHING_TRANSFORMS = frozenset({"torch.func.vmap", "torch.vmap", "functorch.vmap"})
 #: Module methods of library models that run no autograd: ``GenerationMixin.generate`` is
 #: decorated with ``@torch.no_grad()`` (transformers/generation/utils.py).
 NO_GRAD_MODULE_METHODS = frozenset({"generate"})
