@@ -141,7 +141,9 @@ class InferenceWithoutNoGrad(Rule):
     `# noqa: MEM104` or decorate it). A module's methods are reported only
     when their name says they sample or generate (`DDPM.sample`) and they
     run forward passes in a loop of steps (a loop over the module's own
-    layers, `for block in self.blocks`, is one forward pass); its `forward`, `predict` and other
+    layers, `for block in self.blocks`, is one forward pass), unless, switching
+    nothing to evaluation mode, they return a one-element tensor with a
+    graph (`return loss.mean()` after a rollout: a training objective); its `forward`, `predict` and other
     helpers serve training and evaluation alike, so a call of such a method
     (`model.inference(a, b)`) in an evaluation context is reported at the
     call, as a helper function's would be, and not in the method. A
@@ -213,13 +215,25 @@ class InferenceWithoutNoGrad(Rule):
         if semantic.is_test_function(node) or semantic.is_test_file:
             return  # tests (and their helpers) are not inference code
         if semantic.is_module_method(node):
-            if SAMPLING_METHOD.search(node.name):
+            if SAMPLING_METHOD.search(node.name) and not self._returns_training_loss(node):
                 self._check_unit(node, True, [], in_loops_only=True)
             return  # a module's forward and helpers serve training and evaluation alike
         eval_calls = _eval_calls(semantic, node)
         if not named and not eval_calls:
             return
         self._check_unit(node, named, eval_calls)
+
+    def _returns_training_loss(self, method: ast.AST) -> bool:
+        """A module's method that switches nothing to evaluation mode and
+        returns a one-element tensor with a graph (``return loss.mean()``
+        after a rollout of forward passes): an objective for its callers to
+        backpropagate, as ``forward`` is, not a sampler, whose samples are
+        no full reduction."""
+        semantic = self.ctx.semantic
+        if _mode_switches(semantic, method, "eval"):
+            return False
+        returned = semantic.returns(method)
+        return returned.kind is Kind.TENSOR and returned.scalar and returned.graph is Tri.YES
 
     def visit_Module(self, node: ast.Module) -> None:
         semantic = self.ctx.semantic

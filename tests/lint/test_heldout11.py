@@ -264,3 +264,41 @@ def test_mem104_gradient_transform_call_is_silent():
 
 def test_mem104_batched_forward_without_grad_transform_is_reported():
     assert_reported(MEM104_BATCHED_FORWARD_BUG, "MEM104")
+
+
+# -- MEM104 FP (c): a module's method named like a sampler that returns a
+# training loss. The judged method is x-transformers'
+# `ContinuousAutoregressiveWrapper.forward_rollout` (`return loss.mean()`);
+# here a world model unrolls its dynamics and returns the multi-step loss.
+
+MEM104_ROLLOUT_LOSS_OK = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class WorldModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dynamics = nn.GRUCell(8, 8)
+
+        def rollout_objective(self, state, targets):
+            h = state
+            predicted = []
+            for step in range(targets.shape[1]):
+                h = self.dynamics(targets[:, step], h)  # MARK
+                predicted.append(h)
+            return F.smooth_l1_loss(torch.stack(predicted, 1), targets)
+"""
+
+# the look-alike returns the unrolled states themselves: a sampler, with grad on
+MEM104_ROLLOUT_STATES_BUG = MEM104_ROLLOUT_LOSS_OK.replace(
+    "return F.smooth_l1_loss(torch.stack(predicted, 1), targets)", "return torch.stack(predicted, 1)").replace(
+    "  # MARK", "  # expect: MEM104")
+
+
+def test_mem104_module_rollout_that_returns_a_loss_is_silent():
+    assert_silent(MEM104_ROLLOUT_LOSS_OK.replace("  # MARK", ""), "MEM104")
+
+
+def test_mem104_module_rollout_that_returns_its_states_is_reported():
+    assert_reported(MEM104_ROLLOUT_STATES_BUG, "MEM104")
