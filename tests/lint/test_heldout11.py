@@ -302,3 +302,67 @@ def test_mem104_module_rollout_that_returns_a_loss_is_silent():
 
 def test_mem104_module_rollout_that_returns_its_states_is_reported():
     assert_reported(MEM104_ROLLOUT_STATES_BUG, "MEM104")
+
+
+# -- MEM104 FP (d): a method of a module from another file given a loader
+# and a dict of options only. The judged notebook calls pytorch-forecasting's
+# `model.predict(dataloader, mode="quantiles", mode_kwargs=dict(n_samples=100))`,
+# which runs Lightning's `Trainer.predict`; the dict of numbers was taken for
+# data to run the layers on. Here a forecaster loaded from a checkpoint.
+
+MEM104_OPTIONS_ONLY_OK = """
+    import torch
+    from forecasting_models import Forecaster
+
+    net = Forecaster.load_from_checkpoint("best.ckpt")
+    print(sum(p.numel() for p in net.parameters()))
+    net.eval()
+    quantiles = net.forecast(test_loader, options=dict(horizon=24, samples=100))  # MARK
+"""
+
+# the look-alike hands the method a tensor: it runs the layers on it, with grad on
+MEM104_TENSOR_GIVEN_BUG = MEM104_OPTIONS_ONLY_OK.replace("net.forecast(test_loader, ", "net.forecast(torch.randn(8, 48), ") \
+    .replace("  # MARK", "  # expect: MEM104")
+
+
+def test_mem104_module_method_given_only_a_loader_and_options_is_silent():
+    assert_silent(MEM104_OPTIONS_ONLY_OK.replace("  # MARK", ""), "MEM104")
+
+
+def test_mem104_module_method_given_a_tensor_is_reported():
+    assert_reported(MEM104_TENSOR_GIVEN_BUG, "MEM104")
+
+
+# -- MEM104 FP (e): pytorch-forecasting's metric bases are torchmetrics
+# metrics, so modules: their methods serve training and evaluation alike.
+# The judged methods are ImplicitQuantileNetworkDistributionLoss.sample and
+# .to_prediction; here a custom loss with a learned scale head.
+
+MEM104_FORECASTING_LOSS_OK = """
+    import torch
+    from torch import nn
+    from pytorch_forecasting.metrics import MultiHorizonMetric
+
+    class ScaledLoss(MultiHorizonMetric):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(16, 1)
+
+        def to_prediction(self, y_pred):
+            return self.head(y_pred).squeeze(-1)  # MARK
+
+        def loss(self, y_pred, target):
+            return (self.to_prediction(y_pred) - target).abs()
+"""
+
+# the look-alike is a plain helper class (no module): its `to_prediction` is an inference helper
+MEM104_PLAIN_HELPER_BUG = MEM104_FORECASTING_LOSS_OK.replace("class ScaledLoss(MultiHorizonMetric):", "class ScaledLoss:") \
+    .replace("            super().__init__()\n", "").replace("  # MARK", "  # expect: MEM104")
+
+
+def test_mem104_method_of_a_forecasting_metric_is_silent():
+    assert_silent(MEM104_FORECASTING_LOSS_OK.replace("  # MARK", ""), "MEM104")
+
+
+def test_mem104_method_of_a_plain_helper_class_is_reported():
+    assert_reported(MEM104_PLAIN_HELPER_BUG, "MEM104")

@@ -65,6 +65,26 @@ _roles("lightning.LightningDataModule lightning.pytorch.LightningDataModule "
        "datamodule")
 # torch/optim/optimizer.py
 _roles("torch.optim.Optimizer torch.optim.optimizer.Optimizer", "optimizer")
+# pytorch-forecasting 1.1.1 (sktime/pytorch-forecasting commit 63fadd1a):
+# pytorch_forecasting/models/base_model.py ``class BaseModel(InitialParameterRepresenterMixIn,
+# LightningModule, TupleOutputMixIn)`` and its subclasses there; exported by
+# pytorch_forecasting/models/__init__.py and pytorch_forecasting/__init__.py.
+_roles(" ".join(f"{where}.{name}" for where in ("pytorch_forecasting", "pytorch_forecasting.models",
+                                               "pytorch_forecasting.models.base_model")
+                for name in ("BaseModel", "BaseModelWithCovariates", "AutoRegressiveBaseModel",
+                             "AutoRegressiveBaseModelWithCovariates")),
+       "module", "torch", "lightning_module")
+# same release, pytorch_forecasting/metrics/base_metrics.py: ``class Metric(LightningMetric)`` with
+# ``from torchmetrics import Metric as LightningMetric`` (torchmetrics/metric.py: ``class
+# Metric(Module, ABC)``), and the bases derived from it there (MultiHorizonMetric,
+# DistributionLoss, ...); exported by pytorch_forecasting/metrics/__init__.py and
+# pytorch_forecasting/__init__.py. A loss of theirs can hold a network
+# (``ImplicitQuantileNetworkDistributionLoss.quantile_network``).
+_roles(" ".join(f"{where}.{name}" for where in ("pytorch_forecasting", "pytorch_forecasting.metrics",
+                                               "pytorch_forecasting.metrics.base_metrics")
+                for name in ("Metric", "MultiHorizonMetric", "DistributionLoss", "MultivariateDistributionLoss",
+                             "MultiLoss", "CompositeMetric", "AggregationMetric", "TorchMetricWrapper")),
+       "module", "torch")
 
 #: Qualified-name prefixes whose capitalised members are modules when
 #: subclassed or called: every class in ``torch.nn`` but its functional API

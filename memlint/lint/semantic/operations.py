@@ -568,8 +568,16 @@ def _runs_layers(receiver: Value, name: str, call: CallInfo) -> bool:
         return False  # PreTrainedModel's own API (save_pretrained, resize_token_embeddings, ...)
     # positional, keyword or `**inputs`: `model.sample(cond=batch)` hands the model the same data as
     # `model.sample(batch)`, and `model.get_image_features(**inputs)` the entries of a moved batch
-    return any(a.kind in (Kind.TENSOR, Kind.CONTAINER) or a.kind is Kind.UNKNOWN and a.device is Tri.YES
+    return any(a.kind is Kind.TENSOR or a.kind is Kind.CONTAINER and not _holds_only_plain(a)
+               or a.kind is Kind.UNKNOWN and a.device is Tri.YES
                for a in (*call.positional, *call.keywords.values(), *call.spread))
+
+
+def _holds_only_plain(value: Value) -> bool:
+    """A container known to hold only Python numbers, strings and the like
+    (``mode_kwargs=dict(n_samples=100)``): options, not data to run layers on."""
+    contents = [*(value.items or ()), *([value.element] if value.element is not None else [])]
+    return bool(contents) and all(item.kind is Kind.PLAIN for item in contents)
 
 
 def _named(method: str, element: Value) -> Value:
