@@ -57,6 +57,11 @@ class TensorCollectedWithGraph(Rule):
     and drops only the graph: safe.
 
     ## Known problems
+    A test (as pytest collects one, or a `unittest.TestCase` method) that
+    runs no backward pass and takes no training step, itself or through
+    what it calls, is not reported: its loops (decoding step by step to
+    compare with a parallel run) are as long as the test makes them. A
+    test that trains is.
     A comprehension inside a loop over values of the loop's own iteration
     (`conds = [c.to(dtype) for c in conds]`, `conds` bound in the body)
     holds one batch's items and is not reported, nor is one over `zip`
@@ -178,6 +183,8 @@ class TensorCollectedWithGraph(Rule):
         function = semantic.function_of(node)
         if function is not None and semantic.is_module_method(function):
             return  # outputs gathered inside a forward pass: the graph being built, or MEM108's finding
+        if semantic.is_untrained_test(function):
+            return  # a test that never trains: outputs gathered to compare, as many as the test makes
         leaves = leaf_values(store.values)
         attached = [leaf for leaf in leaves if semantic.value(leaf).attached]
         if not attached or self._trained_on_later(store.root, node) or self._trained_on_by_its_class(store):

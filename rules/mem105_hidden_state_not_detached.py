@@ -89,6 +89,11 @@ class HiddenStateNotDetached(Rule):
     header line get no fix.
 
     ## Known problems
+    A test (as pytest collects one, or a `unittest.TestCase` method) that
+    runs no backward pass and takes no training step, itself or through
+    what it calls, is not reported: its loops (decoding step by step to
+    compare with a parallel run) are as long as the test makes them. A
+    test that trains is.
     The state is considered cut when it is detached (`.detach()`,
     `.detach_()`), passed to a helper whose name contains "repackage" or
     "detach" or to a local function that calls `.detach()` or first rebinds
@@ -185,6 +190,8 @@ class HiddenStateNotDetached(Rule):
         if not carried or not (in_loop or across_calls):
             return False  # cheap syntactic checks first: the rest interprets the function
         semantic = self.ctx.semantic
+        if semantic.is_untrained_test(semantic.function_of(node)):
+            return False  # a test that never trains: decoding step by step to compare, as long as the test says
         if _module_internal(semantic, node) and (in_loop or not across_calls):
             return False  # a loop within one forward pass (`x = layer(x)` over blocks): one step's graph
         if semantic.grad_disabled(node) or semantic.value(call).is_module or not self._produces_graph(call):

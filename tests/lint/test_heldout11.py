@@ -366,3 +366,49 @@ def test_mem104_method_of_a_forecasting_metric_is_silent():
 
 def test_mem104_method_of_a_plain_helper_class_is_reported():
     assert_reported(MEM104_PLAIN_HELPER_BUG, "MEM104")
+
+
+# -- MEM105 + MEM102 FP: step-by-step decoding in a test that never trains.
+# The judged test compares x-transformers' parallel and cached decoding
+# (tests/test_x_transformers.py); here a unittest case checks that a GRU
+# run step by step matches the whole-sequence run.
+
+RECURRENT_TEST_OK = """
+    import unittest
+    import torch
+    from torch import nn
+
+    class TestStepwise(unittest.TestCase):
+        def test_matches_full_sequence(self):
+            rnn = nn.GRU(4, 8, batch_first=True)
+            seq = torch.randn(2, 10, 4)
+            full, _ = rnn(seq)
+            h = None
+            steps = []
+            for t in range(seq.shape[1]):
+                out, h = rnn(seq[:, t:t + 1], h)  # MARK105
+                steps.append(out)  # MARK102
+            self.assertTrue(torch.allclose(full, torch.cat(steps, 1), atol=1e-6))
+"""
+
+# the look-alike trains inside the test: truncated BPTT without a detach, losses kept with their graphs
+RECURRENT_TEST_TRAINS_BUG = RECURRENT_TEST_OK.replace(
+    "            self.assertTrue(torch.allclose(full, torch.cat(steps, 1), atol=1e-6))",
+    "                out.pow(2).mean().backward(retain_graph=True)\n"
+    "            self.assertEqual(len(steps), 10)")
+
+
+def test_mem105_mem102_stepwise_decoding_in_a_test_that_never_trains_is_silent():
+    source = RECURRENT_TEST_OK.replace("  # MARK105", "").replace("  # MARK102", "")
+    assert_silent(source, "MEM105")
+    assert_silent(source, "MEM102")
+
+
+def test_mem105_recurrent_state_in_a_test_that_trains_is_reported():
+    assert_reported(RECURRENT_TEST_TRAINS_BUG.replace("  # MARK105", "  # expect: MEM105").replace("  # MARK102", ""),
+                    "MEM105")
+
+
+def test_mem102_outputs_kept_in_a_test_that_trains_are_reported():
+    assert_reported(RECURRENT_TEST_TRAINS_BUG.replace("  # MARK105", "").replace("  # MARK102", "  # expect: MEM102"),
+                    "MEM102")

@@ -274,6 +274,14 @@ class SemanticModel:
             return False
         return function.name.startswith("test") or klass is not None and klass.name.startswith("Test")
 
+    def is_untrained_test(self, function: ast.AST | None) -> bool:
+        """``function`` is a test (:meth:`is_test_function`) that runs no
+        backward pass and takes no training step, itself or through what it
+        calls: a parity or shape check whose loops are as long as the test
+        makes them, not a training run."""
+        return function is not None and self.is_test_function(function) and not self.runs_backward(function) \
+            and not self.trains(function.body)
+
     @property
     def is_test_file(self) -> bool:
         """The file's name is one pytest collects tests from by default, or ``conftest.py``."""
