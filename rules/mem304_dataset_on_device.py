@@ -71,7 +71,10 @@ class DatasetOnDevice(Rule):
     ## Known problems
     A dataset small enough to stay on the device on purpose (a common speed
     trick for MNIST-sized data) is reported too; suppress it with
-    `# noqa: MEM304`. Small constant tensors built from literals
+    `# noqa: MEM304`. A name bound only to constant indices of a
+    collection that a loop of the file reads by its variable
+    (`first = gen[0][0]` where a loop reads `gen[i]`: one batch of a batch
+    generator) is one item, not the dataset, and is not reported. Small constant tensors built from literals
     (normalisation means, masks) and attributes named like models, devices
     or statistics are not reported, nor is what a helper of the file moves
     to the device and returns when it is called once per iteration of a
@@ -138,11 +141,46 @@ class DatasetOnDevice(Rule):
         if "." not in name and converted and self._collected_from_files(node, name):
             self.report(_anchor(node))
             return
-        if "." in name or semantic.enclosing_loops(node):
+        if "." in name or semantic.enclosing_loops(node) or self._one_item_of_batches(node.value):
             return
         batched = self._iterated_in_batches(name, node, semantic.unit_of(node)) or self._batched_by_callers(name, node)
         if batched and self._is_data_on_device(node.value):
             self.report(_anchor(node))
+
+    def _one_item_of_batches(self, expr: ast.expr) -> bool:
+        """What ``expr`` converts is a name bound only to ``c[k]...`` (constant
+        indices) of a collection ``c`` that a loop of the file indexes by its
+        variable (``for i in range(len(gen)): x, y = gen[i]``): ``c`` yields a
+        batch per index, so ``gen[0][0]`` is one batch, not the dataset."""
+        source = _before_conversions(expr)
+        if isinstance(source, ast.Call) and self.ctx.qualified(source.func) in DATA_CONVERSIONS and source.args:
+            source = _before_conversions(source.args[0])
+        if not isinstance(source, ast.Name):
+            return False
+        semantic = self.ctx.semantic
+        bindings = semantic.scopes.bindings_of(source.id, semantic.scopes.scope_for(source))
+        statements = [semantic.parents.get(binding.node) for binding in bindings]
+        if not statements or not all(isinstance(s, ast.Assign) and len(s.targets) == 1 for s in statements):
+            return False
+        collections = {_constant_index_root(statement.value) for statement in statements}
+        if None in collections or len(collections) != 1:
+            return False
+        collection = collections.pop()
+        scope = semantic.scopes.scope_for(source)
+        return any(self._indexed_per_iteration(node, collection, scope) for node in self.ctx.index.of_type(ast.Subscript))
+
+    def _indexed_per_iteration(self, node: ast.Subscript, collection: str, scope) -> bool:
+        """``node`` is ``collection[v]`` (the same binding as in ``scope``), ``v`` the
+        variable of a ``for`` loop around it."""
+        if not isinstance(node.value, ast.Name) or node.value.id != collection or isinstance(node.slice, ast.Slice):
+            return False
+        semantic = self.ctx.semantic
+        if semantic.scopes.bindings_of(collection, semantic.scopes.scope_for(node.value)) \
+                != semantic.scopes.bindings_of(collection, scope):
+            return False
+        index = names_in(node.slice)
+        return bool(index) and any(isinstance(loop, FOR_TYPES) and index <= set(targets_of(loop.target))
+                                   for loop in semantic.enclosing_loops(node))
 
     def _whole_collection_kept(self, node: ast.Assign) -> bool:
         """``self.<attr> = ...`` keeps on the device, in any method, tensors that
@@ -404,6 +442,17 @@ def _indexes_attribute_by_argument(method: ast.FunctionDef | ast.AsyncFunctionDe
             if node.value.value.id == receiver and names_in(node.slice) & parameters:
                 return True
     return False
+
+
+def _constant_index_root(expr: ast.expr) -> str | None:
+    """``c`` for ``c[0]``, ``c[0][1]`` (constant indices only); None otherwise."""
+    if not isinstance(expr, ast.Subscript):
+        return None
+    while isinstance(expr, ast.Subscript):
+        if not (isinstance(expr.slice, ast.Constant) and type(expr.slice.value) is int):
+            return None
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
 
 
 def _anchor(assignment: ast.Assign) -> ast.AST:

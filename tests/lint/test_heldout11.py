@@ -412,3 +412,43 @@ def test_mem105_recurrent_state_in_a_test_that_trains_is_reported():
 def test_mem102_outputs_kept_in_a_test_that_trains_are_reported():
     assert_reported(RECURRENT_TEST_TRAINS_BUG.replace("  # MARK105", "").replace("  # MARK102", "  # expect: MEM102"),
                     "MEM102")
+
+
+# -- MEM304 FP: index 0 of a collection that the file walks one batch per
+# index. The judged notebook moves `test_data_gen[0][0]` (batch 0 of a batch
+# generator that its loops read as `test_data_gen[batch_idx]`) to the GPU;
+# here a script probes the first validation batch.
+
+MEM304_FIRST_BATCH_OK = """
+    import torch
+    from mylib import make_batches, Net
+
+    batches = make_batches("val.npz", batch_size=64)
+    device = torch.device("cuda")
+    model = Net().to(device)
+
+
+    def evaluate():
+        for k in range(len(batches)):
+            x, y = batches[k]
+            model(torch.as_tensor(x).to(device))
+
+
+    first = batches[0][0]
+    probe = torch.as_tensor(first).float().to(device)  # MARK
+    with torch.no_grad():
+        for i in range(0, probe.shape[0], 8):
+            model(probe[i:i + 8])
+"""
+
+# the look-alike takes index 0 of splits that no loop reads by index: the whole training split
+MEM304_FIRST_SPLIT_BUG = MEM304_FIRST_BATCH_OK.replace("first = batches[0][0]", "first = load_splits('data.npz')[0]") \
+    .replace("  # MARK", "  # expect: MEM304")
+
+
+def test_mem304_first_batch_of_an_indexed_generator_is_silent():
+    assert_silent(MEM304_FIRST_BATCH_OK.replace("  # MARK", ""), "MEM304")
+
+
+def test_mem304_first_split_of_the_data_is_reported():
+    assert_reported(MEM304_FIRST_SPLIT_BUG, "MEM304")
