@@ -6,7 +6,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
 from memlint.lint.syntax import FUNCTION_TYPES, is_constant
-from memlint.lint.names import targets_of
+from memlint.lint.names import dotted_name, targets_of
 from memlint.rules._training import arguments_in_order, backward_loss, is_backward, method_name, walk
 
 
@@ -54,6 +54,10 @@ class ZeroGradAfterForward(Rule):
     ```
 
     ## Known problems
+    A `zero_grad` after the forward is not reported when another one of the
+    same optimizer or model runs before that forward with no backward pass
+    in between (the gradients are freed already), nor in a loop whose body
+    ends in an unconditional `break` (one step: no earlier step's gradients).
     `zero_grad(set_to_none=False)` is not reported here: it keeps zero-filled
     gradients alive at every point of the step anyway, which is MEM203's
     finding. The forward pass is recognised by the shared semantic model
@@ -95,6 +99,8 @@ class ZeroGradAfterForward(Rule):
         semantic = self.ctx.semantic
         loops = semantic.enclosing_loops(node)
         if loops:
+            if self._runs_once(loops[0]):
+                return  # `for x, y in loader: ...; break`: one step, no gradients of an earlier one to keep
             unit = loops[0].body
         else:
             function = semantic.function_of(node)
@@ -124,9 +130,31 @@ class ZeroGradAfterForward(Rule):
             if not targets & pending:
                 continue
             if index[id(assignment)] < position and self._has_forward(assignment.value):
-                return True
+                return not self._cleared_before(order, index, assignment, zero_grad)
             pending = (pending - targets) | set(names_in(assignment.value))
         return False
+
+    def _cleared_before(self, order: list[ast.AST], index: dict[int, int], forward: ast.stmt, zero_grad: ast.Call) -> bool:
+        """Another ``zero_grad`` (one that frees the gradients) of the same
+        receiver runs before ``forward`` on the way to it, with no backward
+        pass in between: the gradients are gone already while the forward
+        runs, and the second call frees nothing."""
+        semantic = self.ctx.semantic
+        receiver = dotted_name(zero_grad.func.value) if isinstance(zero_grad.func, ast.Attribute) else None
+        start = index[id(forward)]
+        for earlier in order[:start]:
+            if earlier is zero_grad or not (isinstance(earlier, ast.Call) and method_name(earlier) == "zero_grad") \
+                    or keeps_zero_tensors(earlier) or not isinstance(earlier.func, ast.Attribute) \
+                    or dotted_name(earlier.func.value) != receiver or not semantic.runs_after(earlier, forward):
+                continue
+            between = order[index[id(earlier)] + 1:start]
+            if not any(isinstance(n, ast.Call) and is_backward(n, self.ctx) for n in between):
+                return True
+        return False
+
+    def _runs_once(self, loop: ast.AST) -> bool:
+        """The loop's body ends in an unconditional ``break``: it runs one iteration."""
+        return isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) and bool(loop.body) and isinstance(loop.body[-1], ast.Break)
 
     def _has_forward(self, expr: ast.expr) -> bool:
         semantic = self.ctx.semantic

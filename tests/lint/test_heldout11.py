@@ -452,3 +452,63 @@ def test_mem304_first_batch_of_an_indexed_generator_is_silent():
 
 def test_mem304_first_split_of_the_data_is_reported():
     assert_reported(MEM304_FIRST_SPLIT_BUG, "MEM304")
+
+
+# -- MEM202 FP (info) (a): the gradients were freed before the forward
+# already. The judged opacus tests call `optimizer.zero_grad()` before and
+# after the forward; here a step function with an explicit set_to_none.
+
+MEM202_CLEARED_BEFORE_OK = """
+    import torch.nn.functional as F
+
+    def step(net, opt, images, labels):
+        opt.zero_grad(set_to_none=True)
+        logits = net(images)
+        loss = F.cross_entropy(logits, labels)
+        opt.zero_grad()  # MARK
+        loss.backward()
+        opt.step()
+        return loss.item()
+"""
+
+# the look-alike clears only after the forward: the previous step's gradients stay through it
+MEM202_CLEARED_AFTER_BUG = MEM202_CLEARED_BEFORE_OK.replace("        opt.zero_grad(set_to_none=True)\n", "") \
+    .replace("  # MARK", "  # expect: MEM202")
+
+
+def test_mem202_gradients_freed_before_the_forward_are_silent():
+    assert_silent(MEM202_CLEARED_BEFORE_OK.replace("  # MARK", ""), "MEM202")
+
+
+def test_mem202_gradients_freed_only_after_the_forward_are_reported():
+    assert_reported(MEM202_CLEARED_AFTER_BUG, "MEM202")
+
+
+# -- MEM202 FP (info) (b): a loop that ends in `break` takes one step. The
+# judged opacus multi-GPU checks run `for x, y in loader: ...; break`; here
+# a smoke test of a training step over an iterator.
+
+MEM202_ONE_STEP_OK = """
+    import torch.nn.functional as F
+
+    def smoke(net, opt, stream):
+        while True:
+            images, labels = next(stream)
+            logits = net(images)
+            loss = F.cross_entropy(logits, labels)
+            opt.zero_grad()  # MARK
+            loss.backward()
+            opt.step()
+            break
+"""
+
+MEM202_EVERY_STEP_BUG = MEM202_ONE_STEP_OK.replace("            opt.step()\n            break\n", "            opt.step()\n") \
+    .replace("  # MARK", "  # expect: MEM202")
+
+
+def test_mem202_loop_of_one_step_is_silent():
+    assert_silent(MEM202_ONE_STEP_OK.replace("  # MARK", ""), "MEM202")
+
+
+def test_mem202_loop_of_many_steps_is_reported():
+    assert_reported(MEM202_EVERY_STEP_BUG, "MEM202")
