@@ -143,7 +143,10 @@ class InferenceWithoutNoGrad(Rule):
     run forward passes in a loop of steps (a loop over the module's own
     layers, `for block in self.blocks`, is one forward pass), unless, switching
     nothing to evaluation mode, they return a one-element tensor with a
-    graph (`return loss.mean()` after a rollout: a training objective); its `forward`, `predict` and other
+    graph (`return loss.mean()` after a rollout: a training objective), or
+    when they run a backward pass of their own and switch a module to
+    evaluation mode (a trainer written as an `nn.Module`, judged as a
+    function that trains is); its `forward`, `predict` and other
     helpers serve training and evaluation alike, so a call of such a method
     (`model.inference(a, b)`) in an evaluation context is reported at the
     call, as a helper function's would be, and not in the method. A
@@ -214,7 +217,7 @@ class InferenceWithoutNoGrad(Rule):
             return
         if semantic.is_test_function(node) or semantic.is_test_file:
             return  # tests (and their helpers) are not inference code
-        if semantic.is_module_method(node):
+        if semantic.is_module_method(node) and not self._trains_itself(node):
             if SAMPLING_METHOD.search(node.name) and not self._returns_training_loss(node):
                 self._check_unit(node, True, [], in_loops_only=True)
             return  # a module's forward and helpers serve training and evaluation alike
@@ -222,6 +225,16 @@ class InferenceWithoutNoGrad(Rule):
         if not named and not eval_calls:
             return
         self._check_unit(node, named, eval_calls)
+
+    def _trains_itself(self, method: ast.AST) -> bool:
+        """A module's method that runs a backward pass of its own and
+        switches a module to evaluation mode (a trainer written as an
+        ``nn.Module``: ``train_step`` with ``accelerator.backward(loss)``,
+        then ``model.eval()`` to sample): a training step, judged as a
+        function is, not a forward helper."""
+        semantic = self.ctx.semantic
+        return bool(_mode_switches(semantic, method, "eval")) and semantic.runs_backward(method) \
+            and semantic.in_forward_pass(method) is None
 
     def _returns_training_loss(self, method: ast.AST) -> bool:
         """A module's method that switches nothing to evaluation mode and

@@ -512,3 +512,48 @@ def test_mem202_loop_of_one_step_is_silent():
 
 def test_mem202_loop_of_many_steps_is_reported():
     assert_reported(MEM202_EVERY_STEP_BUG, "MEM202")
+
+
+# -- MEM104 miss: a trainer written as an nn.Module. The missed method is
+# muse-maskgit's VQGanVAETrainer.train_step (`accelerator.backward(loss)`,
+# then `model.eval(); recons = model(valid_data)` for a sample grid); here a
+# distiller module's step previews the student after its update.
+
+MEM104_MODULE_TRAINER_BUG = """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Distiller(nn.Module):
+        def __init__(self, teacher: nn.Module, student: nn.Module):
+            super().__init__()
+            self.teacher = teacher
+            self.student = student
+            self.opt = torch.optim.AdamW(student.parameters(), lr=1e-4)
+
+        def fit_step(self, x, x_val, step):
+            self.student.train()
+            loss = F.kl_div(self.student(x).log_softmax(-1), self.teacher(x).softmax(-1), reduction="batchmean")
+            loss.backward()
+            self.opt.step()
+            self.opt.zero_grad()
+            if step % 500 == 0:
+                self.student.eval()
+                shown = []
+                for chunk in x_val.split(16):
+                    shown.append(self.student(chunk).argmax(-1))  # expect: MEM104
+                return shown
+"""
+
+# the look-alike previews under no_grad
+MEM104_MODULE_TRAINER_OK = MEM104_MODULE_TRAINER_BUG.replace(
+    "                    shown.append(self.student(chunk).argmax(-1))  # expect: MEM104",
+    "                    with torch.no_grad():\n                        shown.append(self.student(chunk).argmax(-1))")
+
+
+def test_mem104_evaluation_in_a_module_trainers_step_is_reported():
+    assert_reported(MEM104_MODULE_TRAINER_BUG, "MEM104")
+
+
+def test_mem104_evaluation_under_no_grad_in_a_module_trainers_step_is_silent():
+    assert_silent(MEM104_MODULE_TRAINER_OK, "MEM104")
