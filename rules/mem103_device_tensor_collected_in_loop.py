@@ -97,7 +97,9 @@ class DeviceTensorCollectedInLoop(Rule):
     predict(self, loader): for x in loader: out = self(x)`); a sampling
     loop that calls the module's methods step by step is not. Whether a value is on the
     accelerator is inferred from `.cuda()`, `.to(device)`, `device=`, model
-    placement and framework hooks that receive device batches, in the same
+    placement and framework hooks that receive device batches (a Lightning
+    module's step hooks, a Lightning callback's or prediction writer's
+    `on_*_batch_end`, also when their parameters are annotated `Any`), in the same
     file; tensors that arrive on the accelerator from another module are
     not seen.
 
@@ -114,9 +116,11 @@ class DeviceTensorCollectedInLoop(Rule):
     FIX_APPLICABILITY = Applicability.UNSAFE
     #: Lightning's step hooks get their batch on the device without any of the other words in the file;
     #: so do the models and loaders an engine prepares (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`)
-    TRIGGERS = ("cuda", ".to(", "device", "training_step", "validation_step", "test_step", "predict_step", ".prepare(", ".setup(", ".setup_dataloaders(")
+    TRIGGERS = ("cuda", ".to(", "device", "training_step", "validation_step", "test_step", "predict_step", ".prepare(", ".setup(", ".setup_dataloaders(",
+                "_batch_end")  # a Lightning callback's batch hooks (`on_predict_batch_end`) get the device batch too
     NEEDS_NAMES = ("cuda", "to", "device", "prepare", "training_step", "validation_step", "test_step", "predict_step",
-                   "compute_loss", "prediction_step", "setup", "setup_dataloaders")  # how the model puts values on the accelerator
+                   "compute_loss", "prediction_step", "setup", "setup_dataloaders",
+                   "on_train_batch_end", "on_validation_batch_end", "on_test_batch_end", "on_predict_batch_end")  # how the model puts values on the accelerator
     FRAMEWORK = "torch"
     VALID = (
         "import torch\ndef f(model, loader):\n    preds = []\n    with torch.no_grad():\n        for x in loader:\n            preds.append(model(x.cuda()).cpu())\n",

@@ -557,3 +557,39 @@ def test_mem104_evaluation_in_a_module_trainers_step_is_reported():
 
 def test_mem104_evaluation_under_no_grad_in_a_module_trainers_step_is_silent():
     assert_silent(MEM104_MODULE_TRAINER_OK, "MEM104")
+
+
+# -- MEM103 miss: a Lightning prediction writer that keeps every predict
+# batch's outputs. The missed hook is pytorch-forecasting's
+# PredictCallback(BasePredictionWriter).on_predict_batch_end, whose `batch:
+# Any` annotation hid the device batch Lightning passes; here a callback
+# keeps the targets of each predict batch.
+
+MEM103_PREDICT_CALLBACK_BUG = """
+    from typing import Any
+
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import BasePredictionWriter
+
+
+    class KeepTargets(BasePredictionWriter):
+        def __init__(self):
+            super().__init__(write_interval="batch")
+            self.targets = []
+
+        def on_predict_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                                 batch_idx: int, dataloader_idx: int = 0) -> None:
+            features, target = batch
+            self.targets.append(target)  # expect: MEM103
+"""
+
+MEM103_PREDICT_CALLBACK_OK = MEM103_PREDICT_CALLBACK_BUG.replace(
+    "self.targets.append(target)  # expect: MEM103", "self.targets.append(target.cpu())")
+
+
+def test_mem103_prediction_writer_keeping_device_batches_is_reported():
+    assert_reported(MEM103_PREDICT_CALLBACK_BUG, "MEM103")
+
+
+def test_mem103_prediction_writer_keeping_host_copies_is_silent():
+    assert_silent(MEM103_PREDICT_CALLBACK_OK, "MEM103")

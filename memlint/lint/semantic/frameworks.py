@@ -44,6 +44,11 @@ _roles("lightning.LightningModule lightning.pytorch.LightningModule lightning.py
 _roles("lightning.Callback lightning.pytorch.Callback lightning.pytorch.callbacks.Callback "
        "pytorch_lightning.Callback pytorch_lightning.callbacks.Callback pytorch_lightning.callbacks.base.Callback",
        "lightning_callback")
+# lightning/pytorch/callbacks/prediction_writer.py: BasePredictionWriter(Callback), the
+# same hooks (on_predict_batch_end, ...) plus write_on_batch_end/write_on_epoch_end.
+_roles("lightning.pytorch.callbacks.BasePredictionWriter lightning.pytorch.callbacks.prediction_writer.BasePredictionWriter "
+       "pytorch_lightning.callbacks.BasePredictionWriter pytorch_lightning.callbacks.prediction_writer.BasePredictionWriter",
+       "lightning_callback")
 # transformers/modeling_utils.py: PreTrainedModel(nn.Module, ...).
 _roles("transformers.PreTrainedModel transformers.modeling_utils.PreTrainedModel", "module", "torch", "hf_model")
 # transformers/trainer_callback.py: TrainerCallback.on_step_end(args, state, control, **kwargs).

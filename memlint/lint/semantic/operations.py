@@ -1422,7 +1422,7 @@ def annotation_value(model, annotation: ast.expr) -> Value | None:
                 klass = model.classes.of(binding.node)
                 return model.instance_of(klass) if klass is not None else None
     qualified = model.qualified(annotation)
-    if qualified is None:
+    if qualified is None or qualified in _UNINFORMATIVE_ANNOTATIONS:
         return None
     if "module" in fw.roles_of_base(qualified):
         return module("keras" if "keras" in fw.roles_of_base(qualified) else "torch", type_name=qualified)
@@ -1437,6 +1437,11 @@ def annotation_value(model, annotation: ast.expr) -> Value | None:
     if qualified.rsplit(".", 1)[-1][:1].isupper():
         return Value(Kind.OBJECT, Tri.NO, Tri.MAYBE, type_name=qualified)  # an instance of a library class
     return None
+
+
+#: Annotations that say nothing of the value (Python 3.12 ``typing.Any``): a framework
+#: hook's parameter annotated so is what the framework passes.
+_UNINFORMATIVE_ANNOTATIONS = frozenset({"typing.Any", "typing_extensions.Any", "object", "builtins.object"})
 
 
 def hook_parameter(klass, function: ast.AST, name: str, index: int) -> Value | None:
@@ -1485,6 +1490,7 @@ _HOOK_SIGNATURES = {
     ("lightning_callback", "on_train_batch_end"): ("trainer", "module", "outputs", "batch", "index"),
     ("lightning_callback", "on_validation_batch_end"): ("trainer", "module", "outputs", "batch", "index"),
     ("lightning_callback", "on_test_batch_end"): ("trainer", "module", "outputs", "batch", "index"),
+    ("lightning_callback", "on_predict_batch_end"): ("trainer", "module", "outputs", "batch", "index"),
     ("lightning_callback", "on_train_batch_start"): ("trainer", "module", "batch", "index"),
     ("lightning_callback", "on_before_backward"): ("trainer", "module", "outputs"),
     ("lightning_callback", "on_after_backward"): ("trainer", "module"),
