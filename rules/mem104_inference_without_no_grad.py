@@ -12,7 +12,7 @@ from memlint.lint.semantic import torch_ops
 from memlint.lint.semantic.constants import literal_arguments, ruled_out_by_arguments
 from memlint.lint.semantic.operations import literal_iterable, parameterless
 from memlint.lint.semantic.values import Kind, Tri
-from memlint.lint.syntax import FUNCTION_TYPES
+from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
 
 #: Function names that say the function evaluates or samples (its intent,
 #: read together with what it does: a forward pass and no training step).
@@ -58,8 +58,12 @@ class InferenceWithoutNoGrad(Rule):
     control: not from the other branch of an `if`, not only around a
     loop's back edge, not past a `model.train()` that always runs in
     between, and not for a module bound after the switch by constructing
-    it (`net = Net(...)` of a module class of the file, or a `torch.nn`
-    layer): a new module starts in training mode. A function without such a name or switch is an evaluation too
+    it from a module class of the file out of plain values (`net =
+    Net(hidden=10)`, not a wrapper `Net(model)`) and called once,
+    outside any loop (a shape check of the new module: it starts in
+    training mode); one called in the evaluation loop (a loss module with
+    a parameter on the outputs) and a `torch.nn` layer built so (the
+    lone-layer probe below) are still judged. A function without such a name or switch is an evaluation too
     when what it does makes it one: the file calls it and trains elsewhere,
     and it forwards a module in a loop over a stream of batches (a loader)
     while neither it nor what it calls takes a training step or a backward
@@ -669,7 +673,8 @@ class InferenceWithoutNoGrad(Rule):
         branch, not only around a loop's back edge), and no ``.train()`` of
         the same module runs unconditionally in between."""
         semantic = self.ctx.semantic
-        called = call.func.id if isinstance(call.func, ast.Name) else None
+        # a module built after the switch and run once, outside loops: a check of that new module
+        called = call.func.id if isinstance(call.func, ast.Name) and not semantic.enclosing_loops(call) else None
         for eval_call in eval_calls:
             receiver = dotted_name(eval_call.func.value)
             if semantic.runs_after(eval_call, call, undone=lambda statement, receiver=receiver: _switches_back(statement, receiver)
@@ -678,9 +683,9 @@ class InferenceWithoutNoGrad(Rule):
         return False
 
     def _builds_module(self, statement: ast.stmt, name: str | None) -> bool:
-        """``statement`` binds ``name`` to a module it constructs (``net =
-        Net(...)`` of a module class of the file, or a ``torch.nn`` layer):
-        a new module starts in training mode (torch 2.13.0
+        """``statement`` binds ``name`` to a module it constructs from a
+        module class of the file (``net = Net(...)``) out of plain values (no
+        module or tensor given to wrap): a new module starts in training mode (torch 2.13.0
         ``torch/nn/modules/module.py`` ``Module.__init__``: ``self.training =
         True``), whatever was switched to evaluation mode before it."""
         if name is None or not isinstance(statement, ast.Assign) or not isinstance(statement.value, ast.Call):
@@ -692,8 +697,10 @@ class InferenceWithoutNoGrad(Rule):
         built = semantic.value(constructor)
         if built.kind is not Kind.MODULE:
             return False
-        return built.klass is not None and dotted_name(constructor.func) == built.klass.rsplit(".", 1)[-1] \
-            or bool(fw.MODULE_NAMESPACE.match(self.ctx.qualified(constructor.func) or ""))
+        if any(semantic.value(argument).kind is Kind.MODULE or semantic.value(argument).may_hold_tensor
+               for argument in call_arguments(constructor)):
+            return False  # `TopOnly(net)`: a wrapper runs the module it is given, in that module's mode
+        return built.klass is not None and dotted_name(constructor.func) == built.klass.rsplit(".", 1)[-1]
 
     def _in_sampling_loop(self, call: ast.Call) -> bool:
         """In a module's sampling method: ``call`` repeats in a loop of steps,
