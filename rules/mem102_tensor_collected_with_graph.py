@@ -21,7 +21,12 @@ class TensorCollectedWithGraph(Rule):
     outside the loop, `preds = [model(x) for x in loader]`, an append from
     a closure the loop calls, or a call such as `buffer.add(logits)` whose
     method (defined in the same file) stores its argument. Tensors nested in
-    dicts, tuples and lists count.
+    dicts, tuples and lists count. In a module's own methods only a store
+    kept across a loop of the method that walks data and runs a forward
+    pass counts (an `encode(self, sentences)` that extends a list with each
+    slice's output), not one inside the forward pass (`forward` and what it
+    calls), nor across a loop that calls each of its items (`for blk in
+    blocks: x = blk(x)`: one pass through the layers).
 
     ## Why is this bad?
     The stored tensor keeps a reference to the autograd graph that produced
@@ -149,13 +154,13 @@ class TensorCollectedWithGraph(Rule):
 
     def _may_outlive(self, container: ast.expr, node: ast.AST) -> bool:
         """Cheap, syntactic: the storage is in a loop's reach or is persistent state,
-        outside a module's own methods (see :meth:`_check`)."""
+        outside a module's forward pass (see :meth:`_check`)."""
         root = root_name(container)
         semantic = self.ctx.semantic
         if root is None or not (semantic.enclosing_loops(node) or semantic.may_persist(root, node)):
             return False
         function = semantic.function_of(node)
-        return function is None or not semantic.is_module_method(function)
+        return function is None or not semantic.is_module_method(function) or semantic.in_forward_pass(function) is None
 
     def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.DictComp) -> None:
         semantic = self.ctx.semantic
@@ -178,10 +183,11 @@ class TensorCollectedWithGraph(Rule):
     def _check(self, store) -> None:
         semantic = self.ctx.semantic
         node = store.node
-        if semantic.grad_disabled(node) or semantic.keeper(store.root, node) is None:
+        keeper = None if semantic.grad_disabled(node) else semantic.keeper(store.root, node)
+        if keeper is None:
             return
         function = semantic.function_of(node)
-        if function is not None and semantic.is_module_method(function):
+        if function is not None and semantic.is_module_method(function) and not self._own_run(function, keeper):
             return  # outputs gathered inside a forward pass: the graph being built, or MEM108's finding
         if semantic.is_untrained_test(function):
             return  # a test that never trains: outputs gathered to compare, as many as the test makes
@@ -194,6 +200,16 @@ class TensorCollectedWithGraph(Rule):
         message = None if store.via is None else f"{self.MESSAGE} (the call stores it into `{store.via}`)"
         fix = self._fix(attached, store.values) if store.via is None else None
         self.report(node, message=message, fix=fix)
+
+    def _own_run(self, method: ast.AST, keeper) -> bool:
+        """A module's method outside its forward pass keeps what it stores
+        across the iterations of a loop of its own that walks data and runs
+        a forward pass (``def encode(self, sentences): for i in range(0,
+        len(sentences), bs): out.extend(self(...))``): a run over the data,
+        as a function of the file would make (see
+        :meth:`SemanticModel.keeper`). A store into state that only the
+        module's callers repeat stays theirs."""
+        return keeper.why == "loop" and self.ctx.semantic.in_forward_pass(method) is None
 
     def _reported_at_callers(self, attached: list[ast.expr], function: ast.AST) -> bool:
         """The graph comes in through the arguments of a helper that the

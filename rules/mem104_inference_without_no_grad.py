@@ -12,6 +12,7 @@ from memlint.lint.semantic import torch_ops
 from memlint.lint.semantic.constants import literal_arguments, ruled_out_by_arguments
 from memlint.lint.semantic.operations import literal_iterable, parameterless
 from memlint.lint.semantic.values import Kind, Tri
+from memlint.lint.signatures import first_parameter
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
 
 #: Function names that say the function evaluates or samples (its intent,
@@ -71,7 +72,13 @@ class InferenceWithoutNoGrad(Rule):
     class that is no module, another of whose methods runs a backward pass
     (a trainer), when it forwards a module in a loop over batches, takes no
     training step and returns nothing with a graph, also when the file
-    never calls it (`BERTTrainer.test(self, epoch)`). A module frozen with
+    never calls it (`BERTTrainer.test(self, epoch)`). So is a module's own
+    method outside its forward pass that switches the module itself to
+    evaluation mode (`self.eval()`) and then calls it in a loop of its own
+    over the data (sentence-transformers' `encode(self, sentences)` over
+    slices of the input, `self.forward(features)`): its forward passes
+    after the switch, in a loop that walks data and not the module's
+    layers, are reported. A module frozen with
     `requires_grad_(False)` stays frozen through `copy.deepcopy`, `.eval()`
     and `.to()`, also when the model learns only at `.eval()` that the
     value is a module. Callers beyond the depth the model follows are taken to run
@@ -144,13 +151,14 @@ class InferenceWithoutNoGrad(Rule):
     called under `no_grad` from elsewhere is reported (suppress it with
     `# noqa: MEM104` or decorate it). A module's methods are reported only
     when their name says they sample or generate (`DDPM.sample`) and they
-    run forward passes in a loop of steps (a loop over the module's own
-    layers, `for block in self.blocks`, is one forward pass), unless, switching
-    nothing to evaluation mode, they return a one-element tensor with a
-    graph (`return loss.mean()` after a rollout: a training objective), or
-    when they run a backward pass of their own and switch a module to
-    evaluation mode (a trainer written as an `nn.Module`, judged as a
-    function that trains is); its `forward`, `predict` and other
+    run forward passes in a loop of steps, unless, switching nothing to
+    evaluation mode, they return a one-element tensor with a graph
+    (`return loss.mean()` after a rollout: a training objective), or when
+    they switch their own module to evaluation mode and run it over data
+    (above) (a loop over the module's own layers, `for block in
+    self.blocks`, is one forward pass), or when they run a backward pass of
+    their own and switch a module to evaluation mode (a trainer written as
+    an `nn.Module`, judged as a function that trains is); its `forward`, `predict` and other
     helpers serve training and evaluation alike, so a call of such a method
     (`model.inference(a, b)`) in an evaluation context is reported at the
     call, as a helper function's would be, and not in the method. A
@@ -222,8 +230,13 @@ class InferenceWithoutNoGrad(Rule):
         if semantic.is_test_function(node) or semantic.is_test_file:
             return  # tests (and their helpers) are not inference code
         if semantic.is_module_method(node) and not self._trains_itself(node):
-            if SAMPLING_METHOD.search(node.name) and not self._returns_training_loss(node):
-                self._check_unit(node, True, [], in_loops_only=True)
+            if SAMPLING_METHOD.search(node.name):
+                if not self._returns_training_loss(node):
+                    self._check_unit(node, True, [], in_loops=self._in_sampling_loop, decorate=False)
+                return
+            switches = self._own_eval_switches(node)
+            if switches:
+                self._check_unit(node, True, [], in_loops=lambda call: self._in_own_data_loop(call, switches))
             return  # a module's forward and helpers serve training and evaluation alike
         eval_calls = _eval_calls(semantic, node)
         if not named and not eval_calls:
@@ -366,7 +379,37 @@ class InferenceWithoutNoGrad(Rule):
                 return False
         return any(semantic.grad_mode(inner) is Tri.YES for inner in semantic.forward_calls(function))
 
-    def _check_unit(self, unit: ast.AST, named: bool, eval_calls: list[ast.Call], in_loops_only: bool = False) -> None:
+    def _own_eval_switches(self, method: ast.AST) -> list[ast.Call]:
+        """A module's method outside its forward pass that switches its own
+        module to evaluation mode (``self.eval()``): it drives the module over
+        data itself (sentence-transformers' ``encode``), as an evaluation
+        function of the file would; the switches, or none. Cheap, syntactic
+        checks first: the forward-pass methods are found by their calls."""
+        semantic = self.ctx.semantic
+        receiver = first_parameter(method)
+        switches = [call for call in _mode_switches(semantic, method, "eval")
+                    if isinstance(call.func.value, ast.Name) and call.func.value.id == receiver]
+        if not switches or semantic.in_forward_pass(method) is not None:
+            return []
+        return switches
+
+    def _in_own_data_loop(self, call: ast.Call, switches: list[ast.Call]) -> bool:
+        """In a module's method that switched itself to evaluation mode:
+        ``call`` runs after that switch, in a loop of the method that walks
+        data (a loader, slices of the inputs), not a loop over the module's
+        own layers."""
+        semantic = self.ctx.semantic
+        unit = semantic.unit_of(call)
+        loops = [loop for loop in semantic.enclosing_loops(call) if semantic.unit_of(loop) is unit]
+        return self._after_eval(switches, call) and any(
+            semantic.walks_data(loop, counted=False) and not semantic.walks_layers(loop) for loop in loops)
+
+    def _check_unit(self, unit: ast.AST, named: bool, eval_calls: list[ast.Call], in_loops=None,
+                    decorate: bool = True) -> None:
+        """Report the unit's first forward pass with grad on that no training
+        step uses; ``in_loops``, when given, keeps only the forward passes it
+        accepts (those in a module's sampling or data loop), and
+        ``decorate`` says whether the fix may decorate the function."""
         semantic = self.ctx.semantic
         if not semantic.may_run_forward(unit) or (isinstance(unit, FUNCTION_TYPES) and semantic.decorator_grad(unit) is Tri.NO):
             return  # cheap checks first: the rest interprets the function
@@ -375,8 +418,8 @@ class InferenceWithoutNoGrad(Rule):
                    and not self._frozen_callee(call) and not self._attacking_forward(call)
                    and not self._callee_disables_grad(call) and not self._lone_layer_probe(call, unit)
                    and not self._computes_gradients(call)
-                   and (not in_loops_only or self._in_sampling_loop(call))]
-        helpers = [] if in_loops_only else self._helper_forwards(unit)
+                   and (in_loops is None or in_loops(call))]
+        helpers = [] if in_loops is not None else self._helper_forwards(unit)
         forward += helpers
         if not forward:
             return
@@ -396,7 +439,7 @@ class InferenceWithoutNoGrad(Rule):
             message = None
             if first in helpers:
                 message = f"{self.MESSAGE} (the forward passes run in `{self.ctx.semantic.callee(first).name}`)"
-            self.report(first, message=message, fix=self._fix(unit, first, trains, in_loops_only))
+            self.report(first, message=message, fix=self._fix(unit, first, trains, decorate))
 
     def _firsts(self, unit: ast.AST, forward: list[ast.Call]) -> list[ast.Call]:
         """The forward passes to report: the unit's first one, and in a
@@ -417,7 +460,7 @@ class InferenceWithoutNoGrad(Rule):
         return list(by_cell.values())
 
     # -- the fix -------------------------------------------------------------
-    def _fix(self, unit: ast.AST, first: ast.Call, trains: bool, in_loops_only: bool) -> Fix | None:
+    def _fix(self, unit: ast.AST, first: ast.Call, trains: bool, decorate: bool) -> Fix | None:
         """``@torch.no_grad()`` on an evaluation function without a training
         step, else ``with torch.no_grad():`` around the outermost loop that
         holds the first forward pass and trains nothing; None when neither
@@ -427,7 +470,7 @@ class InferenceWithoutNoGrad(Rule):
         if torch_name is None:
             return None
         no_grad = f"{torch_name}.no_grad()"
-        if isinstance(unit, ast.FunctionDef) and not trains and not in_loops_only:
+        if isinstance(unit, ast.FunctionDef) and not trains and decorate:
             return self.fix(self.plan("add_decorator", unit, code=no_grad),
                             title=f"Decorate `{unit.name}` with `@{no_grad}`")
         loop = self._evaluation_loop(unit, first)

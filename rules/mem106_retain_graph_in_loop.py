@@ -5,12 +5,15 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import is_constant, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit, walk
 
 #: Positional index of ``retain_graph`` in each backward-like callable.
 RETAIN_POSITION = {name: position for name, (_, position) in fw.AUTOGRAD_FUNCTIONS.items()}
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+PER_STEP_MESSAGE = ("`retain_graph=True` on the last backward of a function run once per batch: the graph's saved "
+                    "tensors are never released by a later backward")
 
 
 class RetainGraphInLoop(Rule):
@@ -20,7 +23,11 @@ class RetainGraphInLoop(Rule):
     `torch.autograd.backward/grad(..., retain_graph=True)` (the tensors given
     by position or as `tensors=`/`outputs=`) inside a loop when it is the
     last backward of the iteration: no backward later in the same iteration
-    releases the graph.
+    releases the graph. Outside every loop, the same call is reported when
+    it is the last backward of a function that builds its graph itself and
+    that a loop of the file (or a framework hook) runs once per batch
+    (`for batch in batches: self.process_batch(batch)`): each call is one
+    iteration.
 
     ## Why is this bad?
     `retain_graph=True` keeps every buffer the graph saved for backward after
@@ -55,7 +62,12 @@ class RetainGraphInLoop(Rule):
     same graph, built before the loop, is backpropagated once per output or
     per repetition) needs `retain_graph=True` and is not reported.
     `retain_graph=<variable>` is not reported. `create_graph=True` (which
-    retains too) is not reported: higher-order gradients need it.
+    retains too) is not reported: higher-order gradients need it. In a
+    function run once per batch, a retaining call with `create_graph=True`,
+    or in a function that returns a value not known to be detached (a
+    gradient penalty its caller adds to the loss), is not reported: the
+    caller's backward may run through the same graph. A function whose
+    callers the file does not show is not taken to run per batch.
 
     ## References
     - [torch.Tensor.backward](https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html)
@@ -89,6 +101,8 @@ class RetainGraphInLoop(Rule):
             return
         loops = self.ctx.semantic.enclosing_loops(node)
         if not loops:
+            if self._ends_a_repeated_step(node):
+                self.report(node, message=PER_STEP_MESSAGE)
             return
         if any(self._later_releasing_backward(loop, node) for loop in loops):
             return
@@ -99,8 +113,25 @@ class RetainGraphInLoop(Rule):
             return  # a later retaining call ends the iteration: it is the one reported
         self.report(node)
 
+    def _ends_a_repeated_step(self, call: ast.Call) -> bool:
+        """Outside every loop of its function, ``call`` is the last backward of
+        a function that builds its graph itself and that a loop of the file
+        (``for batch in batches: self.process_batch(batch)``), or a framework
+        hook, runs once per batch: each call is one iteration of that loop."""
+        semantic = self.ctx.semantic
+        function = semantic.function_of(call)
+        if function is None:
+            return False
+        if _creates_graph(call) or semantic.returns(function).graph is not Tri.NO:
+            return False  # what it returns (a gradient penalty) may be backpropagated by the caller, through this graph
+        repetition = semantic.repetition(function)
+        if repetition is None or not repetition.per_batch or repetition.reason not in ("caller", "hook"):
+            return False
+        return not self._later_backward(function, call) and self._builds_graph_in(function)
+
     def _later_backward(self, loop: ast.For | ast.AsyncFor | ast.While, call: ast.Call) -> bool:
-        """Another backward call (retaining or not) comes after ``call`` in the loop body."""
+        """Another backward call (retaining or not) comes after ``call`` in the
+        loop body (or the body of the function that holds it)."""
         finder = _BackwardCalls(self)
         walk_visit(loop.body, finder)
         end = self.ctx.span(call)[1]
@@ -158,6 +189,12 @@ class RetainGraphInLoop(Rule):
             walk_visit(loop.body, finder)
             cache[loop] = [(other, self.ctx.span(other)[0]) for other in finder.calls if not self._retains(other)]
         return cache[loop]
+
+
+def _creates_graph(call: ast.Call) -> bool:
+    """``create_graph=`` is given and not ``False``: the gradients are differentiated again."""
+    keyword = keyword_arg(call, "create_graph")
+    return keyword is not None and not is_constant(keyword.value, False)
 
 
 def _rebound_names(loop: ast.AST) -> set[str]:

@@ -14,17 +14,23 @@ from memlint.lint.walk import Visitor, visit as walk_visit
 from memlint.lint.signatures import first_parameter, parameter_names, positional_parameters
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
-#: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from.
+#: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from
+#: (``bool``/``byte``/``char``/``short``: "``self.bool()`` is equivalent to ``self.to(torch.bool)``",
+#: torch 2.13.0 torch/_tensor_docs.py).
 CONVERSIONS = frozenset({"to", "cuda", "float", "long", "half", "double", "int", "bfloat16", "contiguous", "pin_memory", "clone", "requires_grad_",
-                         "unsqueeze", "squeeze", "view", "reshape", "flatten", "permute", "transpose"})
+                         "unsqueeze", "squeeze", "view", "reshape", "flatten", "permute", "transpose",
+                         "bool", "byte", "char", "short"})
 
 
 class DatasetOnDevice(Rule):
     """## What it does
     Reports whole-dataset tensors moved to the accelerator up front: in the
-    `__init__` of a `torch.utils.data.Dataset` subclass or of a class that
+    `__init__` (or a `@dataclass`'s `__post_init__`, which its `__init__`
+    runs) of a `torch.utils.data.Dataset` subclass or of a class that
     hands out items or batches of its attributes (`__getitem__`, or a
-    `get_batch(i)` that indexes them), passed to `TensorDataset(...)`, or assigned
+    `get_batch(i)` that indexes them) or whose attribute a function of the
+    file reads batch by batch in a training loop through an instance
+    (`views.corr[view]`, `views: CapturedViews`), passed to `TensorDataset(...)`, or assigned
     before a loop that then walks over them batch by batch
     (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`),
     itself or through a function of the file it is passed to (an epoch
@@ -127,7 +133,7 @@ class DatasetOnDevice(Rule):
             return  # buffers (`torch.zeros(n, device=d)`) and results of other calls are not datasets
         if name.startswith("self."):
             function = self.ctx.enclosing(*FUNCTION_TYPES)
-            if function is None or function.name != "__init__" or not self._serves_data(function, name.split(".", 1)[1]):
+            if not semantic.runs_at_construction(function) or not self._serves_data(function, name.split(".", 1)[1]):
                 return
             if converted:
                 on_device = self._is_data_on_device(node.value)
@@ -263,7 +269,29 @@ class DatasetOnDevice(Rule):
             return False
         if "dataset" in klass.roles or klass.method("__getitem__") is not None or klass.method("__iter__") is not None:
             return True
-        return any(_indexes_attribute_by_argument(method, attribute) for method in klass.methods.values() if method is not init)
+        if any(_indexes_attribute_by_argument(method, attribute) for method in klass.methods.values() if method is not init):
+            return True
+        return self._batched_through_instances(klass, attribute)
+
+    def _batched_through_instances(self, klass, attribute: str) -> bool:
+        """Code of the file outside the class walks ``<obj>.<attribute>`` in
+        batches in a run loop, where ``<obj>`` holds an instance of the class
+        (``views.corr[view]`` with ``view = it % n`` in an optimisation loop,
+        ``views: CapturedViews``): the object is the dataset, handed to the
+        loop whole, and each iteration reads one batch of it."""
+        semantic = self.ctx.semantic
+        own = set(klass.methods.values())
+        for unit in (semantic.module, *semantic.functions):
+            if unit in own:
+                continue
+            holders = {node.value.id for node in semantic.own_nodes(unit, (ast.Attribute,))
+                       if node.attr == attribute and isinstance(node.value, ast.Name)}
+            for holder in sorted(holders):  # cheap, syntactic: the attribute read through a name
+                finder = _BatchUse(f"{holder}.{attribute}", self.ctx)
+                walk_visit(unit.body, finder)
+                if any(self._in_run_loop(use) and _instance_read(semantic, use, holder, attribute, klass) for use in finder.uses):
+                    return True
+        return False
 
     def _handed_out_as_item(self, init: ast.FunctionDef | ast.AsyncFunctionDef, attribute: str) -> bool:
         """The class's ``__getitem__`` returns ``self.<attribute>`` whole, or an
@@ -369,6 +397,14 @@ class DatasetOnDevice(Rule):
         qualified = self.ctx.qualified(call.func)
         # None: a local or parameter; an undotted name that is no builtin: a global the file never binds
         return qualified is None or "." not in qualified and not hasattr(builtins, qualified)
+
+
+def _instance_read(semantic, use: ast.AST, holder: str, attribute: str, klass) -> bool:
+    """In ``use`` (a batch read found by :class:`_BatchUse`), ``holder`` holds
+    an instance of the file's class ``klass`` where it reads ``attribute``."""
+    return any(isinstance(node, ast.Attribute) and node.attr == attribute and isinstance(node.value, ast.Name)
+               and node.value.id == holder and semantic.value(node.value).klass == klass.qualname
+               for node in ast.walk(use))
 
 
 def _parameters_given(semantic, call: ast.Call, callee: ast.AST, name: str) -> list[str]:

@@ -101,7 +101,9 @@ class EmptyCacheInLoop(Rule):
     method turns autograd off itself (a sentence-transformers model's
     `encode`). The element of a `while` loop (a
     worker serving a queue) is what its body takes by a call each iteration
-    (`job = queue.get()`). A loop over items whose per-item work is in
+    (`job = queue.get()`), and so is that of a `for` whose own variable
+    the body never reads (`for _ in range(n_batches): tokens =
+    store.get_batch_tokens(k)`). A loop over items whose per-item work is in
     another file and runs without such a context is missed.
 
     ## References
@@ -240,13 +242,18 @@ class EmptyCacheInLoop(Rule):
         work whose result is dropped (``p.copy_(src[name])``). The element
         of a ``while`` loop is what its body takes by a call before the
         context (``item = queue.get()``, ``batch = next(it)``): a worker
-        loop serving one request per iteration."""
+        loop serving one request per iteration; so is that of a ``for``
+        whose own variable the body never reads (``for _ in
+        range(n_batches): tokens = store.get_batch_tokens(k)``): a counter,
+        each iteration drawing its batch by a call."""
         if isinstance(loop, ast.While):
             targets = self._taken_per_iteration(loop)
         elif literal_iterable(loop.iter) or self._over_module_members(loop.iter):
             return False
         else:
             targets = set(targets_of(loop.target))
+            if not _reads_any(loop.body, targets):
+                targets = self._taken_per_iteration(loop)
         semantic = self.ctx.semantic
         if semantic.grad_mode(loop) is Tri.NO:  # the loop itself runs grad-disabled (`@torch.inference_mode()` method)
             return any(self._binds_call_of(statement, targets) for statement in walk(loop.body)
@@ -266,7 +273,7 @@ class EmptyCacheInLoop(Rule):
         return isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and statement.value is not None and any(
             isinstance(call, ast.Call) and _mentions_any(call, targets) for call in walk(statement.value))
 
-    def _taken_per_iteration(self, loop: ast.While) -> set[str]:
+    def _taken_per_iteration(self, loop: ast.AST) -> set[str]:
         """Names the body of ``loop`` (not a nested loop or context) binds
         to the result of a call (``chunk_id, sentences = queue.get()``):
         each iteration's new element."""
@@ -392,6 +399,12 @@ def _mentions_any(call: ast.Call, names: set[str]) -> bool:
     """One of ``names`` is among ``call``'s arguments (``engine.synthesize(text, ...)``)."""
     arguments = [*call.args, *(k.value for k in call.keywords)]
     return any(isinstance(n, ast.Name) and n.id in names for a in arguments for n in ast.walk(a))
+
+
+def _reads_any(body: list[ast.stmt], names: set[str]) -> bool:
+    """A statement of ``body`` reads one of ``names``."""
+    return any(isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names
+               for statement in body for node in ast.walk(statement))
 
 
 def _loops_over_run(semantic, function: ast.AST) -> bool:

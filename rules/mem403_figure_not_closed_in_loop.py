@@ -66,7 +66,9 @@ class FigureNotClosedInLoop(Rule):
     loop) or with the data on disk (over the records of a JSON or pickle
     file, `for image in coco["images"]`, the rows of an array that
     `np.load` read, or the entries of `os.listdir`/`os.walk`/`glob.glob`
-    and of `Path.glob`/`rglob`/`iterdir`) or over a parameter that every
+    and of `Path.glob`/`rglob`/`iterdir`, or a loop that loads a file named
+    by its item each iteration: `nib.load(path)`, `Image.open(path)`,
+    `np.load(path)`) or over a parameter that every
     call of the file fills with more than 20 items (pyplot's
     `figure.max_open_warning`), or in a function that such a loop, a driver or a framework hook
     (once per batch or epoch) calls, when nothing in that loop or function
@@ -115,7 +117,9 @@ class FigureNotClosedInLoop(Rule):
     something the file does not show to come from disk (a parameter, a
     YAML configuration's entries), unless every call of the file passes that
     parameter a list display or a `range` comprehension of more than 20
-    items. A
+    items (one figure per entry of a results dict handed in, `for name, res
+    in results.items()`, is not reported: the file does not say how many
+    there are). A
     figure with an explicit number or label (`plt.figure(1)`,
     `plt.figure("loss")`) reuses one figure and is not reported, even when
     the number changes per iteration. A function that returns its figure
@@ -260,10 +264,13 @@ class FigureNotClosedInLoop(Rule):
 
     def _loops_over_files(self, node: ast.Call) -> list[ast.AST]:
         """The loops around ``node`` over the records of a data file or the
-        entries of a directory (:meth:`walks_file_contents`), innermost first:
-        one figure per image or per record grows with the data on disk."""
+        entries of a directory (:meth:`walks_file_contents`), or that load a
+        file named by their item each iteration (:meth:`reads_a_file_per_item`:
+        ``nib.load(path)``), innermost first: one figure per image or per
+        record grows with the data on disk."""
         semantic = self.ctx.semantic
-        return [loop for loop in semantic.enclosing_loops(node) if semantic.walks_file_contents(loop)]
+        return [loop for loop in semantic.enclosing_loops(node)
+                if semantic.walks_file_contents(loop) or semantic.reads_a_file_per_item(loop)]
 
     def _loops_over_many(self, node: ast.AST) -> list[ast.AST]:
         """The loops around ``node`` over a parameter of their function that

@@ -566,6 +566,15 @@ PATH_DIRECTORY_LISTINGS = frozenset({"iterdir", "glob", "rglob"})
 #: ``load``, ``NpzFile.__getitem__``). A loop over its rows runs once per record the
 #: file holds.
 ARRAY_FILE_READERS = frozenset({"numpy.load"})
+#: Readers that load one file, named by their first argument: a loop that calls one
+#: with its item reads a file per iteration (one image, volume or array per file on
+#: disk). nibabel ``load(filename)`` (nipy/nibabel @c3c3e04 nibabel/loadsave.py);
+#: ``numpy.load(file, ...)`` (numpy 2.4.6 numpy/lib/_npyio_impl.py);
+#: ``PIL.Image.open(fp, ...)`` (pillow 13.0.0 PIL/Image.py); ``imread(fname, ...)``
+#: (matplotlib 3.11.2 matplotlib/image.py and pyplot.py); ``torch.load(f, ...)``
+#: (torch 2.13.0 torch/serialization.py).
+FILE_READERS = frozenset({"nibabel.load", "numpy.load", "PIL.Image.open", "matplotlib.image.imread",
+                          "matplotlib.pyplot.imread", "torch.load"})
 #: Readers of :data:`PYTHON_OBJECT_READERS` whose files hold data records (annotations,
 #: pickled samples) as often as settings; YAML files are, in training code, configuration:
 #: a few entries the author wrote, a bounded structure.
@@ -641,6 +650,12 @@ HOST_STATE_DICTS = {
     "get_state_dict": frozenset(),
 }
 DEEPSPEED_INITIALIZE = "deepspeed.initialize"
+#: Class decorators whose generated ``__init__`` ends by calling a method of the
+#: class, so that method runs once, at construction: decorator (qualified name) ->
+#: the method. CPython 3.11.7 Lib/dataclasses.py: ``_POST_INIT_NAME =
+#: '__post_init__'``; ``_init_fn`` appends ``self.__post_init__(...)`` to the
+#: generated ``__init__`` when the class defines it.
+POST_INIT_METHODS = {"dataclasses.dataclass": "__post_init__"}
 ENGINE_TYPES = {
     "accelerate.Accelerator": "accelerate.Accelerator",
     "lightning.Fabric": "lightning.Fabric",

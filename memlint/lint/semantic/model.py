@@ -387,6 +387,24 @@ class SemanticModel:
         """The class that defines ``function`` as a method, or None."""
         return self.classes.owner_of(function, self.parents)
 
+    def runs_at_construction(self, function: ast.AST) -> bool:
+        """``function`` is a method that runs once when its class is
+        instantiated: ``__init__``, or the method a class decorator's
+        generated ``__init__`` calls (a ``@dataclass``'s ``__post_init__``,
+        :data:`~.frameworks.POST_INIT_METHODS`)."""
+        if not isinstance(function, FUNCTION_TYPES):
+            return False
+        if function.name == "__init__":
+            return True
+        klass = self.class_of_method(function)
+        if klass is None:
+            return False
+        for decorator in klass.node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if fw.POST_INIT_METHODS.get(self.qualified(target)) == function.name:
+                return True
+        return False
+
     @property
     def functions(self) -> list[Function]:
         return self.index.of_type(*FUNCTION_TYPES)
@@ -1889,6 +1907,21 @@ class SemanticModel:
         structure."""
         return isinstance(loop, FOR_TYPES) and self._read_from_files(loop.iter, 0)
 
+    def reads_a_file_per_item(self, loop: ast.AST) -> bool:
+        """``loop`` is a ``for`` over something other than a display or a small
+        ``range`` whose own body loads, each iteration, a file named by its
+        item with a reader of :data:`~.frameworks.FILE_READERS` (``for
+        path in subject["func"]: img = nib.load(path)``): its iterations
+        come with the files on disk it is given, one per file."""
+        if not isinstance(loop, FOR_TYPES) or operations.literal_iterable(loop.iter):
+            return False
+        items = set(targets_of(loop.target))
+        for call in self._calls_within_loop(loop):
+            if call.args and self.qualified(call.func) in fw.FILE_READERS and any(
+                    isinstance(node, ast.Name) and node.id in items for node in ast.walk(call.args[0])):
+                return True
+        return False
+
     def _read_from_files(self, expr: ast.expr, depth: int) -> bool:
         if depth > 4:
             return False
@@ -2116,10 +2149,13 @@ class SemanticModel:
         method that predicts over a loader itself, ``def predict(self,
         dataloader): for x in dataloader: out = self(x)``, is a run over the
         data, whatever class it is defined in; a sampling loop that calls the
-        module's own methods step by step is not)."""
+        module's own methods step by step is not, nor is a loop that calls
+        its item, ``for blk in blocks: x = blk(x)``: one pass through the
+        layers, as in ``forward_intermediates``)."""
         if function is None or not self._module_internal(function):
             return False
-        if self.in_forward_pass(function) is not None or not self.walks_data(loop, counted=False):
+        if self.in_forward_pass(function) is not None or not self.walks_data(loop, counted=False) \
+                or operations.calls_its_item(self, loop):
             return True
         return not any(isinstance(node, ast.Call) and self.is_forward_call(node) for node in self._calls_within_loop(loop))
 

@@ -1978,6 +1978,24 @@ def _with_derived_names(loop: ast.AST, targets: set[str], analysis) -> set[str]:
     return found
 
 
+def calls_its_item(model, loop: ast.AST) -> bool:
+    """``loop`` is a ``for`` whose body calls its own item on other values
+    (``for i, blk in enumerate(blocks): x = blk(x)``): it walks callables --
+    the layers of one forward pass -- whatever the model knows of what it
+    iterates. Unlike :func:`_calls_the_item`, only the arguments' own names
+    count: ``x`` carried through the layers is not the loop's item, though
+    its value depends on the index that ``enumerate`` gives."""
+    if not isinstance(loop, FOR_TYPES):
+        return False
+    targets = set(targets_of(loop.target))
+    for call in model._calls_within(loop):
+        if isinstance(call.func, ast.Name) and call.func.id in targets and not any(
+                isinstance(node, ast.Name) and node.id in targets
+                for argument in [*call.args, *(k.value for k in call.keywords)] for node in ast.walk(argument)):
+            return True
+    return False
+
+
 def _calls_the_item(call: ast.Call, targets: set[str], analysis) -> bool:
     """The call's callee is the loop's own item and its arguments are not
     (``for block in blocks: x = block(x)``): the loop walks callables -- the
