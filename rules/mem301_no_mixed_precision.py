@@ -56,7 +56,8 @@ class NoMixedPrecision(Rule):
     ```
 
     ## Known problems
-    The check is per file: any use of a precision setting in the code (not
+    A loop whose body ends in an unconditional `break` takes one step and
+    is not a training run. The check is per file: any use of a precision setting in the code (not
     in comments or strings) silences it, and a training loop whose
     precision is configured in another module is reported (suppress with
     `# noqa: MEM301`). In a notebook, a loop of a cell's top-level code
@@ -99,8 +100,8 @@ class NoMixedPrecision(Rule):
         first = None
         for unit in units:
             for loop in loops_in(unit):
-                if unit is node and not self._accelerator_shown_by(loop):
-                    continue
+                if unit is node and not self._accelerator_shown_by(loop) or _runs_once(loop):
+                    continue  # a loop ending in `break` takes one step: no training run for AMP to speed
                 calls = calls_in(loop.body)
                 backwards = [c for c in calls if is_backward(c, self.ctx)]
                 if backwards and any(is_optimizer_step(c, self.ctx.semantic) for c in calls):
@@ -148,3 +149,7 @@ def _identifiers(index) -> set[str]:
             found.update(statement.module.split("."))
     return found
 
+
+def _runs_once(loop: ast.AST) -> bool:
+    """The loop's body ends in an unconditional ``break``: one iteration (a smoke test of one step)."""
+    return bool(getattr(loop, "body", None)) and isinstance(loop.body[-1], ast.Break)

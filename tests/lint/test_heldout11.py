@@ -593,3 +593,31 @@ def test_mem103_prediction_writer_keeping_device_batches_is_reported():
 
 def test_mem103_prediction_writer_keeping_host_copies_is_silent():
     assert_silent(MEM103_PREDICT_CALLBACK_OK, "MEM103")
+
+
+# -- MEM301 FP (info): a loop that ends in `break` takes one step, so there
+# is no training run for mixed precision to speed up. The judged opacus
+# multi-GPU checks run one step of DDP; here a smoke test of a CUDA model.
+
+MEM301_ONE_STEP_OK = """
+    import torch
+
+    def smoke(model, loader, opt):
+        model.cuda()
+        for images, labels in loader:
+            loss = torch.nn.functional.cross_entropy(model(images.cuda()), labels.cuda())
+            loss.backward()  # MARK
+            opt.step()
+            break
+"""
+
+MEM301_EVERY_STEP_BUG = MEM301_ONE_STEP_OK.replace("            opt.step()\n            break\n", "            opt.step()\n") \\
+    .replace("  # MARK", "  # expect: MEM301")
+
+
+def test_mem301_loop_of_one_step_is_silent():
+    assert_silent(MEM301_ONE_STEP_OK.replace("  # MARK", ""), "MEM301")
+
+
+def test_mem301_training_loop_is_reported():
+    assert_reported(MEM301_EVERY_STEP_BUG, "MEM301")
