@@ -611,7 +611,7 @@ MEM301_ONE_STEP_OK = """
             break
 """
 
-MEM301_EVERY_STEP_BUG = MEM301_ONE_STEP_OK.replace("            opt.step()\n            break\n", "            opt.step()\n") \\
+MEM301_EVERY_STEP_BUG = MEM301_ONE_STEP_OK.replace("            opt.step()\n            break\n", "            opt.step()\n") \
     .replace("  # MARK", "  # expect: MEM301")
 
 
