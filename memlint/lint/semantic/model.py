@@ -2023,7 +2023,11 @@ class SemanticModel:
         """A ``for`` loop whose item feeds a forward pass or is moved to the
         accelerator (:func:`operations.feeds_items_forward`): it walks data,
         also when the model does not know its iterable is a stream."""
-        return isinstance(loop, FOR_TYPES) and operations.feeds_items_forward(self, loop)
+        key = ("feeds items forward", loop)
+        found = self._evidence_memo.get(key)
+        if found is None:
+            found = self._evidence_memo[key] = isinstance(loop, FOR_TYPES) and operations.feeds_items_forward(self, loop)
+        return found
 
     def is_run_loop(self, loop: ast.AST) -> bool:
         found = self._run_loop_memo.get(loop)
