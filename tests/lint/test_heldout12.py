@@ -136,3 +136,100 @@ def test_mem113_identity_or_membership_value_is_silent():
 
 def test_mem113_elementwise_comparison_is_reported():
     assert _mem113("w * 2 > w\n") == {(2, 1)}
+
+
+# -- MEM102 / MEM105 (d2l Neural_Style_Transfer cell 14): a loop that calls a
+# module's layer at its counter (`X = net[i](X)` over `range(len(net))`) is one
+# forward pass: its features are this step's, the value passed along is no
+# recurrent state. Here: a ModuleList built in the function, the layer called
+# with a keyword argument, the features kept in a dict that is returned.
+
+LAYER_INDEX_OK = """
+    import torch.nn as nn
+
+    def pyramid(image, taps):
+        stages = nn.ModuleList([nn.Conv2d(3, 3, 3, padding=1) for _ in range(4)])
+        picked = {}
+        for k in range(len(stages)):
+            image = stages[k](input=image)
+            if k in taps:
+                picked[k] = image
+        return picked
+
+    def fit(image, taps, opt):
+        for _ in range(100):
+            feats = pyramid(image, taps)
+            sum(f.mean() for f in feats.values()).backward()
+            opt.step()
+"""
+
+# The same layer walk inside a loop over batches, into a list made before it:
+# every batch's features (and graphs) are kept.
+LAYER_INDEX_KEPT_BUG = """
+    import torch.nn as nn
+
+    def fit(loader, opt):
+        stages = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
+        kept = []
+        for batch in loader:
+            for k in range(len(stages)):
+                batch = stages[k](batch)
+            kept.append(batch)  # expect: MEM102
+            batch.sum().backward()
+            opt.step()
+            opt.zero_grad()
+"""
+
+# A recurrent cell picked from a list by a constant, stepped over time: state.
+CELL_STEPPED_BUG = """
+    import torch.nn as nn
+
+    def fit(seq, h, opt, horizon):
+        cells = nn.ModuleList([nn.GRUCell(8, 8)])
+        for t in range(horizon):
+            h = cells[0](seq[t], h)  # expect: MEM105
+            h.sum().backward()
+            opt.step()
+"""
+
+
+def test_mem102_layer_walk_by_index_is_silent():
+    assert_silent(LAYER_INDEX_OK, "MEM102")
+
+
+def test_mem105_layer_walk_by_index_is_silent():
+    assert_silent(LAYER_INDEX_OK, "MEM105")
+
+
+def test_mem102_layer_walk_features_kept_across_batches_is_reported():
+    assert_reported(LAYER_INDEX_KEPT_BUG, "MEM102")
+
+
+def test_mem105_cell_picked_by_constant_and_stepped_is_reported():
+    assert_reported(CELL_STEPPED_BUG, "MEM105")
+
+
+# -- MEM114 (d2l LeNet/AlexNet/NiN/GoogLeNet/VGG): a top-level walk over the
+# layers of one model to print shapes is no training or evaluation loop. Here:
+# by index; the look-alike runs the model over a list of batches.
+
+_NET_CELL = """
+    import torch
+    from torch import nn
+    body = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 26 * 26, 10))
+"""
+
+
+def _mem114(last_cell: str) -> set[tuple[int, int]]:
+    found = lint_text("shapes.ipynb", _cells(_NET_CELL, last_cell), {"MEM114"})
+    return {(d.cell, d.line) for d in found if d.code == "MEM114"}
+
+
+def test_mem114_layer_walk_printing_shapes_is_silent():
+    walk = "t = torch.rand(2, 1, 28, 28)\nfor j in range(len(body)):\n    t = body[j](t)\n    print(type(body[j]).__name__, tuple(t.shape))\n"
+    assert _mem114(walk) == set()
+
+
+def test_mem114_loop_over_batches_is_reported():
+    run = "batches = [torch.rand(2, 1, 28, 28) for _ in range(5)]\nfor t in batches:\n    scores = body(t)\n    print(scores.shape)\n"
+    assert _mem114(run) == {(2, 2)}
