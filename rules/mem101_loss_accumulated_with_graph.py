@@ -70,7 +70,14 @@ class LossAccumulatedWithGraph(Rule):
     ## Known problems
     A total reset only under a periodic condition (`if step % 100 == 0:
     total = 0`) is still kept across the iterations between resets and is
-    reported. A total that is itself backpropagated (a loss summed over heads,
+    reported, unless it is the total of one gradient-accumulation window:
+    what is added (or a value it is computed from) is backpropagated in the
+    same iteration without `retain_graph`, which frees its saved tensors,
+    and the total is reset in the branch that takes the optimizer step
+    (torchtune's `running_loss += current_loss; current_loss.backward()`,
+    `running_loss = 0` after `optimizer.step()`): only a few graph nodes of
+    one window are kept. A total reset only once per epoch, or whose addend
+    is never backpropagated, is reported. A total that is itself backpropagated (a loss summed over heads,
     chunks or micro-batches for one backward pass) is not reported, nor one
     returned from a function that no call in the same file backpropagates
     or detaches (its callers decide) unless that function switches a model
@@ -181,6 +188,8 @@ class LossAccumulatedWithGraph(Rule):
             return
         if keeper.why == "calls" and semantic.repetition(keeper.function).reason == "caller":
             return  # judged at the calls, with their own arguments
+        if keeper.why == "loop" and self._window_total(root, node, added, keeper.loop):
+            return  # each addend's graph is freed by its own backward, the total reset at every step
         # `.detach()` is safe here: the value is graph-attached and not a container (checked above),
         # and it is added into a running total, so it is a tensor
         self.report(node, fix=self._detach_fix(added) if fixable else None)
@@ -200,6 +209,41 @@ class LossAccumulatedWithGraph(Rule):
             return not semantic.trains(unit.body) and not _switches_to_eval(semantic, unit)
         return any(semantic.result_backpropagated(call) for call in calls)
 
+    def _window_total(self, root: str, node: ast.stmt, added: ast.expr, loop: ast.AST) -> bool:
+        """A total of one gradient-accumulation window (torchtune's
+        ``running_loss += current_loss``): what is added is backpropagated
+        in the same iteration of ``loop`` without ``retain_graph``, so
+        autograd frees its saved tensors there, and the total is reset in
+        a branch of ``loop`` that takes the optimizer step. What stays is a
+        chain of a few graph nodes, as long as one window."""
+        return self._reset_at_step(root, loop) and self._backpropagated_in(added, loop)
+
+    def _backpropagated_in(self, added: ast.expr, loop: ast.AST) -> bool:
+        """A backward call inside ``loop``, not retaining the graph, differentiates
+        a value computed from an attached name that ``added`` reads."""
+        semantic = self.ctx.semantic
+        read = {n.id for n in ast.walk(added) if isinstance(n, ast.Name) and semantic.value(n).attached}
+        if not read:
+            return False
+        inside = set(map(id, ast.walk(loop)))
+        for call, value in semantic.backward_calls(semantic.unit_of(loop)).items():
+            if id(call) in inside and not _retains_graph(call) and read & value.sources:
+                return True
+        return False
+
+    def _reset_at_step(self, root: str, loop: ast.AST) -> bool:
+        """``root`` is rebound to a value that does not read it (``total = 0``)
+        in a branch of an ``if`` inside ``loop`` whose same branch takes an
+        optimizer step: the total lives for one accumulation window."""
+        semantic = self.ctx.semantic
+        for branch_holder in (n for n in ast.walk(loop) if isinstance(n, ast.If)):
+            for branch in (branch_holder.body, branch_holder.orelse):
+                nodes = [n for statement in branch for n in ast.walk(statement)]
+                if any(isinstance(n, ast.Call) and semantic.is_optimizer_step(n) for n in nodes) \
+                        and any(_resets(n, root) for n in nodes):
+                    return True
+        return False
+
     def _returned_names(self, function: ast.AST) -> frozenset[str]:
         """Names read by the function's own ``return`` statements (once per function)."""
         cache = self.__dict__.setdefault("_returned", {})
@@ -211,6 +255,22 @@ class LossAccumulatedWithGraph(Rule):
     def _detach_fix(self, added: ast.expr) -> Fix | None:
         detached = method_call_plan(self, added, "detach")
         return None if detached is None else self.fix(detached)
+
+
+def _resets(node: ast.AST, root: str) -> bool:
+    """``node`` is ``root = value`` with a value that does not read ``root``."""
+    if not isinstance(node, ast.Assign) or not any(dotted_name(t) == root for t in node.targets):
+        return False
+    return not any(dotted_name(n) == root for n in ast.walk(node.value) if isinstance(n, (ast.Name, ast.Attribute)))
+
+
+def _retains_graph(call: ast.Call) -> bool:
+    """The backward call passes ``retain_graph`` (or ``create_graph``) other than a constant False/None."""
+    for keyword in call.keywords:
+        if keyword.arg in ("retain_graph", "create_graph") or keyword.arg is None:
+            if not (isinstance(keyword.value, ast.Constant) and keyword.value.value in (False, None)):
+                return True
+    return len(call.args) > 1  # positional retain_graph: the file does not say which
 
 
 def _switches_to_eval(semantic, unit: ast.AST) -> bool:

@@ -26,7 +26,10 @@ class TensorCollectedWithGraph(Rule):
     pass counts (an `encode(self, sentences)` that extends a list with each
     slice's output), not one inside the forward pass (`forward` and what it
     calls), nor across a loop that calls each of its items (`for blk in
-    blocks: x = blk(x)`: one pass through the layers).
+    blocks: x = blk(x)`: one pass through the layers). A loop that calls a
+    module's layer at its counter (`for i in range(len(net)): X = net[i](X)`)
+    walks that module's layers, not the run: what it collects is one
+    forward pass's features.
 
     ## Why is this bad?
     The stored tensor keeps a reference to the autograd graph that produced

@@ -89,7 +89,9 @@ class HiddenStateNotDetached(Rule):
     header line get no fix.
 
     ## Known problems
-    A test (as pytest collects one, or a `unittest.TestCase` method) that
+    A value passed through a module's layers by index (`for i in
+    range(len(net)): X = net[i](X)`) is one forward pass, not recurrent
+    state, and is not reported. A test (as pytest collects one, or a `unittest.TestCase` method) that
     runs no backward pass and takes no training step, itself or through
     what it calls, is not reported: its loops (decoding step by step to
     compare with a parallel run) are as long as the test makes them. A

@@ -19,7 +19,7 @@ class CellOutputKeepsTensor(Rule):
     that holds neither a graph nor GPU memory (`loss.item()`, a CPU tensor
     made under `no_grad`, a parameter-free layer such as `nn.MaxPool2d` or
     `nn.ReLU` applied to a CPU tensor that needs no grad, a tensor made with
-    `device=x.device` of a CPU `x`, a number, a dict of Python numbers and
+    `device=x.device` of a CPU `x`, a number, an identity or membership test (`y is y.cuda(1)`, `x in t`: a Python bool), a dict of Python numbers and
     strings such as `model.__class__.__name__`), are not reported. A cell starting with
     `%%time` is reported like a plain cell (IPython caches the value the
     magic returns); `%%timeit`, `%%capture` and other cell magics are not.

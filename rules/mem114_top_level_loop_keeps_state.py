@@ -66,7 +66,10 @@ class TopLevelLoopKeepsState(Rule):
     the memory is taken anyway. A loss whose backward pass already ran
     without `retain_graph` (in the loop, or in the file's function that
     returns it) is not named: backward freed its graph's saved tensors and
-    a 0-d tensor is left.
+    a 0-d tensor is left. A loop that walks the layers of one model and
+    does not train (`for layer in net: X = layer(X); print(X.shape)`, also
+    `for i in range(len(net)): X = net[i](X)`) is one forward pass, not a
+    training or evaluation loop, and is not reported.
 
     ## References
     - [PyTorch FAQ: my model reports "cuda runtime error(2): out of memory"](https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory)
@@ -142,6 +145,8 @@ class TopLevelLoopKeepsState(Rule):
         semantic = self.ctx.semantic
         if semantic.trains(loop):
             return True
+        if semantic.walks_one_forward(loop):
+            return False  # `for layer in net: X = layer(X)`: one forward through the layers, no step
         for call in calls_in(loop):
             if semantic.is_forward_call(call):
                 return True

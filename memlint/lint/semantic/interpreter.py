@@ -55,6 +55,12 @@ PLAIN_BUILTINS = frozenset({
 })
 #: Builtins returning a container of their argument's elements.
 CONTAINER_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed", "set", "frozenset"})
+#: Comparisons whose result is a Python ``bool`` whatever the operands:
+#: identity (the language's ``is``/``is not``) and membership, which calls
+#: ``__contains__`` and converts its result with ``bool`` (CPython
+#: Objects/abstract.c ``PySequence_Contains``; torch 2.13.0 torch/_tensor.py
+#: ``Tensor.__contains__`` returns ``(element == self).any().item()``).
+_BOOL_COMPARISONS = (ast.Is, ast.IsNot, ast.In, ast.NotIn)
 
 
 @dataclass(frozen=True)
@@ -589,6 +595,8 @@ class Interpreter:
 
     def expr_Compare(self, node: ast.Compare) -> Value:
         values = [self.expr(node.left), *(self.expr(c) for c in node.comparators)]
+        if all(isinstance(op, _BOOL_COMPARISONS) for op in node.ops):
+            return PLAIN  # `a is b`, `x in t`: a Python bool, also for tensors
         if any(v.kind is Kind.TENSOR for v in values):
             return tensor(Tri.NO, combine(values).device)
         return PLAIN if all(v.kind is Kind.PLAIN for v in values) else Value(Kind.UNKNOWN, Tri.NO, combine(values).device)

@@ -1962,6 +1962,13 @@ class SemanticModel:
             return self.value(iterable.func.value).kind is Kind.MODULE
         return self.value(iterable).kind is Kind.MODULE
 
+    def walks_one_forward(self, loop: ast.AST) -> bool:
+        """``loop`` passes values through layers, the structure of one forward
+        pass: it iterates a module's layers (:meth:`walks_layers`) or calls
+        its item, or a module's layer at its counter, on other values
+        (:func:`operations.calls_its_item`)."""
+        return self.walks_layers(loop) or operations.calls_its_item(self, loop)
+
     def runs_after(self, first: ast.AST, second: ast.AST, undone=None) -> bool:
         """``second`` can run after ``first`` in their unit along the forward
         flow of control: not in exclusive branches (``if``/``else``, two

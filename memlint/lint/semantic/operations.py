@@ -1980,7 +1980,8 @@ def _with_derived_names(loop: ast.AST, targets: set[str], analysis) -> set[str]:
 
 def calls_its_item(model, loop: ast.AST) -> bool:
     """``loop`` is a ``for`` whose body calls its own item on other values
-    (``for i, blk in enumerate(blocks): x = blk(x)``): it walks callables --
+    (``for i, blk in enumerate(blocks): x = blk(x)``, or the layer of a
+    module at its counter, ``x = net[i](x)``): it walks callables --
     the layers of one forward pass -- whatever the model knows of what it
     iterates. Unlike :func:`_calls_the_item`, only the arguments' own names
     count: ``x`` carried through the layers is not the loop's item, though
@@ -1988,8 +1989,10 @@ def calls_its_item(model, loop: ast.AST) -> bool:
     if not isinstance(loop, FOR_TYPES):
         return False
     targets = set(targets_of(loop.target))
+    analysis = model.analysis_of(loop)
     for call in model._calls_within(loop):
-        if isinstance(call.func, ast.Name) and call.func.id in targets and not any(
+        callee_is_item = isinstance(call.func, ast.Name) and call.func.id in targets
+        if (callee_is_item or _indexed_layer(call.func, targets, analysis)) and not any(
                 isinstance(node, ast.Name) and node.id in targets
                 for argument in [*call.args, *(k.value for k in call.keywords)] for node in ast.walk(argument)):
             return True
@@ -2000,9 +2003,20 @@ def _calls_the_item(call: ast.Call, targets: set[str], analysis) -> bool:
     """The call's callee is the loop's own item and its arguments are not
     (``for block in blocks: x = block(x)``): the loop walks callables -- the
     layers of one forward pass, the members of an ensemble -- not batches."""
-    if not (isinstance(call.func, ast.Name) and call.func.id in targets):
+    if not (isinstance(call.func, ast.Name) and call.func.id in targets or _indexed_layer(call.func, targets, analysis)):
         return False
     return not any(_mentions(argument, targets, analysis) for argument in [*call.args, *(k.value for k in call.keywords)])
+
+
+def _indexed_layer(func: ast.expr, targets: set[str], analysis) -> bool:
+    """``net[i]`` with ``i`` the loop's counter and ``net`` a module (an
+    ``nn.Sequential``/``nn.ModuleList``, whose ``__getitem__`` returns a
+    submodule: torch 2.13.0 torch/nn/modules/container.py): the loop calls
+    the layers of one model by index (``for i in range(len(net)): X = net[i](X)``)."""
+    if not (isinstance(func, ast.Subscript) and isinstance(func.slice, ast.Name) and func.slice.id in targets):
+        return False
+    indexed = analysis.values.get(func.value)
+    return indexed is not None and indexed.kind is Kind.MODULE
 
 
 def _moves_to_device(call: ast.Call, analysis) -> bool:
