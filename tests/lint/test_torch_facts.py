@@ -109,6 +109,17 @@ def test_module_evidence_methods_are_module_only():
     assert on_tensors == [] and not_on_modules == []
 
 
+def test_shared_state_methods_are_also_optimizers_and_schedulers_and_step_is_not_a_modules():
+    """``state_dict``/``load_state_dict`` tell a module only of a value that is
+    never stepped: optimizers, schedulers and GradScaler have them too, and
+    ``step`` is theirs, not ``nn.Module``'s."""
+    holders = (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, torch.amp.GradScaler)
+    assert torch_ops.SHARED_STATE_METHODS <= torch_ops.MODULE_EVIDENCE_METHODS
+    assert all(hasattr(holder, m) for holder in holders for m in torch_ops.SHARED_STATE_METHODS)
+    assert all(hasattr(holder, torch_ops.STEPPED_OBJECT_METHOD) for holder in holders)
+    assert not hasattr(torch.nn.Module, torch_ops.STEPPED_OBJECT_METHOD)
+
+
 def test_shared_methods_exist_on_both_tensors_and_modules():
     """The methods the model treats as either a tensor's or a module's exist on both."""
     missing = sorted(m for m in torch_ops.SHARED_TENSOR_MODULE_METHODS

@@ -1650,8 +1650,23 @@ def module_evidence_names(model, calls: list[ast.Call], mode_switches: bool = Tr
             continue  # `learner.train(feed)` with `feed = {...}`: a dict, list or tuple is no flag
         if names_python_module(model, func.value):
             continue  # `import utils; utils.train(net)`: a function of another file
+        if func.attr in ops.SHARED_STATE_METHODS and dotted_name(func.value) in stepped_names(model):
+            continue  # `self._optimizer.state_dict()` of an optimizer the file steps
         _add_name(names, func.value)
     return names
+
+
+def stepped_names(model) -> frozenset[str]:
+    """Dotted names the file calls ``.step()`` on anywhere (``self._optimizer``,
+    ``scheduler``): optimizers, schedulers, scalers -- never a module
+    (:data:`~.torch_ops.STEPPED_OBJECT_METHOD`)."""
+    found = model.index.memo.get("stepped names")
+    if found is None:
+        found = frozenset(name for call in model.index.of_type(ast.Call)
+                          if isinstance(call.func, ast.Attribute) and call.func.attr == ops.STEPPED_OBJECT_METHOD
+                          and (name := dotted_name(call.func.value)) is not None)
+        model.index.memo["stepped names"] = found
+    return found
 
 
 def _bound_to_display(model, name: ast.Name) -> bool:

@@ -216,6 +216,14 @@ MODULE_EVIDENCE_METHODS = frozenset({
     "named_children", "register_forward_hook", "register_forward_pre_hook",
     "register_full_backward_hook", "register_buffer", "get_submodule", "eval", "train",
 })
+#: Of those, the methods that optimizers, learning-rate schedulers and
+#: ``GradScaler`` have too (torch 2.13.0 ``torch/optim/optimizer.py``
+#: ``Optimizer.state_dict``/``load_state_dict``, ``torch/optim/lr_scheduler.py``
+#: ``LRScheduler.state_dict``/``load_state_dict``, ``torch/amp/grad_scaler.py``):
+#: they tell a module only of a value that is never stepped -- ``step()`` is
+#: what those objects have and ``nn.Module`` has not (``torch/nn/modules/module.py``).
+SHARED_STATE_METHODS = frozenset({"state_dict", "load_state_dict"})
+STEPPED_OBJECT_METHOD = "step"
 
 #: ``torch.distributions``: a distribution built from tensors keeps their graph
 #: (its parameters are those tensors, or differentiable functions of them).
