@@ -101,7 +101,9 @@ class HiddenStateNotDetached(Rule):
     "detach" or to a local function that calls `.detach()` or first rebinds
     the parameter it receives to a value without a graph
     (`h = tuple(s.data for s in h)`), or re-assigned
-    a fresh value anywhere in the loop (even conditionally). A loop over
+    a fresh value anywhere in the loop (even conditionally). A `.detach()`
+    whose result is dropped (`for s in state: s.detach()`) is no cut: it
+    returns a detached copy, and only `.detach_()` works in place. A loop over
     time steps inside a module's forward pass is backpropagation through
     the sequence on purpose and is not reported, nor is a loop over a fixed
     structure (a loop that calls its own item, `for blk in net.stages:
@@ -502,6 +504,9 @@ class _CutFinder(Visitor):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         return not (self.skip_init and node.name == "__init__")
 
+    def visit_Expr(self, node: ast.Expr) -> bool:
+        return not _discarded_detach(node)
+
     def visit_Call(self, node: ast.Call) -> None:
         if not _mentions(node, self.carried):
             return
@@ -581,9 +586,20 @@ def _contains_detach(node: ast.AST | list[ast.stmt]) -> bool:
     return finder.found
 
 
+def _discarded_detach(statement: ast.Expr) -> bool:
+    """``s.detach()`` as a statement of its own: it returns a detached copy
+    and leaves ``s`` attached (only ``detach_()`` works in place; torch
+    2.13.0 ``torch/_tensor_docs.py``), so dropping the copy cuts nothing."""
+    value = statement.value
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "detach"
+
+
 class _DetachCall(Visitor):
     def __init__(self) -> None:
         self.found = False
+
+    def visit_Expr(self, node: ast.Expr) -> bool:
+        return not _discarded_detach(node)
 
     def visit_Call(self, node: ast.Call) -> None:
         if _is_detach(node):

@@ -278,3 +278,31 @@ def test_mem101_epoch_total_of_such_a_recipe_is_still_reported():
     source = OPTIMIZER_SAVED_WINDOW_OK.replace("                    window = 0\n", "").replace(
         "                window += piece", "                window += piece  # expect: MEM101")
     assert_reported(source, "MEM101")
+
+
+# -- MEM105 miss (d2l train.py): `for s in state: s.detach()` drops the
+# detached copies (only `detach_()` works in place), so the state still
+# links every batch's graph. Here a GRU language model whose carried state is
+# "detached" by a discarded call before each batch; the look-alike rebinds it.
+
+DISCARDED_DETACH_BUG = """
+    import torch
+
+    def fit(model, batches, opt, hidden):
+        for tokens, targets in batches:
+            hidden.detach()
+            logits, hidden = model(tokens, hidden)  # expect: MEM105
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+            opt.zero_grad()
+            loss.backward(retain_graph=True)
+            opt.step()
+"""
+
+
+def test_mem105_a_discarded_detach_cuts_nothing():
+    assert_reported(DISCARDED_DETACH_BUG, "MEM105")
+
+
+def test_mem105_a_detach_in_place_or_rebound_is_a_cut():
+    assert_silent(DISCARDED_DETACH_BUG.replace("hidden.detach()", "hidden.detach_()").replace("  # expect: MEM105", ""), "MEM105")
+    assert_silent(DISCARDED_DETACH_BUG.replace("hidden.detach()", "hidden = hidden.detach()").replace("  # expect: MEM105", ""), "MEM105")
