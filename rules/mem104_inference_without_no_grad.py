@@ -42,9 +42,11 @@ class InferenceWithoutNoGrad(Rule):
     backward pass uses the output. In a function that also trains (a `fit`
     with a validation loop), the forward passes after `model.eval()` in a
     loop without a training step are reported, and so are those in a
-    branch of an `if` inside the training loop that switches to evaluation
-    mode and takes no training step (`if step % 100 == 0:`, a periodic
-    evaluation), and, at a script's top level, a forward pass outside
+    branch of an `if` (or a `case` of a `match`, `case "valid":`) inside the
+    training loop that switches to evaluation mode and takes no training
+    step (`if step % 100 == 0:`, a periodic evaluation) -- a backward pass
+    that only the other branch or the other cases take, on names they bind
+    themselves, does not make it a training step -- and, at a script's top level, a forward pass outside
     every loop after `model.eval()` once training is done. A module is known by
     construction (`nn.Linear(...)`, a class deriving from `nn.Module`,
     `from_pretrained`) or by use (`.eval()`, `.parameters()`); calling a
@@ -694,7 +696,8 @@ class InferenceWithoutNoGrad(Rule):
             and self._after_eval(eval_calls, call) and not self.ctx.semantic.result_backpropagated(call)
 
     def _evaluation_branch(self, call: ast.Call, eval_calls: list[ast.Call], loop: ast.AST) -> bool:
-        """``call`` runs in a branch of an ``if`` inside the training loop
+        """``call`` runs in a branch of an ``if`` (or a ``case`` of a ``match``,
+        ``case "valid":``) inside the training loop
         (``if step % 100 == 0:``) that switches a module to evaluation mode
         before it and takes no training step itself: a periodic evaluation
         within the loop, whose forward passes no backward pass uses."""
@@ -703,12 +706,22 @@ class InferenceWithoutNoGrad(Rule):
         for ancestor in semantic.ancestors(call):
             if ancestor is loop:
                 return False
-            if isinstance(ancestor, ast.If) and child is not ancestor.test:
-                branch = ancestor.body if child in ancestor.body else ancestor.orelse
+            branch = _branch_of(ancestor, child)
+            if branch is not None:
                 if any(_within(eval_call, branch) and eval_call.lineno <= call.lineno for eval_call in eval_calls):
-                    return not semantic.trains(branch) and not semantic.result_backpropagated(call)
+                    return not semantic.trains(branch) and not (
+                        semantic.result_backpropagated(call) and self._backward_outside(call, _other_branches(ancestor, branch, semantic.parents)))
             child = ancestor
         return False
+
+    def _backward_outside(self, call: ast.Call, others: list[ast.stmt]) -> bool:
+        """A backward pass of ``call``'s unit lies outside ``others``, the
+        branches exclusive with ``call``'s own: the result-to-backward flow,
+        which follows names (``pred`` is backpropagated in the ``train``
+        case), may be this branch's; one only in a branch that excludes this
+        one (it rebinds the names first) is not."""
+        backwards = self.ctx.semantic.analysis_of(call).backward_calls
+        return any(not _within(backward, others) for backward in backwards)
 
     def _after_eval(self, eval_calls: list[ast.Call], call: ast.Call) -> bool:
         """``call`` can run after one of ``eval_calls`` with the module still in
@@ -790,6 +803,31 @@ def _eval_calls(semantic, unit: ast.AST) -> list[ast.Call]:
     that switch (an environment wrapper's or an agent object's ``eval()`` is
     not a module's)."""
     return [call for call in _mode_switches(semantic, unit, "eval") if semantic.module_apart_from_mode(call.func.value)]
+
+
+
+def _branch_of(ancestor: ast.AST, child: ast.AST) -> list[ast.stmt] | None:
+    """The statements of ``ancestor`` that hold ``child`` when ``ancestor``
+    chooses between exclusive branches: the body or ``else`` of an ``if``
+    (not its test), the body of a ``match`` statement's ``case`` (not its
+    pattern or guard); None otherwise."""
+    if isinstance(ancestor, ast.If) and child is not ancestor.test:
+        return ancestor.body if child in ancestor.body else ancestor.orelse
+    if isinstance(ancestor, ast.match_case) and child in ancestor.body:
+        return ancestor.body
+    return None
+
+
+def _other_branches(ancestor: ast.AST, branch: list[ast.stmt], parents) -> list[ast.stmt]:
+    """The statements of the branches exclusive with ``branch`` (as
+    :func:`_branch_of` gave it from ``ancestor``): the other arm of the
+    ``if``; the bodies of the ``match`` statement's other cases."""
+    if isinstance(ancestor, ast.If):
+        return ancestor.orelse if branch is ancestor.body else ancestor.body
+    match = parents.get(ancestor)
+    if not isinstance(match, ast.Match):
+        return []
+    return [statement for case in match.cases if case is not ancestor for statement in case.body]
 
 
 def _within(node: ast.AST, statements: list[ast.stmt]) -> bool:

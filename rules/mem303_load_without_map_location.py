@@ -55,7 +55,10 @@ _FILE_NAME = re.compile(r"[\w%{}\-]+\.[A-Za-z]\w*$")
 
 class LoadWithoutMapLocation(Rule):
     """## What it does
-    Reports `torch.load(f)` called without `map_location`.
+    Reports `torch.load(f)` called without `map_location`, also through a
+    name bound once to a `functools.partial` of `torch.load` that binds
+    keywords only (`load = partial(torch.load, weights_only=True)` ...
+    `load(path)`), when neither the partial nor the call gives it.
 
     ## Why is this bad?
     `torch.load` restores every tensor onto the device it was saved from.
@@ -167,11 +170,12 @@ class LoadWithoutMapLocation(Rule):
     )
 
     def visit_Call(self, node: ast.Call) -> None:
-        if self.ctx.qualified(node.func) not in LOAD_FUNCTIONS:
+        keywords = self._load_keywords(node)
+        if keywords is None:
             return
         if len(node.args) >= 2 or any(isinstance(arg, ast.Starred) for arg in node.args):
             return  # map_location passed positionally, or maybe among `*args`
-        if any(keyword.arg in (None, "map_location") for keyword in node.keywords):
+        if any(keyword.arg in (None, "map_location") for keyword in keywords):
             return  # `map_location=` or `**kwargs`
         semantic = self.ctx.semantic
         if semantic.imports(*XLA_PACKAGES):
@@ -189,6 +193,19 @@ class LoadWithoutMapLocation(Rule):
         if self._reloads_own_state(node, path):
             return  # the process's own working state, back where it kept it
         self.report(node, fix=self._map_location_fix(node))
+
+    def _load_keywords(self, node: ast.Call) -> list[ast.keyword] | None:
+        """The keywords that ``torch.load`` receives from the call ``node``,
+        or None when ``node`` does not call it: its own, for a direct call;
+        with those a keyword-only ``functools.partial`` of ``torch.load``
+        binds, for a call of the name bound to it (``load =
+        partial(T.load, weights_only=True)`` ... ``load(path)``)."""
+        if self.ctx.qualified(node.func) in LOAD_FUNCTIONS:
+            return list(node.keywords)
+        made = self.ctx.semantic.keyword_partial(node.func)
+        if made is None or self.ctx.qualified(made.args[0]) not in LOAD_FUNCTIONS:
+            return None
+        return list(made.keywords) + list(node.keywords)
 
     def _read_as_samples(self, load: ast.Call) -> bool:
         """Everything the file does with the loaded object treats it as a

@@ -7,7 +7,8 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
-from memlint.lint.semantic.frameworks import LEGACY_CUDA_TENSOR_TYPES
+from memlint.lint.semantic.frameworks import BATCH_LOADERS, LEGACY_CUDA_TENSOR_TYPES
+from memlint.lint.semantic.operations import device_of_value
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, call_arguments, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit
@@ -32,7 +33,11 @@ class DatasetOnDevice(Rule):
     file reads batch by batch in a training loop through an instance
     (`views.corr[view]`, `views: CapturedViews`), passed to `TensorDataset(...)`, or assigned
     before a loop that then walks over them batch by batch
-    (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`),
+    (`X = torch.tensor(data).cuda()` followed by `for i in range(0, len(X), bs): xb = X[i:i + bs]`,
+    or handed to a `DataLoader` -- torch's or PyTorch Geometric's -- that a
+    training loop then draws from; a list comprehension that moves every
+    piece to the accelerator, `[g.to(device) for g in graphs]`, is such
+    data whatever the pieces' type, unless they are modules),
     itself or through a function of the file it is passed to (an epoch
     function whose loop reads `X[idx]`, a sampler that slices windows
     `[x[s:s + w] for s in starts]` called from the training loop), or moved
@@ -241,11 +246,39 @@ class DatasetOnDevice(Rule):
 
     def _is_data_on_device(self, expr: ast.expr) -> bool:
         value = self.ctx.semantic.value(expr)
+        if value.device is Tri.MAYBE and not value.is_module and self._each_piece_moved(expr):
+            return True
         if value.device is not Tri.YES or value.is_module:
             return False
         if isinstance(expr, (ast.ListComp, ast.List, ast.Tuple)):
             return True
         return value.kind in (Kind.TENSOR, Kind.UNKNOWN) and not _from_literals(expr, self.ctx)
+
+    def _each_piece_moved(self, expr: ast.expr) -> bool:
+        """``expr`` is ``[x.to(d) for x in pieces]`` (or ``x.cuda()``), with no
+        condition, ``d`` a device on the accelerator: every piece of the
+        collection is moved, whatever its type (a graph library's ``Data``
+        object, unknown to the model, moves with ``.to`` like a tensor), and
+        the pieces are not modules."""
+        if not isinstance(expr, ast.ListComp) or len(expr.generators) != 1 or expr.generators[0].ifs:
+            return False
+        generator, element = expr.generators[0], expr.elt
+        if not (isinstance(generator.target, ast.Name) and isinstance(element, ast.Call)
+                and isinstance(element.func, ast.Attribute) and isinstance(element.func.value, ast.Name)
+                and element.func.value.id == generator.target.id):
+            return False
+        semantic = self.ctx.semantic
+        pieces = semantic.value(generator.iter)
+        if pieces.is_module or pieces.element is not None and pieces.element.is_module:
+            return False
+        if element.func.attr == "cuda":
+            return not element.args and not element.keywords
+        if element.func.attr != "to" or len(element.args) + len(element.keywords) != 1:
+            return False
+        target = element.args[0] if element.args else element.keywords[0].value
+        if element.keywords and element.keywords[0].arg != "device":
+            return False
+        return device_of_value(target, semantic.value(target)) is Tri.YES
 
     def _used_as_module(self, attribute: str, init) -> bool:
         """The class calls ``self.<attribute>(...)`` or uses it as a module: a model it holds, not data."""
@@ -378,6 +411,8 @@ class DatasetOnDevice(Rule):
         """The batches feed a model: the loop trains or evaluates, or passes
         them to a callable that is no torch function (``model(x[i:j])``)."""
         if isinstance(use, ast.Call):
+            if self.ctx.qualified(use.func) in BATCH_LOADERS:
+                return self._loader_drawn_in_run_loop(use)
             return True  # TensorDataset(x): a loader's batches
         semantic = self.ctx.semantic
         loops = ([use] if isinstance(use, FOR_TYPES) else []) + semantic.enclosing_loops(use)
@@ -390,6 +425,23 @@ class DatasetOnDevice(Rule):
         parent = semantic.parents.get(use)
         return isinstance(parent, ast.Call) and use in parent.args and self._model_call(parent)
 
+    def _loader_drawn_in_run_loop(self, loader: ast.Call) -> bool:
+        """The loader ``loader`` builds over the data is bound to a name that a
+        run loop of the same function iterates (``for batch in loader:``,
+        ``enumerate(loader)``): its batches are drawn from that data every step."""
+        semantic = self.ctx.semantic
+        statement = semantic.parents.get(loader)
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+            return False
+        name = statement.targets[0].id
+        for loop in semantic.own_nodes(semantic.unit_of(statement), FOR_TYPES):
+            iterable = loop.iter
+            if isinstance(iterable, ast.Call) and self.ctx.qualified(iterable.func) == "enumerate" and iterable.args:
+                iterable = iterable.args[0]
+            if isinstance(iterable, ast.Name) and iterable.id == name and semantic.is_run_loop(loop):
+                return True
+        return False
+
     def _model_call(self, call: ast.Call) -> bool:
         """A call of something not in a library: a model, a step function."""
         if not isinstance(call.func, (ast.Name, ast.Attribute)):
@@ -397,6 +449,14 @@ class DatasetOnDevice(Rule):
         qualified = self.ctx.qualified(call.func)
         # None: a local or parameter; an undotted name that is no builtin: a global the file never binds
         return qualified is None or "." not in qualified and not hasattr(builtins, qualified)
+
+
+def _loader_dataset(loader: ast.Call) -> ast.expr | None:
+    """The dataset a :data:`BATCH_LOADERS` call draws from: its first argument or ``dataset=``."""
+    if loader.args and not isinstance(loader.args[0], ast.Starred):
+        return loader.args[0]
+    keyword = keyword_arg(loader, "dataset")
+    return None if keyword is None else keyword.value
 
 
 def _instance_read(semantic, use: ast.AST, holder: str, attribute: str, klass) -> bool:
@@ -620,8 +680,11 @@ class _BatchUse(Visitor):
             self.uses.append(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        if self.ctx.qualified(node.func) in TENSOR_DATASETS and any(dotted_name(argument) == self.name for argument in call_arguments(node)):
+        qualified = self.ctx.qualified(node.func)
+        if qualified in TENSOR_DATASETS and any(dotted_name(argument) == self.name for argument in call_arguments(node)):
             self.uses.append(node)
+        elif qualified in BATCH_LOADERS and dotted_name(_loader_dataset(node)) == self.name:
+            self.uses.append(node)  # a loader's batches, when a run loop draws them (`_in_run_loop`)
 
 
 class _AssignedNames(Visitor):

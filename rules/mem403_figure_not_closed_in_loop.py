@@ -8,7 +8,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import GRADIENT_TAPE
 from memlint.lint.semantic.scopes import BindingKind
-from memlint.lint.signatures import positional_parameters
+from memlint.lint.signatures import default_of, positional_parameters
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, is_constant
 
 #: pyplot calls that create a figure and register it with pyplot's figure manager
@@ -70,7 +70,10 @@ class FigureNotClosedInLoop(Rule):
     by its item each iteration: `nib.load(path)`, `Image.open(path)`,
     `np.load(path)`) or over a parameter that every
     call of the file fills with more than 20 items (pyplot's
-    `figure.max_open_warning`), or in a function that such a loop, a driver or a framework hook
+    `figure.max_open_warning`), or over `range(n)` of a parameter `n` that
+    is more than 20 for every call of the file (its default when no call
+    passes it: `def train(..., epochs=200_000)`, even when the loop trains
+    with numpy and plots only every k-th step), or in a function that such a loop, a driver or a framework hook
     (once per batch or epoch) calls, when nothing in that loop or function
     closes it: no `plt.close(fig)`, `plt.close()`, `plt.close("all")`,
     `fig.clf()`/`plt.clf()`, and no `SummaryWriter.add_figure(...)` with its
@@ -280,11 +283,47 @@ class FigureNotClosedInLoop(Rule):
         semantic = self.ctx.semantic
         found = []
         for loop in semantic.enclosing_loops(node):
-            if isinstance(loop, FOR_TYPES) and isinstance(loop.iter, ast.Name):
-                function = semantic.function_of(loop)
-                if isinstance(function, FUNCTION_TYPES) and self._always_many(function, loop.iter):
-                    found.append(loop)
+            if not isinstance(loop, FOR_TYPES):
+                continue
+            function = semantic.function_of(loop)
+            if not isinstance(function, FUNCTION_TYPES):
+                continue
+            if isinstance(loop.iter, ast.Name) and self._always_many(function, loop.iter) \
+                    or self._range_of_many(function, loop.iter):
+                found.append(loop)
         return found
+
+    def _range_of_many(self, function: ast.AST, iterable: ast.expr) -> bool:
+        """``iterable`` is ``range(n)`` over a parameter ``n`` of ``function``
+        that is, for every call of the file, a constant of more than
+        :data:`MAX_OPEN_WARNING` steps: its default when no call passes it
+        (``def train(..., epochs=200_000)``), or what each call passes. A
+        figure left open per step (or per every k-th step of such a run)
+        piles up past pyplot's own warning."""
+        if not (isinstance(iterable, ast.Call) and self.ctx.qualified(iterable.func) in ("range", "builtins.range")
+                and len(iterable.args) == 1 and not iterable.keywords and isinstance(iterable.args[0], ast.Name)):
+            return False
+        name = iterable.args[0]
+        semantic = self.ctx.semantic
+        bindings = semantic.scopes.bindings_of(name.id, semantic.scopes.scope_for(name))
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.PARAMETER:
+            return False
+        default = default_of(function, name.id)
+        positional = [arg.arg for arg in positional_parameters(function)]
+        if semantic.class_of_method(function) is not None and positional:
+            positional = positional[1:]  # called on an instance: the receiver fills the first one
+        counts = []
+        for call in semantic.call_sites_of(function):
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return False
+            given = next((k.value for k in call.keywords if k.arg == name.id), None)
+            if given is None and name.id in positional and positional.index(name.id) < len(call.args):
+                given = call.args[positional.index(name.id)]
+            counts.append(given if given is not None else default)
+        if not counts:
+            counts = [default]
+        values = [semantic.constants.value(count) if count is not None else None for count in counts]
+        return all(type(value) is int and value > MAX_OPEN_WARNING for value in values)
 
     def _always_many(self, function: ast.AST, name: ast.Name) -> bool:
         """``name`` is only a parameter of ``function``, and each of its calls

@@ -78,9 +78,13 @@ class KerasModelInLoopWithoutClearSession(Rule):
     ## Known problems
     `clear_session()` anywhere in the loop, or in the function the loop
     calls to build the model, counts (even when conditional). A loop that
-    builds models in a function defined in another module, or a search
-    driven by a framework callback (`study.optimize(objective)`), is not
-    seen. Comprehensions that build an ensemble are not loops here. A loop
+    builds models in a function defined in another module is not seen. A
+    search driven by a framework callback is seen when the file hands the
+    objective to the driver (`study.optimize(objective)`) or when the
+    objective takes an Optuna trial by annotation (`def objective(trial:
+    optuna.Trial)`: only a study makes trials, once per trial), wherever it
+    is handed over (a closure a factory returns, a wrapper); an
+    unannotated objective that the file never passes to a study is not. Comprehensions that build an ensemble are not loops here. A loop
     that assembles one model is not reported: in a Keras layer's or model's
     own method (sub-layers made in `__init__`/`build`), or keeping what it
     builds in a list or attribute without compiling, fitting, evaluating or

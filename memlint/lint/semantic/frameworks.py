@@ -579,6 +579,15 @@ FILE_READERS = frozenset({"nibabel.load", "numpy.load", "PIL.Image.open", "matpl
 #: pickled samples) as often as settings; YAML files are, in training code, configuration:
 #: a few entries the author wrote, a bounded structure.
 DATA_RECORD_READERS = frozenset(name for name in PYTHON_OBJECT_READERS if not name.startswith("yaml."))
+#: Loaders that draw batches from the dataset given as their first argument (or
+#: ``dataset=``): torch's ``DataLoader(dataset, batch_size=1, ...)`` (torch 2.13.0
+#: torch/utils/data/dataloader.py ``DataLoader.__init__``) and PyTorch Geometric's
+#: ``DataLoader(dataset, batch_size=1, shuffle=False, ...)``, which collates a list of
+#: graphs (torch_geometric 2.6.1 torch_geometric/loader/dataloader.py; before 2.0 it was
+#: ``torch_geometric.data.DataLoader``, torch_geometric 1.7.2 torch_geometric/data/dataloader.py).
+BATCH_LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader",
+                           "torch_geometric.loader.DataLoader", "torch_geometric.loader.dataloader.DataLoader",
+                           "torch_geometric.data.DataLoader"})
 #: DataLoader constructors and the keyword that forks worker processes
 #: (torch/utils/data/dataloader.py ``DataLoader(num_workers=0)``: 0 = in process).
 DATALOADER_WORKERS = {"torch.utils.data.DataLoader": "num_workers", "torch.utils.data.dataloader.DataLoader": "num_workers"}
@@ -856,3 +865,9 @@ DEVICE_PLACED_ROLES = frozenset({"hf_callback", "hf_trainer"})
 #: ``FMinIter(...).exhaust()`` evaluates ``fn`` on each of up to ``max_evals``
 #: points (``hyperopt.fmin`` is that function, re-exported by hyperopt/__init__.py).
 REPEATING_DRIVER_FUNCTIONS = {"hyperopt.fmin": ("fn", 0), "hyperopt.fmin.fmin": ("fn", 0)}
+#: Types of the object a study hands its objective, one per trial: optuna's
+#: ``Trial`` is made by ``Study.optimize``/``Study.ask`` and "not supposed to be
+#: directly instantiated" by users (optuna 5.0.0 optuna/trial/_trial.py ``Trial``;
+#: re-exported as ``optuna.Trial`` by optuna/__init__.py), so a function that takes
+#: one is an objective run once per trial.
+TRIAL_TYPES = frozenset({"optuna.Trial", "optuna.trial.Trial", "optuna.trial._trial.Trial"})

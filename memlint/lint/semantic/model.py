@@ -1834,6 +1834,27 @@ class SemanticModel:
                         return nested[0], 0
         return None
 
+    def keyword_partial(self, func: ast.expr) -> ast.Call | None:
+        """The ``functools.partial(f, k=v, ...)`` call that the called name
+        ``func`` is bound to, once, by a plain assignment (``load =
+        partial(torch.load, weights_only=True)``), when that call binds
+        keywords only, so the name takes ``f``'s positional parameters
+        unchanged; None otherwise. A call of the name is a call of ``f``
+        with those keywords added (CPython 3.11 ``functools.partial``)."""
+        if not isinstance(func, ast.Name):
+            return None
+        bindings = self.scopes.bindings_of(func.id, self.scopes.scope_for(func))
+        if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGNMENT:
+            return None
+        statement = self.parents.get(bindings[0].node)
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and statement.targets[0] is bindings[0].node and isinstance(statement.value, ast.Call)):
+            return None
+        made = statement.value
+        if self.qualified(made.func) != "functools.partial" or len(made.args) != 1:
+            return None
+        return made
+
     def _bound_from_factory(self, name: ast.Name, depth: int) -> tuple[ast.AST, int] | None:
         """A name bound once, by a plain assignment, to a callable made by a
         call: ``step = make_step(model, opt)`` where ``make_step`` returns a

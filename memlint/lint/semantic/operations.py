@@ -2127,7 +2127,23 @@ def driven_functions(model) -> dict:
         driven = _driven_function(model, call)
         if driven is not None:
             found[driven] = Repetition("driver", True, dotted_name(call.func) or "")
+    for function in model.functions:
+        if function not in found and _takes_trial(model, function):
+            found[function] = Repetition("driver", True, "optuna.Trial")
     return found
+
+
+def _takes_trial(model, function: ast.AST) -> bool:
+    """``function`` has a parameter annotated with a study's trial type
+    (``def objective(trial: optuna.Trial)``, :data:`fw.TRIAL_TYPES`): only a
+    study makes trials, so it is an objective the study runs once per
+    trial, wherever the file hands it over (a wrapper, a returned closure)."""
+    arguments = getattr(function, "args", None)
+    if arguments is None:
+        return False
+    parameters = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    return any(parameter.annotation is not None and model.qualified(parameter.annotation) in fw.TRIAL_TYPES
+               for parameter in parameters)
 
 
 def _driven_function(model, call: ast.Call) -> ast.AST | None:
