@@ -7,6 +7,7 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name, root_name
 from memlint.lint.rule import Rule
+from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.stores import STORING_METHODS, leaf_values
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
 from memlint.lint.signatures import arguments_bound, first_parameter, parameter_names
@@ -19,8 +20,10 @@ class ModuleStoresForwardOutput(Rule):
     """## What it does
     Reports a graph-attached tensor that a module's `forward` (or a method
     that `forward` calls on `self`) stores on the module: `self.features = x`,
-    `self.cache[key] = out`, `self.outputs.append(h)`, or a class attribute
-    (`Net.last = y`), without `.detach()`. Whether the method is part of a
+    `self.cache[key] = out`, `self.outputs.append(h)`, a class attribute
+    (`Net.last = y`), or writes it in place into a buffer
+    (`self.running_mean.mul_(m).add_(y.mean(0))`: the buffer records the op
+    and chains every call's graph), without `.detach()`. Whether the method is part of a
     forward pass, and whether the value carries an autograd graph, come from
     the semantic model: the class derives from a module class and the value
     is the output of a layer, or arithmetic on one, computed with autograd on.
@@ -117,8 +120,11 @@ class ModuleStoresForwardOutput(Rule):
                 values = values[1:]
             if values:
                 self._check(node, func.value, tuple(values), growing=func.attr in GROWING_METHODS)
+        elif isinstance(func, ast.Attribute) and func.attr in ops.IN_PLACE_WRITES and call_arguments(node):
+            # `self.running_mean.mul_(m).add_(mean * (1 - m))`: each call's graph is chained onto the last
+            self._check(node, _in_place_receiver(func.value), tuple(call_arguments(node)), growing=True, in_place=True)
 
-    def _check(self, node: ast.AST, target: ast.expr, values: tuple[ast.expr, ...], growing: bool) -> None:
+    def _check(self, node: ast.AST, target: ast.expr, values: tuple[ast.expr, ...], growing: bool, in_place: bool = False) -> None:
         semantic = self.ctx.semantic
         function = semantic.function_of(node)
         if function is None:
@@ -140,7 +146,10 @@ class ModuleStoresForwardOutput(Rule):
         if all(self._hooked_for_its_gradient(node, function, leaf) for leaf in attached):
             return  # kept with a gradient hook on the same tensor: attention-map / Grad-CAM visualisation
         where = dotted_name(target) or root_name(target) or "the module"
-        if growing:
+        if in_place:
+            message = (f"a module's forward writes a graph-attached tensor into `{where}` in place on every call: "
+                       "each call's autograd graph is chained onto the last and stays alive")
+        elif growing:
             message = f"a module's forward appends a graph-attached tensor to `{where}` on every call: every step's autograd graph stays alive"
         else:
             message = f"a module's forward stores a graph-attached tensor in `{where}`: its autograd graph stays reachable after the step"
@@ -233,6 +242,14 @@ class ModuleStoresForwardOutput(Rule):
             return None
         return method, self.ctx.span(statement)[1]
 
+
+
+def _in_place_receiver(receiver: ast.expr) -> ast.expr:
+    """The tensor a chain of in-place writes changes: ``self.buf`` of
+    ``self.buf.mul_(m).add_(v)`` (each returns its receiver)."""
+    while isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute) and receiver.func.attr in ops.IN_PLACE_WRITES:
+        receiver = receiver.func.value
+    return receiver
 
 
 def _block_hooks(semantic, node: ast.AST, name: str) -> bool:

@@ -354,3 +354,34 @@ def test_mem403_figure_per_step_of_a_long_parameter_range():
 def test_mem403_closed_figure_or_few_steps_is_silent():
     assert_silent(MANY_STEPS_OK, "MEM403")
     assert_silent(FEW_STEPS_OK, "MEM403")
+
+
+# -- MEM108 (bug_415's shape, reported where the model knows the value is
+# attached): a buffer updated in place from a layer's output chains every
+# call's graph. bug_415 itself stays missed: its statistics come from the
+# forward's input, whose graph the file does not show.
+
+MEM108_IN_PLACE_BUFFER_BUG = """
+    import torch
+    import torch.nn as nn
+
+    class Tracked(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.proj = nn.Linear(dim, dim)
+            self.register_buffer("feature_ema", torch.zeros(dim))
+
+        def forward(self, x):
+            y = self.proj(x)
+            self.feature_ema.mul_(0.99).add_(y.mean(0), alpha=0.01)  # expect: MEM108
+            return y
+"""
+
+
+def test_mem108_buffer_written_in_place_from_a_layer_output():
+    assert_reported(MEM108_IN_PLACE_BUFFER_BUG, "MEM108")
+
+
+def test_mem108_buffer_written_in_place_from_a_detached_value_is_silent():
+    assert_silent(MEM108_IN_PLACE_BUFFER_BUG.replace("y.mean(0), alpha", "y.mean(0).detach(), alpha")
+                  .replace("  # expect: MEM108", ""), "MEM108")

@@ -120,6 +120,13 @@ def test_shared_state_methods_are_also_optimizers_and_schedulers_and_step_is_not
     assert not hasattr(torch.nn.Module, torch_ops.STEPPED_OBJECT_METHOD)
 
 
+def test_in_place_writes_are_tensor_methods_that_return_their_receiver():
+    t = torch.zeros(3)
+    for name in torch_ops.IN_PLACE_WRITES:
+        args = (torch.ones(3), torch.ones(3)) if name in ("addcmul_", "addcdiv_") else (torch.ones(3),) if name != "lerp_" else (torch.ones(3), 0.5)
+        assert getattr(t, name)(*args) is t, name
+
+
 def test_shared_methods_exist_on_both_tensors_and_modules():
     """The methods the model treats as either a tensor's or a module's exist on both."""
     missing = sorted(m for m in torch_ops.SHARED_TENSOR_MODULE_METHODS

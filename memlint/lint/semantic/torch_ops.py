@@ -111,6 +111,13 @@ TENSOR_ONLY_METHODS = frozenset({
 #: Methods both tensors and modules have: on a value of unknown kind they
 #: move or cast it and say nothing of its kind.
 SHARED_TENSOR_MODULE_METHODS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "type", "requires_grad_"})
+#: In-place tensor methods that write their tensor arguments' values into the
+#: receiver and return it (torch 2.13.0 ``torch/_tensor_docs.py``: ``add_``,
+#: ``sub_``, ``mul_``, ``div_``, ``copy_``, ``lerp_``, ``addcmul_``, ``addcdiv_``).
+#: Given an argument with a graph, the receiver records the op and keeps that
+#: graph (docs/source/notes/autograd.rst, "In-place operations with autograd"):
+#: a buffer updated so on every call chains every call's graph.
+IN_PLACE_WRITES = frozenset({"add_", "sub_", "mul_", "div_", "copy_", "lerp_", "addcmul_", "addcdiv_"})
 #: Of those, the moves that change a module in place and return it but give
 #: a tensor's copy (torch 2.13.0 ``torch/nn/modules/module.py`` ``Module.to``,
 #: ``cuda``, ``cpu``, ``half``, ``float``, ``double``, ``bfloat16``;
