@@ -6,6 +6,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.names import dotted_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import frameworks as fw
+from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.operations import device_of_value
 from memlint.lint.semantic.values import Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments, is_constant, keyword_arg, string_value
@@ -41,7 +42,9 @@ class CudaInDataloaderWorker(Rule):
     and factories called with a CUDA `device=`: a visibly CUDA one, or a
     device handed to the worker by the code that sets it up (a parameter,
     or `self.device` stored from one) that the file does not show to be
-    the CPU.
+    the CPU; and, when the module's own code sets the default device to an
+    accelerator (`torch.set_default_device("cuda")`, which a forked worker
+    inherits), a tensor factory called without `device=`.
 
     ## Why is this bad?
     Each worker is a separate process. Under the default `fork` start
@@ -270,6 +273,22 @@ class CudaInDataloaderWorker(Rule):
             calls.extend(self._cuda_calls(helper, depth + 1, seen, handed))
         return calls
 
+    def module_default_device_is_cuda(self) -> bool:
+        """The module's own code sets the default device to an accelerator
+        (``torch.set_default_device("cuda")``, :data:`~.frameworks.DEFAULT_DEVICE_SETTERS`):
+        a forked worker inherits the setting, and every tensor factory called
+        there without ``device=`` creates its tensor on the GPU (torch 2.13.0
+        ``torch/__init__.py`` ``set_default_device``)."""
+        found = self.__dict__.get("_default_cuda")
+        if found is None:
+            semantic = self.ctx.semantic
+            found = any(self.ctx.qualified(call.func) == "torch.set_default_device" and call_arguments(call)
+                        and semantic.unit_of(call) is self.ctx.module
+                        and self.is_cuda_device(call_arguments(call)[0], self.ctx.module)
+                        for call in semantic.index.of_type(ast.Call))
+            self.__dict__["_default_cuda"] = found
+        return found
+
     def is_cuda_device(self, expr: ast.expr, function, depth: int = 0) -> bool:
         """True when ``expr`` visibly denotes a CUDA (or other accelerator) device."""
         if depth > 3:
@@ -337,6 +356,9 @@ class _CudaWork(Visitor):
                 self.rule.is_cuda_device(device.value, self.function)
                 or self.handed and self.rule.is_handed_device(device.value, self.function)):
             self.calls.append(node)
+        elif device is None and qualified.startswith("torch.") and qualified[len("torch."):] in ops.FACTORIES \
+                and self.rule.module_default_device_is_cuda():
+            self.calls.append(node)  # `torch.tensor(...)` after a module-level `torch.set_default_device("cuda")`
         else:
             self._follow(node)
 

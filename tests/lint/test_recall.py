@@ -1,22 +1,22 @@
 """Recall on the reproducers of reported bugs in fixtures/recall (see
 tests/lint/recall_score.py for the set and its scoring conventions).
 
-The bound is the measured recall, 473/504 (93.8%) when it was set (the
+The bound is the measured recall, 474/504 (94.0%) when it was set (the
 fifteenth family added as measured, 468/504, then the fixes of branch f15
-for its misses), less two marks of slack.  First family 81/84, second 30/33; the third to fifteenth families,
+and of MEM305 for its misses), less two marks of slack.  First family 81/84, second 30/33; the third to fifteenth families,
 written on 2026-12-01 and 2026-12-02 by reviewers who had not read the
 rules' code, were held out on their first measurement (21/30, 28/32, 19/24,
 17/29, 23/31, 20/25, 21/30, 19/34, 18/27, 21/29, 14/29, 23/31, 27/36) and are 29/30,
 32/32, 23/24, 29/29, 26/31, 22/25, 26/30, 32/34, 25/27, 29/29, 27/29,
-30/31 and 32/36 after the fixes that followed.  The misses
+30/31 and 33/36 after the fixes that followed.  The misses
 still open are listed in docs/accuracy.md."""
 
 from __future__ import annotations
 
 from .recall_score import RECALL, score
 
-#: 471 of the 504 marks: the measured 473 less two.
-MIN_RECALL = 471 / 504
+#: 472 of the 504 marks: the measured 474 less two.
+MIN_RECALL = 472 / 504
 
 
 def test_recall_on_reported_bugs():

@@ -385,3 +385,35 @@ def test_mem108_buffer_written_in_place_from_a_layer_output():
 def test_mem108_buffer_written_in_place_from_a_detached_value_is_silent():
     assert_silent(MEM108_IN_PLACE_BUFFER_BUG.replace("y.mean(0), alpha", "y.mean(0).detach(), alpha")
                   .replace("  # expect: MEM108", ""), "MEM108")
+
+
+# -- MEM305 miss (bug_402): a module-level `torch.set_default_device("cuda")`
+# is inherited by forked workers, so a factory without `device=` in worker
+# code creates a CUDA tensor there. Here the factory is in a `collate_fn`, the
+# device is a `torch.device`, and the look-alike loads in the main process.
+
+MEM305_DEFAULT_DEVICE_BUG = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    torch.set_default_device(torch.device("cuda:0"))
+
+    def pad_batch(samples):
+        longest = max(len(s) for s in samples)
+        out = torch.zeros(len(samples), longest)  # expect: MEM305
+        for row, s in enumerate(samples):
+            out[row, :len(s)] = torch.as_tensor(s)  # expect: MEM305
+        return out
+
+    def make_loader(sequences):
+        return DataLoader(sequences, batch_size=16, collate_fn=pad_batch, num_workers=4)
+"""
+
+
+def test_mem305_factory_after_a_module_level_cuda_default_device_in_a_worker():
+    assert_reported(MEM305_DEFAULT_DEVICE_BUG, "MEM305")
+
+
+def test_mem305_same_collate_in_the_main_process_is_silent():
+    assert_silent(MEM305_DEFAULT_DEVICE_BUG.replace("num_workers=4", "num_workers=0").replace("  # expect: MEM305", ""), "MEM305")
+    assert_silent(MEM305_DEFAULT_DEVICE_BUG.replace('torch.device("cuda:0")', '"cpu"').replace("  # expect: MEM305", ""), "MEM305")
