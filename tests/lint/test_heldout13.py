@@ -89,3 +89,94 @@ def test_mem303_optimizer_class_picked_by_name():
 
 def test_mem303_optimizer_of_host_parameters_is_silent():
     assert_silent(MEM303_OPTIMIZER_OK, "MEM303")
+
+
+# -- MEM101 FPs (open_clip train.py:425, :427, :447): a step function returns
+# ``losses, report, batch_size, state`` on its normal exits and ``None`` on
+# an early one; the caller skips ``None`` and unpacks the rest. Only the
+# first position is attached, yet the join of the tuple with ``None`` lost
+# the positions and every unpacked name took the graph of ``losses``
+# (``num_samples += n * world``, and a meter's ``self.sum += val * n``
+# through ``update(v.item(), n)``). Here an empty-chunk exit, a dict of
+# statistics and a row count from ``x.shape[0]``; the look-alike adds the
+# loss itself and stays reported.
+
+MEM101_TUPLE_OR_NONE_OK = """
+    import torch
+    import torch.nn.functional as F
+
+
+    class Meter:
+        def __init__(self):
+            self.sum, self.count = 0.0, 0
+
+        def update(self, val, n=1):
+            self.sum += val * n
+            self.count += n
+
+
+    def micro_step(net, opt, chunk):
+        if not len(chunk):
+            return None
+        x, y = chunk
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss, {"acc": 0.0}, x.shape[0]
+
+
+    def run(net, opt, chunks):
+        seen, meter = 0, Meter()
+        for chunk in chunks:
+            out = micro_step(net, opt, chunk)
+            if out is None:
+                continue
+            loss, stats, rows = out
+            seen += rows * 2
+            meter.update(loss.item(), rows)
+        return seen
+"""
+
+MEM101_TUPLE_OR_NONE_BUG = """
+    import torch
+    import torch.nn.functional as F
+
+
+    class Meter:
+        def __init__(self):
+            self.sum, self.count = 0.0, 0
+
+        def update(self, val, n=1):
+            self.sum += val * n
+            self.count += n
+
+
+    def micro_step(net, opt, chunk):
+        if not len(chunk):
+            return None
+        x, y = chunk
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss, {"acc": 0.0}, x.shape[0]
+
+
+    def run(net, opt, chunks):
+        seen, meter = 0, Meter()
+        for chunk in chunks:
+            out = micro_step(net, opt, chunk)
+            if out is None:
+                continue
+            loss, stats, rows = out
+            seen += loss  # expect: MEM101
+            meter.update(loss.item(), rows)
+        return seen
+"""
+
+
+def test_mem101_count_unpacked_beside_loss_is_silent():
+    assert_silent(MEM101_TUPLE_OR_NONE_OK, "MEM101")
+
+
+def test_mem101_loss_unpacked_from_tuple_or_none_is_reported():
+    assert_reported(MEM101_TUPLE_OR_NONE_BUG, "MEM101")

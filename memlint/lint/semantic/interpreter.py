@@ -299,7 +299,7 @@ class Interpreter:
     def stmt_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             value = self.expr(node.value)
-            self.analysis.returns = value if self.analysis.returns is None else self.analysis.returns.join(value)
+            self.analysis.returns = value if self.analysis.returns is None else _join_returns(self.analysis.returns, value)
 
     def stmt_If(self, node: ast.If) -> None:
         self.expr(node.test)
@@ -726,6 +726,21 @@ class Interpreter:
 
     def record_collect(self, receiver: ast.expr, value: Value, node: ast.AST) -> None:
         self._record_persistent_write(receiver, value, node, "collect")
+
+
+def _join_returns(previous: Value, value: Value) -> Value:
+    """What a function returns over two of its ``return`` statements. Where
+    one returns a fixed-length tuple and the other a plain value (``return
+    None`` on an early exit, ``return losses, report, n, state`` otherwise),
+    a caller that unpacks the result (``a, b, n, s = result``) gets the
+    tuple's elements -- a plain value cannot be unpacked -- so the join keeps
+    the tuple's items, each position its own value, instead of dropping them
+    and giving every name the join of all positions."""
+    joined = previous.join(value)
+    for whole, other in ((previous, value), (value, previous)):
+        if whole.items is not None and other.kind is Kind.PLAIN and other.items is None and other.element is None:
+            return joined.evolve(kind=whole.kind, items=whole.items, element=whole.element)
+    return joined
 
 
 def _terminates(body: list[ast.stmt]) -> bool:
