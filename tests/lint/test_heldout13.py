@@ -180,3 +180,82 @@ def test_mem101_count_unpacked_beside_loss_is_silent():
 
 def test_mem101_loss_unpacked_from_tuple_or_none_is_reported():
     assert_reported(MEM101_TUPLE_OR_NONE_BUG, "MEM101")
+
+
+# -- MEM101 FPs (rasbt mlp-fromscratch__sigmoid-mse.ipynb cell 13:51-54): a
+# plain class with hand-written ``forward``/``backward`` methods and weights
+# made by factories without ``requires_grad``. ``model.backward(x, a, y)``
+# was read as an engine's ``backward(loss)`` (its receiver is a parameter),
+# so the batch ``x`` was taken for a differentiated loss and every value
+# computed from it for attached: ``model.w -= lr * grad`` looked like an
+# accumulated loss. The call runs the class's own method, not autograd. Here
+# a logistic regression fitted by a function; the look-alike gives the
+# weights ``requires_grad=True``, backpropagates a real loss and sums it.
+
+MEM101_OWN_BACKWARD_OK = """
+    import torch
+
+
+    class LogReg:
+        def __init__(self, n):
+            self.w = torch.zeros(n, 1)
+            self.b = torch.zeros(1)
+
+        def forward(self, x):
+            return torch.sigmoid(x @ self.w + self.b)
+
+        def backward(self, x, y, p):
+            err = p - y.view(-1, 1)
+            return x.t() @ err / len(y), err.mean()
+
+
+    def fit(clf, batches, lr=0.5):
+        for x, y in batches:
+            p = clf.forward(x)
+            dw, db = clf.backward(x, y, p)
+            clf.w -= lr * dw
+            clf.b -= lr * db
+
+
+    clf = LogReg(4)
+    fit(clf, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.rand(64, 4), torch.rand(64)), batch_size=8))
+"""
+
+MEM101_OWN_BACKWARD_BUG = """
+    import torch
+
+
+    class LogReg:
+        def __init__(self, n):
+            self.w = torch.zeros(n, 1, requires_grad=True)
+            self.b = torch.zeros(1, requires_grad=True)
+
+        def forward(self, x):
+            return torch.sigmoid(x @ self.w + self.b)
+
+        def backward(self, x, y, p):
+            err = p - y.view(-1, 1)
+            return x.t() @ err / len(y), err.mean()
+
+
+    def fit(clf, batches, lr=0.5):
+        total = 0.0
+        for x, y in batches:
+            p = clf.forward(x)
+            loss = ((p - y.view(-1, 1)) ** 2).mean()
+            loss.backward()
+            total += loss  # expect: MEM101
+        return total
+
+
+    clf = LogReg(4)
+    fit(clf, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.rand(64, 4), torch.rand(64)), batch_size=8))
+"""
+
+
+def test_mem101_hand_written_backward_update_is_silent():
+    assert_silent(MEM101_OWN_BACKWARD_OK, "MEM101")
+
+
+def test_mem101_loss_summed_beside_hand_written_backward_is_reported():
+    assert_reported(MEM101_OWN_BACKWARD_BUG, "MEM101")
