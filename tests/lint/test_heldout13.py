@@ -259,3 +259,78 @@ def test_mem101_hand_written_backward_update_is_silent():
 
 def test_mem101_loss_summed_beside_hand_written_backward_is_reported():
     assert_reported(MEM101_OWN_BACKWARD_BUG, "MEM101")
+
+
+# -- MEM103 FP (open_clip profiler.py:227): a per-model dict of Python
+# numbers and strings appended per model name. One entry was
+# ``model.visual.image_size`` of a library model moved with ``.cuda()``, and
+# an unknown attribute of a module took the module's device. ``.cuda()``
+# moves only parameters, buffers and submodules (torch 2.13.0
+# ``Module._apply``), and ``Module.__getattr__`` serves only those; any other
+# attribute is a plain instance attribute, so its device is unknown. Here a
+# timm model's ``patch_embed.img_size`` and a timing; the look-alike stores
+# the forward output itself and stays reported.
+
+MEM103_MODULE_ATTRIBUTE_OK = """
+    import argparse
+    import time
+
+    import timm
+    import torch
+
+
+    def describe(name):
+        net = timm.create_model(name).cuda().eval()
+        info = {"name": name}
+        info["input"] = net.patch_embed.img_size
+        info["params"] = round(sum(p.numel() for p in net.parameters()) / 1e6, 1)
+        with torch.no_grad():
+            start = time.perf_counter()
+            net(torch.zeros(1, 3, *info["input"], device="cuda"))
+            info["seconds"] = round(time.perf_counter() - start, 4)
+        return info
+
+
+    def main():
+        args = argparse.ArgumentParser().parse_args()
+        rows = []
+        for name in args.models.split(","):
+            rows.append(describe(name))
+        return rows
+"""
+
+MEM103_MODULE_ATTRIBUTE_BUG = """
+    import argparse
+    import time
+
+    import timm
+    import torch
+
+
+    def describe(name):
+        net = timm.create_model(name).cuda().eval()
+        info = {"name": name}
+        info["input"] = net.patch_embed.img_size
+        info["params"] = round(sum(p.numel() for p in net.parameters()) / 1e6, 1)
+        with torch.no_grad():
+            start = time.perf_counter()
+            info["logits"] = net(torch.zeros(1, 3, *info["input"], device="cuda"))
+            info["seconds"] = round(time.perf_counter() - start, 4)
+        return info
+
+
+    def main():
+        args = argparse.ArgumentParser().parse_args()
+        rows = []
+        for name in args.models.split(","):
+            rows.append(describe(name))  # expect: MEM103
+        return rows
+"""
+
+
+def test_mem103_config_attribute_of_device_model_is_silent():
+    assert_silent(MEM103_MODULE_ATTRIBUTE_OK, "MEM103")
+
+
+def test_mem103_forward_output_in_the_row_is_reported():
+    assert_reported(MEM103_MODULE_ATTRIBUTE_BUG, "MEM103")

@@ -1389,7 +1389,12 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
             return tensor(Tri.YES, base.device, leaf=True)
         if klass is None and model.submodule_name(attr, interpreter):
             return module(base.framework or "torch", device=base.device)
-        return Value(Kind.UNKNOWN, Tri.MAYBE, base.device)
+        # Of a library module, another attribute may be a parameter or buffer (on the module's
+        # device) or any plain instance attribute (`model.visual.image_size`, a config int or
+        # tuple): `Module._apply` (what `.cuda()`/`.to()` run, torch 2.13.0
+        # torch/nn/modules/module.py) moves only `_parameters`, `_buffers` and `_modules`, and
+        # `Module.__getattr__` serves only those three, so its device is not known.
+        return Value(Kind.UNKNOWN, Tri.MAYBE, base.device if klass is not None else _not_known_moved(base.device))
     if base.kind is Kind.PLAIN:
         return PLAIN
     if base.kind is Kind.OBJECT and base.type_name in fw.LIGHTNING_TRAINERS and attr in fw.LIGHTNING_TRAINER_DATA:
@@ -1407,6 +1412,12 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         element = base.element if _holds_tensors(base) else None
         return Value(Kind.UNKNOWN, base.graph, base.device, sources=base.sources, element=element)
     return UNKNOWN
+
+
+def _not_known_moved(device: Tri) -> Tri:
+    """A module's device for an attribute that ``.cuda()`` may not have moved:
+    NO stays NO (nothing of a CPU module is on the accelerator), else MAYBE."""
+    return Tri.NO if device is Tri.NO else Tri.MAYBE
 
 
 def element_of(value: Value) -> Value:
