@@ -82,7 +82,12 @@ class LossAccumulatedWithGraph(Rule):
     returned from a function that no call in the same file backpropagates
     or detaches (its callers decide) unless that function switches a model
     to `eval()` (its total is a metric). Values are followed across functions
-    and classes defined in the same file; a loss handed to a function of
+    and classes defined in the same file, a returned tuple position by
+    position (`loss, stats, n = step(b)` attaches only `loss`, also when the
+    function returns `None` on an early exit). `obj.backward(x, ...)` where
+    `obj` is an instance of a class of the file that defines `backward`
+    runs that method (hand-written gradients), so it marks nothing as
+    differentiated; a loss handed to a function of
     another module is not followed. The value of a torchmetrics metric that
     is not differentiable (`Accuracy`, `F1Score`, `Precision`, ... and their
     `Binary`/`Multiclass`/`Multilabel` classes) carries no graph and is not

@@ -57,7 +57,10 @@ class DeviceTensorCollectedInLoop(Rule):
     cache on the device on purpose.
 
     ## Known problems
-    Tensors graph-attached when stored are left to MEM102. Loops over a
+    Tensors graph-attached when stored are left to MEM102. An attribute of
+    a library model moved to the accelerator that is not known to be a
+    parameter, buffer or submodule (`model.visual.image_size`) is not taken
+    for a device tensor: `.cuda()` moves only those. Loops over a
     fixed structure (a module's layers, a literal range of a few steps),
     containers cleared or popped inside the loop, `deque(maxlen=...)`
     buffers, stores that run only while `len(container)` is below a bound

@@ -96,7 +96,10 @@ class LoadWithoutMapLocation(Rule):
 
     ## When it is reported
     Only where the checkpoint may hold accelerator tensors: the file's own
-    `torch.save` (or Fabric `save`) of that path saves device data, or, with
+    `torch.save` (or Fabric `save`) of that path saves device data (the
+    `state_dict()` of a model on the accelerator, or of an optimizer built
+    over such a model's parameters, `getattr(torch.optim, name)(...)` too:
+    its state tensors sit beside the parameters), or, with
     no such save, the code shows it runs on an accelerator (`.cuda()`,
     `torch.cuda.*`, a `"cuda"`/`"gpu"`/`"mps"` device or one built from a
     `"cuda:"` prefix (`f"cuda:{gpu}"`, `"cuda:" + str(rank)`), an Accelerator or
@@ -108,7 +111,8 @@ class LoadWithoutMapLocation(Rule):
     Not reported: a call with `**kwargs` or `*args` (`map_location` may be
     among them); a load of a path that the file saves only host data to
     (`.cpu()` tensors, numpy arrays, plain Python values, the `state_dict()`
-    of a module built and never moved, a `GradScaler`'s state), or of any
+    of a module built and never moved or of an optimizer of its parameters,
+    a `GradScaler`'s state), or of any
     path when every checkpoint the file writes holds host data only (a
     checkpoint from elsewhere loaded by such a file is missed); a load
     inside a `Dataset` or `LightningDataModule` (data files), or of an

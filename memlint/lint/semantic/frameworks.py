@@ -478,6 +478,12 @@ OPTIMIZER_FACTORIES = frozenset({
     "aihwkit.optim.AnalogSGD", "aihwkit.optim.AnalogAdam",
     "aihwkit.optim.analog_optimizer.AnalogSGD", "aihwkit.optim.analog_optimizer.AnalogAdam",
 })
+#: Namespaces whose classes a program picks by a run-time name (``getattr(torch.optim,
+#: args.optimizer)(model.parameters())``), and the class that stands for the pick: every
+#: capitalised public name of ``torch.optim`` is an ``Optimizer`` subclass (torch 2.13.0
+#: ``torch/optim/__init__.py`` ``__all__``: Adadelta ... SGD, SparseAdam, Optimizer; its
+#: lower-case names are the submodules ``lr_scheduler``/``swa_utils``).
+OPTIMIZER_CLASS_NAMESPACES = {"torch.optim": "torch.optim.Optimizer"}
 OPTIMIZER_NAMESPACE = re.compile(r"^(?:torch\.optim|bitsandbytes\.optim|bnb\.optim|apex\.optimizers|torch_optimizer)\.[A-Z]\w*$")
 LR_SCHEDULER_NAMESPACE = re.compile(r"^(?:torch\.optim\.lr_scheduler\.\w+|transformers\.get_\w*schedule\w*|transformers\.optimization\.get_\w+)$")
 #: Distributed-autograd optimizers step with a context id and need no zero_grad

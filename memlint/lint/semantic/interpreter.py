@@ -299,7 +299,7 @@ class Interpreter:
     def stmt_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             value = self.expr(node.value)
-            self.analysis.returns = value if self.analysis.returns is None else self.analysis.returns.join(value)
+            self.analysis.returns = value if self.analysis.returns is None else _join_returns(self.analysis.returns, value)
 
     def stmt_If(self, node: ast.If) -> None:
         self.expr(node.test)
@@ -455,7 +455,7 @@ class Interpreter:
         name = self.model.scopes.dotted.of(target)
         if name is None:
             return
-        if name in self.model.backward_evidence(self.unit) and value.graph is Tri.MAYBE and self.state.grad is not Tri.NO:
+        if self._differentiated_name(name) and value.graph is Tri.MAYBE and self.state.grad is not Tri.NO:
             value = value.evolve(graph=Tri.YES, kind=Kind.TENSOR if value.kind is Kind.UNKNOWN else value.kind)
         elif (value.graph is Tri.MAYBE and value.kind is Kind.TENSOR and self.state.grad is not Tri.NO
               and name in self.model.summed_backward_evidence(self.unit)):
@@ -465,6 +465,27 @@ class Interpreter:
             value = value.with_sources(value.sources | {name})
         self.state.env[name] = value
         self.analysis.values[target] = value
+
+    def _differentiated_name(self, name: str) -> bool:
+        """``name`` is in the unit's backward evidence, and not only as an
+        argument of ``obj.backward(...)`` where ``obj`` is, in the current
+        environment, an instance of a class of the file that defines its
+        own ``backward`` method: that call runs the method (hand-written
+        gradients of a from-scratch network, ``model.backward(x, a, y)``),
+        not ``Tensor.backward`` or an engine's, so it differentiates nothing."""
+        if name not in self.model.backward_evidence(self.unit):
+            return False
+        sites = [expr for expr in self.model.differentiated_in(self.unit) if dotted_name(expr) == name]
+        return not sites or not all(self._argument_of_own_backward(expr) for expr in sites)
+
+    def _argument_of_own_backward(self, expr: ast.expr) -> bool:
+        call = self.model.parents.get(expr)
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and expr in call.args):
+            return False
+        receiver = dotted_name(call.func.value)
+        owner = self.state.env.get(receiver) if receiver is not None else None
+        klass = self.model.classes.get(owner.klass) if owner is not None and owner.klass else None
+        return klass is not None and klass.method(call.func.attr) is not None
 
     def _assign_elements(self, target: ast.Tuple | ast.List, value: Value, source: ast.expr | None, statement: ast.AST) -> None:
         literal = [e.value if isinstance(e, ast.Starred) else e for e in source.elts] if isinstance(source, (ast.Tuple, ast.List)) else None
@@ -726,6 +747,21 @@ class Interpreter:
 
     def record_collect(self, receiver: ast.expr, value: Value, node: ast.AST) -> None:
         self._record_persistent_write(receiver, value, node, "collect")
+
+
+def _join_returns(previous: Value, value: Value) -> Value:
+    """What a function returns over two of its ``return`` statements. Where
+    one returns a fixed-length tuple and the other a plain value (``return
+    None`` on an early exit, ``return losses, report, n, state`` otherwise),
+    a caller that unpacks the result (``a, b, n, s = result``) gets the
+    tuple's elements -- a plain value cannot be unpacked -- so the join keeps
+    the tuple's items, each position its own value, instead of dropping them
+    and giving every name the join of all positions."""
+    joined = previous.join(value)
+    for whole, other in ((previous, value), (value, previous)):
+        if whole.items is not None and other.kind is Kind.PLAIN and other.items is None and other.element is None:
+            return joined.evolve(kind=whole.kind, items=whole.items, element=whole.element)
+    return joined
 
 
 def _terminates(body: list[ast.stmt]) -> bool:

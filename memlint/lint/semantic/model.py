@@ -1299,6 +1299,10 @@ class SemanticModel:
             found = self._evidence_memo[key] = frozenset(operations.summed_terms(self._differentiated(unit)))
         return found
 
+    def differentiated_in(self, unit: ast.AST) -> list[ast.expr]:
+        """The expressions ``unit``'s backward calls differentiate (syntactic)."""
+        return self._differentiated(unit)
+
     def _differentiated(self, unit: ast.AST) -> list[ast.expr]:
         """The expressions ``unit``'s backward calls differentiate (once per unit)."""
         key = ("differentiated", unit)

@@ -313,6 +313,9 @@ def call_value(model, callee: Value, call: CallInfo, interpreter) -> Value:
         return instantiate(model, klass, call, interpreter)
     if callee.kind is Kind.OBJECT and klass is not None and klass.method("__call__") is not None:
         return local_call(model, klass.method("__call__"), call, interpreter, receiver=callee)
+    if callee.kind is Kind.OBJECT and callee.type_name and fw.OPTIMIZER_NAMESPACE.match(callee.type_name):
+        # an optimizer class held in a value (`getattr(torch.optim, name)`): calling it builds one
+        return library_call(model, callee.type_name, call, interpreter) or unknown_call(call)
     return unknown_call(call)
 
 
@@ -607,9 +610,27 @@ def _moved_module(receiver: Value, name: str, call: CallInfo) -> Value:
     return receiver
 
 
+def _optimizer_state_device(call: CallInfo) -> Tri:
+    """Where an optimizer built by ``call`` keeps its state: YES when the
+    parameters it is given are known to be on the accelerator (``Adam(
+    net.parameters())`` of a model moved there), since its per-parameter
+    state (``exp_avg``, ``momentum_buffer``) is created beside each parameter
+    (torch 2.13.0 ``torch/optim/adam.py`` ``_init_group``: ``torch.zeros_like(p,
+    memory_format=torch.preserve_format)``); MAYBE otherwise."""
+    params = call.argument(0, "params")
+    return Tri.YES if params is not None and params.device is Tri.YES else Tri.MAYBE
+
+
 def optimizer_method(model, receiver: Value, name: str, call: CallInfo, interpreter) -> Value:
+    """``step`` is recorded; ``state_dict()`` of an optimizer whose state is on
+    the accelerator holds those tensors as they are (torch 2.13.0
+    ``torch/optim/optimizer.py`` ``Optimizer.state_dict`` packs ``self.state``
+    without moving it), so a checkpoint of it is device data. Anything else:
+    plain."""
     if name == "step":
         interpreter.record_optimizer_step(call.node)
+    if name == "state_dict" and receiver.device is Tri.YES:
+        return container(tensor(Tri.NO, Tri.YES), type_name="dict")
     return PLAIN
 
 
@@ -986,7 +1007,7 @@ def library_call(model, qualified: str, call: CallInfo, interpreter) -> Value | 
     if qualified in fw.ENGINE_TYPES:
         return obj(type_name=fw.ENGINE_TYPES[qualified])
     if qualified in fw.OPTIMIZER_FACTORIES or fw.OPTIMIZER_NAMESPACE.match(qualified):
-        return Value(Kind.OPTIMIZER, Tri.NO, Tri.MAYBE, type_name=qualified)
+        return Value(Kind.OPTIMIZER, Tri.NO, _optimizer_state_device(call), type_name=qualified)
     if fw.LR_SCHEDULER_NAMESPACE.match(qualified):
         return obj(type_name=_SCHEDULER)
     if qualified in ("collections.defaultdict", "collections.OrderedDict", "collections.Counter"):
@@ -1074,7 +1095,19 @@ def builtin_call(model, name: str, call: CallInfo, interpreter) -> Value | None:
         return container(None, stream=call.positional[1].stream if len(call.positional) > 1 else Tri.MAYBE)
     if name == "getattr" and first is not None and first.kind is Kind.OBJECT and first.type_name == "torch":
         return _torch_attribute_by_name(call)
+    if name == "getattr" and first is not None and first.kind is Kind.OBJECT and first.type_name in fw.OPTIMIZER_CLASS_NAMESPACES:
+        return _optimizer_class_by_name(call, first.type_name)
     return None
+
+
+def _optimizer_class_by_name(call: CallInfo, namespace: str) -> Value | None:
+    """``getattr(torch.optim, "SGD")`` is ``torch.optim.SGD``; with a run-time
+    name (``getattr(torch.optim, args.optimizer)``), one of its optimizer
+    classes (:data:`~.frameworks.OPTIMIZER_CLASS_NAMESPACES`)."""
+    named = call.argument_node(1)
+    if isinstance(named, ast.Constant) and isinstance(named.value, str):
+        return library_attribute(f"{namespace}.{named.value}")
+    return library_attribute(fw.OPTIMIZER_CLASS_NAMESPACES[namespace]) if named is not None and len(call.node.args) == 2 else None
 
 
 def _offloaded_by_options(model, call: CallInfo) -> bool:
@@ -1356,7 +1389,12 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
             return tensor(Tri.YES, base.device, leaf=True)
         if klass is None and model.submodule_name(attr, interpreter):
             return module(base.framework or "torch", device=base.device)
-        return Value(Kind.UNKNOWN, Tri.MAYBE, base.device)
+        # Of a library module, another attribute may be a parameter or buffer (on the module's
+        # device) or any plain instance attribute (`model.visual.image_size`, a config int or
+        # tuple): `Module._apply` (what `.cuda()`/`.to()` run, torch 2.13.0
+        # torch/nn/modules/module.py) moves only `_parameters`, `_buffers` and `_modules`, and
+        # `Module.__getattr__` serves only those three, so its device is not known.
+        return Value(Kind.UNKNOWN, Tri.MAYBE, base.device if klass is not None else _not_known_moved(base.device))
     if base.kind is Kind.PLAIN:
         return PLAIN
     if base.kind is Kind.OBJECT and base.type_name in fw.LIGHTNING_TRAINERS and attr in fw.LIGHTNING_TRAINER_DATA:
@@ -1374,6 +1412,12 @@ def attribute_of(model, base: Value, attr: str, node: ast.Attribute, interpreter
         element = base.element if _holds_tensors(base) else None
         return Value(Kind.UNKNOWN, base.graph, base.device, sources=base.sources, element=element)
     return UNKNOWN
+
+
+def _not_known_moved(device: Tri) -> Tri:
+    """A module's device for an attribute that ``.cuda()`` may not have moved:
+    NO stays NO (nothing of a CPU module is on the accelerator), else MAYBE."""
+    return Tri.NO if device is Tri.NO else Tri.MAYBE
 
 
 def element_of(value: Value) -> Value:
