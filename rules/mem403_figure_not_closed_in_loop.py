@@ -68,7 +68,8 @@ class FigureNotClosedInLoop(Rule):
     `np.load` read, or the entries of `os.listdir`/`os.walk`/`glob.glob`
     and of `Path.glob`/`rglob`/`iterdir`, or a loop that loads a file named
     by its item each iteration: `nib.load(path)`, `Image.open(path)`,
-    `np.load(path)`) or over a parameter that every
+    `np.load(path)`), or over a `range` or display the file fixes to more
+    than 20 items (`for i in range(100)`), or over a parameter that every
     call of the file fills with more than 20 items (pyplot's
     `figure.max_open_warning`), or over `range(n)` of a parameter `n` that
     is more than 20 for every call of the file (its default when no call
@@ -276,14 +277,20 @@ class FigureNotClosedInLoop(Rule):
                 if semantic.walks_file_contents(loop) or semantic.reads_a_file_per_item(loop)]
 
     def _loops_over_many(self, node: ast.AST) -> list[ast.AST]:
-        """The loops around ``node`` over a parameter of their function that
-        every call of the file fills with more items than pyplot opens
-        without a warning (``run_all([{...} for i in range(40)])``): one
+        """The loops around ``node`` that run more times than pyplot opens
+        figures without a warning: over a ``range`` or display the file fixes
+        to more than :data:`MAX_OPEN_WARNING` items (``for i in range(100)``),
+        or over a parameter of their function that every call of the file
+        fills with that many (``run_all([{...} for i in range(40)])``): one
         figure per item leaves more figures open than pyplot itself warns about."""
         semantic = self.ctx.semantic
         found = []
         for loop in semantic.enclosing_loops(node):
             if not isinstance(loop, FOR_TYPES):
+                continue
+            fixed = _range_count(semantic, loop.iter) if isinstance(loop.iter, ast.Call) else _length(semantic, loop.iter)
+            if fixed is not None and fixed > MAX_OPEN_WARNING:
+                found.append(loop)
                 continue
             function = semantic.function_of(loop)
             if not isinstance(function, FUNCTION_TYPES):

@@ -417,3 +417,27 @@ def test_mem305_factory_after_a_module_level_cuda_default_device_in_a_worker():
 def test_mem305_same_collate_in_the_main_process_is_silent():
     assert_silent(MEM305_DEFAULT_DEVICE_BUG.replace("num_workers=4", "num_workers=0").replace("  # expect: MEM305", ""), "MEM305")
     assert_silent(MEM305_DEFAULT_DEVICE_BUG.replace('torch.device("cuda:0")', '"cpu"').replace("  # expect: MEM305", ""), "MEM305")
+
+
+# -- MEM403: a loop the file fixes to more than pyplot's 20 open figures
+# (matplotlib's figure.max_open_warning) piles them up as surely as a loop
+# over a parameter of that size; a few fixed samples stay silent.
+
+MEM403_FIXED_MANY_BUG = """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    grid = np.random.default_rng(0).normal(size=(64, 28, 28))
+    for index in range(0, 64):
+        fig, ax = plt.subplots(figsize=(2, 2))  # expect: MEM403
+        ax.imshow(grid[index])
+        fig.savefig(f"digit_{index}.png")
+"""
+
+
+def test_mem403_loop_fixed_to_more_figures_than_pyplot_keeps_open():
+    assert_reported(MEM403_FIXED_MANY_BUG, "MEM403")
+
+
+def test_mem403_loop_fixed_to_a_few_figures_is_silent():
+    assert_silent(MEM403_FIXED_MANY_BUG.replace("range(0, 64)", "range(0, 6)").replace("  # expect: MEM403", ""), "MEM403")
