@@ -1845,25 +1845,14 @@ class SemanticModel:
         keywords only, so the name takes ``f``'s positional parameters
         unchanged; None otherwise. A call of the name is a call of ``f``
         with those keywords added (CPython 3.11 ``functools.partial``)."""
-        if not isinstance(func, ast.Name):
-            return None
-        bindings = self.scopes.bindings_of(func.id, self.scopes.scope_for(func))
-        if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGNMENT:
-            return None
-        statement = self.parents.get(bindings[0].node)
-        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and statement.targets[0] is bindings[0].node and isinstance(statement.value, ast.Call)):
-            return None
-        made = statement.value
-        if self.qualified(made.func) != "functools.partial" or len(made.args) != 1:
+        made = self._call_bound_once(func) if isinstance(func, ast.Name) else None
+        if made is None or self.qualified(made.func) != "functools.partial" or len(made.args) != 1:
             return None
         return made
 
-    def _bound_from_factory(self, name: ast.Name, depth: int) -> tuple[ast.AST, int] | None:
-        """A name bound once, by a plain assignment, to a callable made by a
-        call: ``step = make_step(model, opt)`` where ``make_step`` returns a
-        ``def`` of its body, or ``hook = functools.partial(save, name)``:
-        what :meth:`callable_definition` says of that call."""
+    def _call_bound_once(self, name: ast.Name) -> ast.Call | None:
+        """The call whose result ``name`` is bound to, when one plain
+        assignment (``name = f(...)``) is its only binding in its scope."""
         bindings = self.scopes.bindings_of(name.id, self.scopes.scope_for(name))
         if len(bindings) != 1 or bindings[0].kind is not BindingKind.ASSIGNMENT:
             return None
@@ -1871,7 +1860,15 @@ class SemanticModel:
         if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
                 and statement.targets[0] is bindings[0].node and isinstance(statement.value, ast.Call)):
             return None
-        return self.callable_definition(statement.value, depth + 1)
+        return statement.value
+
+    def _bound_from_factory(self, name: ast.Name, depth: int) -> tuple[ast.AST, int] | None:
+        """A name bound once, by a plain assignment, to a callable made by a
+        call: ``step = make_step(model, opt)`` where ``make_step`` returns a
+        ``def`` of its body, or ``hook = functools.partial(save, name)``:
+        what :meth:`callable_definition` says of that call."""
+        made = self._call_bound_once(name)
+        return None if made is None else self.callable_definition(made, depth + 1)
 
     def _unpacked_from_factory(self, name: ast.Name, depth: int) -> tuple[ast.AST, int] | None:
         """A name bound once by unpacking what a function of the file returns,
