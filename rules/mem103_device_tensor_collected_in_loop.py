@@ -210,7 +210,8 @@ class DeviceTensorCollectedInLoop(Rule):
         for outer in semantic.enclosing_loops(loop):
             if not semantic.outside(container, outer):
                 return False
-            if self._grows_with_the_run(outer) and _fixed_range_count(semantic, outer) is None:
+            fixed = semantic.range_count(outer.iter) if isinstance(outer, FOR_TYPES) else None
+            if self._grows_with_the_run(outer) and fixed is None:
                 return True
         return False
 
@@ -523,18 +524,6 @@ def _tests_equal_to_constant(test: ast.expr, name: str) -> bool:
     left, right = test.left, test.comparators[0]
     return any(isinstance(a, ast.Name) and a.id == name and isinstance(b, ast.Constant) and not isinstance(b.value, str)
                for a, b in ((left, right), (right, left)))
-
-
-def _fixed_range_count(semantic, loop: ast.AST) -> int | None:
-    """How many times ``for _ in range(...)`` runs when the file fixes its bounds; None otherwise."""
-    if not isinstance(loop, FOR_TYPES) or not isinstance(loop.iter, ast.Call) \
-            or semantic.qualified(loop.iter.func) not in ("range", "builtins.range") \
-            or not 1 <= len(loop.iter.args) <= 2 or loop.iter.keywords:
-        return None
-    bounds = [semantic.constants.value(arg) for arg in loop.iter.args]
-    if not all(type(bound) is int for bound in bounds):
-        return None
-    return bounds[0] if len(bounds) == 1 else max(0, bounds[1] - bounds[0])
 
 
 def _makes_list(expr: ast.expr) -> bool:

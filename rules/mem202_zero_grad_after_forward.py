@@ -5,7 +5,7 @@ import ast
 from memlint.lint.diagnostic import Severity
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
-from memlint.lint.syntax import FUNCTION_TYPES, is_constant
+from memlint.lint.syntax import FUNCTION_TYPES, ends_in_break, is_constant
 from memlint.lint.names import dotted_name, targets_of
 from memlint.rules._training import arguments_in_order, backward_loss, is_backward, method_name, walk
 
@@ -99,7 +99,7 @@ class ZeroGradAfterForward(Rule):
         semantic = self.ctx.semantic
         loops = semantic.enclosing_loops(node)
         if loops:
-            if self._runs_once(loops[0]):
+            if ends_in_break(loops[0]):
                 return  # `for x, y in loader: ...; break`: one step, no gradients of an earlier one to keep
             unit = loops[0].body
         else:
@@ -152,9 +152,6 @@ class ZeroGradAfterForward(Rule):
                 return True
         return False
 
-    def _runs_once(self, loop: ast.AST) -> bool:
-        """The loop's body ends in an unconditional ``break``: it runs one iteration."""
-        return isinstance(loop, (ast.For, ast.AsyncFor, ast.While)) and bool(loop.body) and isinstance(loop.body[-1], ast.Break)
 
     def _has_forward(self, expr: ast.expr) -> bool:
         semantic = self.ctx.semantic

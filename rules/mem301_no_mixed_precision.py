@@ -6,6 +6,7 @@ import ast
 
 from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
+from memlint.lint.syntax import ends_in_break
 from memlint.rules._training import calls_in, is_backward, is_optimizer_step, loops_in
 
 #: Identifiers (names, attributes, keywords, imports) that mean precision is
@@ -100,7 +101,7 @@ class NoMixedPrecision(Rule):
         first = None
         for unit in units:
             for loop in loops_in(unit):
-                if unit is node and not self._accelerator_shown_by(loop) or _runs_once(loop):
+                if unit is node and not self._accelerator_shown_by(loop) or ends_in_break(loop):
                     continue  # a loop ending in `break` takes one step: no training run for AMP to speed
                 calls = calls_in(loop.body)
                 backwards = [c for c in calls if is_backward(c, self.ctx)]
@@ -148,8 +149,3 @@ def _identifiers(index) -> set[str]:
         if statement.module:
             found.update(statement.module.split("."))
     return found
-
-
-def _runs_once(loop: ast.AST) -> bool:
-    """The loop's body ends in an unconditional ``break``: one iteration (a smoke test of one step)."""
-    return bool(getattr(loop, "body", None)) and isinstance(loop.body[-1], ast.Break)

@@ -250,7 +250,7 @@ class FigureNotClosedInLoop(Rule):
         if isinstance(loop, ast.While) or semantic.walks_file_contents(loop) \
                 or semantic.value(loop.iter).stream is Tri.YES:
             return True
-        count = _range_count(semantic, loop.iter)
+        count = semantic.range_count(loop.iter)
         if count is not None:
             return count > MAX_OPEN_WARNING
         return semantic.trains([statement for statement in loop.body if not isinstance(statement, LOOP_TYPES)])
@@ -288,7 +288,7 @@ class FigureNotClosedInLoop(Rule):
         for loop in semantic.enclosing_loops(node):
             if not isinstance(loop, FOR_TYPES):
                 continue
-            fixed = _range_count(semantic, loop.iter) if isinstance(loop.iter, ast.Call) else _length(semantic, loop.iter)
+            fixed = semantic.range_count(loop.iter) if isinstance(loop.iter, ast.Call) else _length(semantic, loop.iter)
             if fixed is not None and fixed > MAX_OPEN_WARNING:
                 found.append(loop)
                 continue
@@ -459,19 +459,7 @@ def _length(semantic, expr: ast.expr) -> int | None:
         return None if any(isinstance(e, ast.Starred) for e in expr.elts) else len(expr.elts)
     if not isinstance(expr, (ast.ListComp, ast.GeneratorExp)) or len(expr.generators) != 1 or expr.generators[0].ifs:
         return None
-    return _range_count(semantic, expr.generators[0].iter)
-
-
-def _range_count(semantic, iterable: ast.expr) -> int | None:
-    """How many times a loop over ``iterable`` runs when the file fixes it:
-    ``range(n)``/``range(a, b)`` of constants; None otherwise."""
-    if not (isinstance(iterable, ast.Call) and semantic.qualified(iterable.func) in ("range", "builtins.range")
-            and 1 <= len(iterable.args) <= 2 and not iterable.keywords):
-        return None
-    bounds = [semantic.constants.value(arg) for arg in iterable.args]
-    if not all(type(bound) is int for bound in bounds):
-        return None
-    return bounds[0] if len(bounds) == 1 else max(0, bounds[1] - bounds[0])
+    return semantic.range_count(expr.generators[0].iter)
 
 
 def _returns_parameter(function: ast.AST) -> bool:

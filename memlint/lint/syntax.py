@@ -24,6 +24,12 @@ COMPREHENSION_TYPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp
 HOOK_ALIASES = {"AsyncFunctionDef": "FunctionDef", "AsyncFor": "For", "AsyncWith": "With"}
 
 
+def ends_in_break(loop: ast.AST) -> bool:
+    """``loop`` is a loop statement whose body ends in an unconditional
+    ``break``: it runs one iteration (a smoke test of one step)."""
+    return isinstance(loop, LOOP_TYPES) and bool(loop.body) and isinstance(loop.body[-1], ast.Break)
+
+
 def is_constant(node: ast.AST | None, value: object) -> bool:
     """True when ``node`` is the literal ``value`` (compared with ``is``:
     ``is_constant(n, False)`` is not true for ``0``)."""

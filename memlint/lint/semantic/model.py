@@ -1838,6 +1838,18 @@ class SemanticModel:
                         return nested[0], 0
         return None
 
+    def range_count(self, iterable: ast.expr) -> int | None:
+        """How many times a loop over ``iterable`` runs when the file fixes
+        it: ``range(n)``/``range(a, b)`` whose bounds fold to int constants
+        (:attr:`constants`); None for anything else."""
+        if not (isinstance(iterable, ast.Call) and self.qualified(iterable.func) in ("range", "builtins.range")
+                and 1 <= len(iterable.args) <= 2 and not iterable.keywords):
+            return None
+        bounds = [self.constants.value(argument) for argument in iterable.args]
+        if not all(type(bound) is int for bound in bounds):
+            return None
+        return bounds[0] if len(bounds) == 1 else max(0, bounds[1] - bounds[0])
+
     def keyword_partial(self, func: ast.expr) -> ast.Call | None:
         """The ``functools.partial(f, k=v, ...)`` call that the called name
         ``func`` is bound to, once, by a plain assignment (``load =
