@@ -8,7 +8,7 @@ from memlint.lint.diagnostic import Severity
 from memlint.lint.rule import Rule
 from memlint.lint.semantic.frameworks import GRADIENT_TAPE
 from memlint.lint.semantic.scopes import BindingKind
-from memlint.lint.signatures import default_of, positional_parameters
+from memlint.lint.signatures import arguments_bound, default_of
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, is_constant
 
 #: pyplot calls that create a figure and register it with pyplot's figure manager
@@ -316,16 +316,11 @@ class FigureNotClosedInLoop(Rule):
         if len(bindings) != 1 or bindings[0].kind is not BindingKind.PARAMETER:
             return False
         default = default_of(function, name.id)
-        positional = [arg.arg for arg in positional_parameters(function)]
-        if semantic.class_of_method(function) is not None and positional:
-            positional = positional[1:]  # called on an instance: the receiver fills the first one
         counts = []
         for call in semantic.call_sites_of(function):
             if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
                 return False
-            given = next((k.value for k in call.keywords if k.arg == name.id), None)
-            if given is None and name.id in positional and positional.index(name.id) < len(call.args):
-                given = call.args[positional.index(name.id)]
+            given = self._given(call, function, name.id)
             counts.append(given if given is not None else default)
         if not counts:
             counts = [default]
@@ -339,20 +334,21 @@ class FigureNotClosedInLoop(Rule):
         bindings = semantic.scopes.bindings_of(name.id, semantic.scopes.scope_for(name))
         if not bindings or any(binding.kind is not BindingKind.PARAMETER for binding in bindings):
             return False
-        positional = [arg.arg for arg in positional_parameters(function)]
-        if semantic.class_of_method(function) is not None and positional:
-            positional = positional[1:]  # called on an instance: the receiver fills the first one
         sites = semantic.call_sites_of(function)
         if not sites:
             return False
         for call in sites:
-            given = next((k.value for k in call.keywords if k.arg == name.id), None)
-            if given is None and name.id in positional and positional.index(name.id) < len(call.args):
-                given = call.args[positional.index(name.id)]
+            given = self._given(call, function, name.id)
             length = _length(semantic, given) if given is not None else None
             if length is None or length <= MAX_OPEN_WARNING:
                 return False
         return True
+
+    def _given(self, call: ast.Call, function: ast.AST, parameter: str) -> ast.expr | None:
+        """The argument ``call`` passes for ``parameter`` of ``function``
+        (a method's receiver is the instance it is called on)."""
+        on_instance = self.ctx.semantic.class_of_method(function) is not None
+        return arguments_bound(call, function, skip_receiver=on_instance).get(parameter)
 
     def _tape_step_loops(self, node: ast.AST) -> list[ast.AST]:
         """The loops around ``node`` (innermost first) whose own body takes
