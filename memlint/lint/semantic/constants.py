@@ -31,7 +31,7 @@ import operator
 
 from memlint.lint.semantic.scopes import BindingKind, ScopeKind
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES
-from memlint.lint.signatures import default_of, parameter_names, positional_parameters
+from memlint.lint.signatures import arguments_bound, default_of, parameter_names, positional_parameters
 
 #: The answer when a value does not fold.
 UNKNOWN = object()
@@ -344,14 +344,9 @@ class Constants:
         return calls
 
     def _argument_of(self, call: ast.Call, function: ast.AST, argument: ast.arg, depth: int) -> object:
-        positional = positional_parameters(function)
         if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
             return UNKNOWN
-        if argument in positional:
-            index = positional.index(argument)
-            if index < len(call.args):
-                return self.value(call.args[index], depth)
-        passed = next((k.value for k in call.keywords if k.arg == argument.arg), None)
+        passed = arguments_bound(call, function, skip_receiver=False).get(argument.arg)
         if passed is not None:
             return self.value(passed, depth)
         default = default_of(function, argument.arg)
