@@ -7,7 +7,7 @@ from memlint.lint.diagnostic import Applicability, Severity
 from memlint.lint.names import dotted_name, targets_of
 from memlint.lint.patterns import names_in
 from memlint.lint.rule import Rule
-from memlint.lint.signatures import arguments_bound, first_parameter, parameter_names
+from memlint.lint.signatures import arguments_bound, first_parameter, is_static_method, parameter_names
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, LOOP_TYPES, call_arguments
 from memlint.lint.walk import Visitor, descendants, visit as walk_visit
@@ -567,7 +567,7 @@ def _parameters_bound(call: ast.Call, function: ast.AST) -> dict[str, ast.expr]:
     """The parameters of ``function`` that the arguments of ``call`` bind
     (``self`` skipped for a method called on an object)."""
     on_object = isinstance(call.func, ast.Attribute) and first_parameter(function) in ("self", "cls") \
-        and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list)
+        and not is_static_method(function)
     return arguments_bound(call, function, skip_receiver=on_object)
 
 

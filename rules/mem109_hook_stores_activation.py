@@ -5,13 +5,12 @@ from __future__ import annotations
 import ast
 
 from memlint.lint.diagnostic import Severity
-from memlint.lint.names import dotted_name, root_name
 from memlint.lint.rule import Rule
 from memlint.lint.semantic import torch_ops as ops
 from memlint.lint.semantic.stores import leaf_values
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FUNCTION_TYPES, call_arguments
-from memlint.lint.signatures import first_parameter, positional_parameters
+from memlint.lint.signatures import first_parameter, is_static_method, positional_parameters
 
 #: Module hook registrations (torch 2.13 torch/nn/modules/module.py): the
 #: positions of the hook's parameters that hold activations or gradients,
@@ -382,7 +381,7 @@ def _receiver_of(semantic, hook: ast.AST) -> str | None:
     function = hook
     while function is not None:
         if isinstance(function, FUNCTION_TYPES) and semantic.class_of_method(function) is not None:
-            if _is_static(function):
+            if is_static_method(function):
                 return None
             return first_parameter(function)
         function = semantic.unit_of(function) if function is not semantic.module else None
@@ -390,9 +389,6 @@ def _receiver_of(semantic, hook: ast.AST) -> str | None:
             return None
     return None
 
-
-def _is_static(function: ast.AST) -> bool:
-    return any(dotted_name(d) == "staticmethod" for d in function.decorator_list)
 
 
 def _single_assignments(hook: ast.AST) -> dict[str, ast.expr]:

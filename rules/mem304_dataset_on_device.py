@@ -12,7 +12,7 @@ from memlint.lint.semantic.operations import device_of_value
 from memlint.lint.semantic.values import Kind, Tri
 from memlint.lint.syntax import FOR_TYPES, FUNCTION_TYPES, call_arguments, keyword_arg
 from memlint.lint.walk import Visitor, visit as walk_visit
-from memlint.lint.signatures import arguments_bound, first_parameter, parameter_names
+from memlint.lint.signatures import arguments_bound, first_parameter, is_static_method, parameter_names
 
 TENSOR_DATASETS = frozenset({"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"})
 #: Methods that only change the dtype/layout/device of a tensor: looked through to find where it came from
@@ -470,14 +470,10 @@ def _instance_read(semantic, use: ast.AST, holder: str, attribute: str, klass) -
 def _parameters_given(semantic, call: ast.Call, callee: ast.AST, name: str) -> list[str]:
     """The parameters of ``callee`` that ``call`` fills with ``name`` itself
     (by position, after the receiver of a method called on an object, or by keyword)."""
-    on_object = isinstance(call.func, ast.Attribute) and semantic.class_of_method(callee) is not None and not _is_static(callee)
+    on_object = isinstance(call.func, ast.Attribute) and semantic.class_of_method(callee) is not None and not is_static_method(callee)
     bound = arguments_bound(call, callee, skip_receiver=on_object)  # `obj.method(x)`: the receiver fills the first one
     return [parameter for parameter, argument in bound.items() if dotted_name(argument) == name]
 
-
-def _is_static(function: ast.AST) -> bool:
-    """``@staticmethod``: no receiver fills its first parameter."""
-    return any(dotted_name(decorator) == "staticmethod" for decorator in function.decorator_list)
 
 
 #: The builtins ``range`` and ``len`` as the file's names resolve them.

@@ -219,8 +219,6 @@ class FigureNotClosedInLoop(Rule):
         open until the cell ends."""
         if self.ctx.notebook is None or not self._keeps_inline_backend() or self._loops_over_many(node):
             return False
-        from memlint.lint.semantic.values import Tri
-
         semantic = self.ctx.semantic
         if semantic.comprehension_of(node) is not None:
             return False

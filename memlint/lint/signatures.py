@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 __all__ = ["positional_parameters", "parameter_names", "first_parameter", "parameter_defaults",
-           "default_of", "arguments_bound"]
+           "default_of", "arguments_bound", "is_static_method"]
 
 
 def _arguments(function: ast.AST) -> ast.arguments | None:
@@ -88,3 +88,15 @@ def arguments_bound(call: ast.Call, function: ast.AST, *, skip_receiver: bool) -
         if keyword.arg in names:
             bound[keyword.arg] = keyword.value
     return bound
+
+
+def is_static_method(function: ast.AST) -> bool:
+    """``function`` is decorated ``@staticmethod`` (or ``@builtins.staticmethod``):
+    no receiver fills its first parameter."""
+    for decorator in getattr(function, "decorator_list", ()):
+        if isinstance(decorator, ast.Name) and decorator.id == "staticmethod":
+            return True
+        if isinstance(decorator, ast.Attribute) and decorator.attr == "staticmethod" \
+                and isinstance(decorator.value, ast.Name) and decorator.value.id == "builtins":
+            return True
+    return False

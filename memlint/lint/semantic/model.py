@@ -45,7 +45,7 @@ from memlint.lint.semantic.scopes import BindingKind, ScopeKind, ScopeTree
 from memlint.lint.semantic.values import PLAIN, UNKNOWN, Kind, Tri, Value, container, join_all, join_call_arguments, module, obj
 from memlint.lint.syntax import COMPREHENSION_TYPES, FOR_TYPES, FUNCTION_TYPES, LOOP_TYPES, WITH_TYPES, call_arguments
 from memlint.lint.walk import descendants
-from memlint.lint.signatures import default_of, first_parameter, parameter_names, positional_parameters
+from memlint.lint.signatures import default_of, first_parameter, is_static_method, parameter_names, positional_parameters
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 UNIT_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -1766,8 +1766,7 @@ class SemanticModel:
             return found
         arguments = function.args
         positional = positional_parameters(arguments)
-        if self.class_of_method(function) is not None and not any(
-                isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
+        if self.class_of_method(function) is not None and not is_static_method(function):
             positional = positional[1:]
         names = {a.arg for a in (*positional, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg) if a is not None}
         assignments = []
@@ -1818,7 +1817,7 @@ class SemanticModel:
             if klass is not None and expr.value.id == first_parameter(unit):
                 method = klass.method(expr.attr)
                 if method is not None:  # a static method is the plain function: nothing bound
-                    return method, 0 if _is_static(method) else 1
+                    return method, 0 if is_static_method(method) else 1
             return None
         if isinstance(expr, ast.Call):
             if self.qualified(expr.func) == "functools.partial" and expr.args and not any(isinstance(a, ast.Starred) for a in expr.args):
@@ -2513,8 +2512,3 @@ def _flatten_targets(target: ast.expr) -> list[ast.expr]:
 
 
 _ = (WITH_TYPES, container)
-
-
-def _is_static(function: ast.AST) -> bool:
-    """``function`` is decorated ``@staticmethod`` (it takes no receiver)."""
-    return any(dotted_name(d) in ("staticmethod", "builtins.staticmethod") for d in getattr(function, "decorator_list", ()))
